@@ -1,0 +1,21 @@
+//! # collector — from the kernel (or a recording) to [`Sample`]s
+//!
+//! Stage one of the pipeline. It owns everything that turns bytes written by the kernel's
+//! perf subsystem, or by `perf record`, or by our own software LBR recorder, into the one
+//! sample model the rest of pgo-agent uses:
+//!
+//! * [`Sample`]: leading IP, pid/tid, time, the frame-pointer call chain (leaf first,
+//!   context markers removed) and the LBR branch stack ([`LbrEntry`], newest first);
+//! * [`SideBandEvent`]: MMAP2/COMM/FORK/EXIT, which the unwinder needs to rebase addresses;
+//! * [`BuildId`]: the key every per-binary aggregate is stored under.
+//!
+//! It deliberately knows nothing about symbols or binaries' code: that is the symbolizer's job.
+#![deny(missing_docs)]
+
+pub mod build_id;
+pub mod event;
+pub mod sample;
+
+pub use build_id::BuildId;
+pub use event::{CommEvent, Mmap2Event, PerfEvent, SideBandEvent, TaskEvent};
+pub use sample::{LbrEntry, Sample};

@@ -1,0 +1,2 @@
+//! # exporter — sample profiles to bytes
+#![deny(missing_docs)]

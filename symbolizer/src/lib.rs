@@ -1,0 +1,2 @@
+//! # symbolizer — binaries and counters to sample profiles
+#![deny(missing_docs)]

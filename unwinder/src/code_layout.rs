@@ -1,0 +1,51 @@
+//! [`CodeLayout`]: what the unwinder must know about a binary's code.
+
+/// llvm-profgen's `ExternalAddr`: the sentinel that stands for every address outside the
+/// profiled binary's code (another DSO, the kernel, JIT code, or not an instruction start).
+pub const EXTERNAL_ADDR: u64 = 1;
+
+/// The code facts the unwinder needs, in the binary's preferred (link-time) addresses.
+///
+/// Implemented by the symbolizer's `ProfiledBinary` from its x86 disassembly; tests may
+/// implement it over a hand-written instruction list.
+pub trait CodeLayout {
+    /// True when `addr` is the first byte of a decoded instruction.
+    fn is_code(&self, addr: u64) -> bool;
+    /// True when the instruction at `addr` is a call (direct or indirect).
+    fn is_call(&self, addr: u64) -> bool;
+    /// True when the instruction at `addr` is a return.
+    fn is_return(&self, addr: u64) -> bool;
+    /// True when some call, return or unconditional jump starts in `[start, end)`
+    /// (llvm-profgen's `rangeCrossUncondBranch`; `start < end` required).
+    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool;
+    /// The start of the instruction before the first instruction at or above `addr`
+    /// (llvm-profgen's `lower_bound(CodeAddressVec, addr) - 1`), if any.
+    fn previous_instruction(&self, addr: u64) -> Option<u64>;
+    /// True when `addr` is a function's first or second instruction, or a `ret` or the
+    /// instruction before it: stack samples with such a leaf are dropped, because the
+    /// frame pointer chain is not set up there.
+    fn is_prolog_or_epilog(&self, addr: u64) -> bool;
+    /// True when the binary has pseudo probes (`.pseudo_probe` and `.pseudo_probe_desc`):
+    /// probe contexts are keyed by call-site addresses, line contexts by inline frames.
+    fn has_pseudo_probes(&self) -> bool;
+    /// For line-based (DWARF) contexts: true when the two addresses have the same inline
+    /// frames except the leaf's location (llvm-profgen's `inlineContextEqual`).
+    fn inline_context_equal(&self, a: u64, b: u64) -> bool;
+
+    /// llvm-profgen's `isValidFallThroughRange`: `start <= end` and no unconditional
+    /// transfer lies in `[start, end)`.
+    fn is_valid_fall_through_range(&self, start: u64, end: u64) -> bool {
+        start <= end && !self.range_crosses_uncond_branch(start, end)
+    }
+
+    /// The call instruction a return address returns to (`getCallAddrFromFrameAddr`):
+    /// the previous instruction if it is a call, else `None`. The external sentinel maps
+    /// to itself.
+    fn call_before_return_address(&self, ret: u64) -> Option<u64> {
+        if ret == EXTERNAL_ADDR {
+            return Some(EXTERNAL_ADDR);
+        }
+        let prev = self.previous_instruction(ret)?;
+        self.is_call(prev).then_some(prev)
+    }
+}
