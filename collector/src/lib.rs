@@ -14,8 +14,10 @@
 
 pub mod build_id;
 pub mod event;
+pub mod recording;
 pub mod sample;
 
 pub use build_id::BuildId;
+pub use recording::{BuildIdEntry, EventDescription, Recording};
 pub use event::{CommEvent, Mmap2Event, PerfEvent, SideBandEvent, TaskEvent};
 pub use sample::{LbrEntry, Sample};
