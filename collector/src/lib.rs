@@ -7,17 +7,26 @@
 //! * [`Sample`]: leading IP, pid/tid, time, the frame-pointer call chain (leaf first,
 //!   context markers removed) and the LBR branch stack ([`LbrEntry`], newest first);
 //! * [`SideBandEvent`]: MMAP2/COMM/FORK/EXIT, which the unwinder needs to rebase addresses;
-//! * [`BuildId`]: the key every per-binary aggregate is stored under.
+//! * [`BuildId`]: the key every per-binary aggregate is stored under;
+//! * [`Recording`]: a whole session in memory, what perf.data and perf script text hold.
+//!
+//! Modules: [`record`] (kernel record bodies), [`perf_data`] (perf.data reader and writer),
+//! [`perf_script`] (perf script text reader and writer), [`recorder`] (the software LBR
+//! recorder behind `pgo-agent record`).
 //!
 //! It deliberately knows nothing about symbols or binaries' code: that is the symbolizer's job.
 #![deny(missing_docs)]
 
 pub mod build_id;
 pub mod event;
+pub mod perf_data;
+pub mod perf_script;
+pub mod record;
+pub mod recorder;
 pub mod recording;
 pub mod sample;
 
 pub use build_id::BuildId;
-pub use recording::{BuildIdEntry, EventDescription, Recording};
 pub use event::{CommEvent, Mmap2Event, PerfEvent, SideBandEvent, TaskEvent};
+pub use recording::{BuildIdEntry, EventDescription, Recording};
 pub use sample::{LbrEntry, Sample};

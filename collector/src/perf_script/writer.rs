@@ -1,0 +1,1 @@
+//! Writes samples as `perf script -F ip,brstack --show-mmap-events` text with call stacks.

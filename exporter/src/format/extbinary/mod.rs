@@ -1,0 +1,1 @@
+//! LLVM extensible binary sample profile (`--format=extbinary`) writer.

@@ -1,0 +1,1 @@
+//! LLVM text sample profile writer (`--format=text`).

@@ -1,0 +1,5 @@
+//! Format writers and readers: one module per format.
+
+pub mod extbinary;
+pub mod llvm_text;
+pub mod unsymbolized;

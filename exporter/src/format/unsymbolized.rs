@@ -1,0 +1,1 @@
+//! llvm-profgen's unsymbolized profile (`--skip-symbolization` output, `--unsymbolized-profile` input).

@@ -1,0 +1,1 @@
+//! DWARF: line tables with inline frames, subprogram ranges, discriminators.

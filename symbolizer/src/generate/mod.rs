@@ -1,0 +1,1 @@
+//! Profile generation from counters: CS probe, CS line, flat line (AutoFDO), flat probe.

@@ -1,0 +1,1 @@
+//! Pseudo probes: the `.pseudo_probe_desc` and `.pseudo_probe` sections.

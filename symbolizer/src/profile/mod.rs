@@ -1,0 +1,1 @@
+//! The sample profile model: FunctionSamples, line locations, context trie, summary.
