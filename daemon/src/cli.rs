@@ -1,0 +1,24 @@
+//! The command line: one subcommand per job. Doc comments are the `--help` text.
+
+use clap::{Parser, Subcommand};
+
+/// pgo-agent turns hardware branch samples (Intel LBR + frame-pointer call stacks) into the
+/// sample profiles clang's `-fprofile-sample-use` consumes, the way llvm-profgen does.
+#[derive(Debug, Parser)]
+#[command(name = "pgo-agent", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a program under the software LBR recorder (ptrace single-step) and write exact
+    /// LBR + call-stack samples as perf.data, perf script text and ground-truth JSON.
+    Record(crate::record::RecordArgs),
+    /// Convert LBR samples (perf script text, perf.data or an unsymbolized profile) into a
+    /// sample profile, with llvm-profgen's flag spellings.
+    Convert(crate::convert::ConvertArgs),
+}
