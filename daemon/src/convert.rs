@@ -1,12 +1,212 @@
-//! `pgo-agent convert` (being written).
+//! `pgo-agent convert`: LBR samples to a sample profile, with llvm-profgen 19's flag
+//! spellings and defaults for the flags it supports.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Arguments of `pgo-agent convert`.
+use anyhow::{bail, Context};
+
+/// Arguments of `pgo-agent convert`. Spellings follow llvm-profgen 19: `--perfscript=F` and
+/// `--perfscript F` both work, as do the short aliases `--ps`, `--pd`, `--up` and
+/// single-dash long options (`-perfscript=F`). Boolean flags accept `=true/false/1/0`.
 #[derive(Debug, clap::Args)]
-pub struct ConvertArgs {}
+#[command(after_help = AFTER_HELP)]
+pub struct ConvertArgs {
+    /// perf script text (`perf script -F ip,brstack --show-mmap-events`), with call stacks
+    /// for a context-sensitive profile.
+    #[arg(long, visible_alias = "ps", value_name = "FILE", group = "input")]
+    pub perfscript: Option<PathBuf>,
+    /// perf.data recorded with `perf record -b` (and `-g` for context-sensitive
+    /// profiles); read directly, no `perf` binary needed.
+    #[arg(long, visible_alias = "pd", value_name = "FILE", group = "input")]
+    pub perfdata: Option<PathBuf>,
+    /// An unsymbolized profile written by `--skip-symbolization` (ours or llvm-profgen's).
+    #[arg(long, visible_alias = "up", value_name = "FILE", group = "input")]
+    pub unsymbolized_profile: Option<PathBuf>,
+    /// The profiled executable (the one the samples were taken from).
+    #[arg(long, value_name = "FILE", required = true)]
+    pub binary: PathBuf,
+    /// Where to write the profile.
+    #[arg(long, short = 'o', value_name = "FILE", required = true)]
+    pub output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "extbinary")]
+    pub format: OutputFormat,
+    /// Write the unsymbolized profile (range and branch counters per context) and stop.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub skip_symbolization: bool,
+    /// Only use mmap events and samples of this process id (0: all).
+    #[arg(long, value_name = "PID", default_value_t = 0)]
+    pub pid: u32,
+    /// Ignore call stacks of hybrid samples: produce a flat (non-CS) profile from the LBRs.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub ignore_stack_samples: bool,
+    /// Run the CS pre-inliner (llvm-profgen's default is true). Not implemented yet: only
+    /// `false` is accepted; without the flag a CS profile is written as with `false`, and
+    /// a note says so.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub csspgo_preinliner: Option<bool>,
+    /// Convert the CS profile into a nested profile (llvm-profgen's default is true). Not
+    /// implemented yet: only `false` is accepted, as for `--csspgo-preinliner`.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub gen_cs_nested_profile: Option<bool>,
+    /// Write addresses of the unsymbolized profile as offsets from the binary's preferred
+    /// base (llvm-profgen's default).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
+    pub use_offset: bool,
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  pgo-agent convert --perfscript=app.perfscript --binary=./app --output=app.prof
+  pgo-agent convert --perfdata perf.data --binary ./app --format=text -o app.txt \\
+      --csspgo-preinliner=false --gen-cs-nested-profile=false
+  pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
+
+Options of llvm-profgen that convert does not implement yet are rejected with a message
+naming them; none is silently ignored.";
+
+/// Output formats `convert` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// LLVM's text sample profile.
+    Text,
+    /// LLVM's extensible binary sample profile (what clang reads fastest).
+    Extbinary,
+}
+
+/// llvm-profgen's boolean spellings (LLVM `cl::opt<bool>`).
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "true" | "TRUE" | "True" | "1" => Ok(true),
+        "false" | "FALSE" | "False" | "0" => Ok(false),
+        _ => Err(format!("'{s}' is not a boolean: use true, false, 1 or 0")),
+    }
+}
+
+/// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
+/// fails with a message naming it instead of ignoring it.
+pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
+    "llvm-sample-profile",
+    "debug-binary",
+    "dwp",
+    "kernel",
+    "perf-event",
+    "perf-events",
+    "sample-period",
+    "leading-ip-only",
+    "use-first-loadable-segment-as-base",
+    "use-dwarf-correlation",
+    "use-md5",
+    "populate-profile-symbol-list",
+    "compress-recursion",
+    "csprof-max-context-depth",
+    "csprof-max-unsymbolized-context-depth",
+    "csprof-merge-cold-context",
+    "csprof-max-cold-context-depth",
+    "trim-cold-profile",
+    "infer-missing-frames",
+    "max-search-depth",
+    "use-context-cost-for-preinliner",
+    "csspgo-replay-preinline",
+    "mark-all-context-preinlined",
+    "fill-zero-for-all-funcs",
+    "update-total-samples",
+    "profile-density-threshold",
+    "profile-density-cutoff-hot",
+    "show-density",
+    "show-mmap-events",
+    "show-detailed-warning",
+    "show-disassembly-only",
+    "disassemble-functions",
+    "show-source-locations",
+    "show-canonical-fname",
+    "show-pseudo-probe",
+    "profile-summary-cold-count",
+    "profile-summary-hot-count",
+    "sample-profile-hot-inline-threshold",
+    "sample-profile-cold-inline-threshold",
+    "sample-profile-inline-limit-max",
+    "time-profgen",
+];
+
+/// Rewrites llvm-style single-dash long options (`-perfscript=F`) to `--perfscript=F` and
+/// rejects llvm-profgen options `convert` does not implement. `args` are the arguments
+/// after `convert`.
+pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::with_capacity(args.len());
+    for arg in args {
+        let arg = if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") {
+            format!("-{arg}")
+        } else {
+            arg.clone()
+        };
+        if let Some(long) = arg.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or(long);
+            if UNSUPPORTED_LLVM_PROFGEN_OPTIONS.contains(&name) {
+                bail!(
+                    "llvm-profgen option --{name} is not implemented by `pgo-agent convert` yet; \
+                     run without it (see `pgo-agent convert --help` for what is supported)"
+                );
+            }
+        }
+        out.push(arg);
+    }
+    Ok(out)
+}
 
 /// Runs `pgo-agent convert`.
-pub fn run(_args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("convert is not implemented yet")
+pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    if args.csspgo_preinliner == Some(true) {
+        bail!("--csspgo-preinliner=true is not implemented yet: pass --csspgo-preinliner=false");
+    }
+    if args.gen_cs_nested_profile == Some(true) {
+        bail!(
+            "--gen-cs-nested-profile=true is not implemented yet: pass --gen-cs-nested-profile=false"
+        );
+    }
+    crate::convert_pipeline::convert(&args).with_context(|| {
+        format!(
+            "converting samples for {} into {}",
+            args.binary.display(),
+            args.output.display()
+        )
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn single_dash_long_options_become_double_dash() {
+        let out = normalize_llvm_args(&strings(&["-perfscript=a", "-o", "x", "--binary", "b"]))
+            .unwrap();
+        assert_eq!(out, strings(&["--perfscript=a", "-o", "x", "--binary", "b"]));
+    }
+
+    #[test]
+    fn unimplemented_llvm_options_are_rejected_by_name() {
+        let err = normalize_llvm_args(&strings(&["--trim-cold-profile=1"])).unwrap_err();
+        assert!(err.to_string().contains("--trim-cold-profile"), "{err}");
+        let err = normalize_llvm_args(&strings(&["-leading-ip-only"])).unwrap_err();
+        assert!(err.to_string().contains("--leading-ip-only"), "{err}");
+    }
+
+    #[test]
+    fn booleans_take_llvm_spellings() {
+        assert_eq!(parse_bool("1"), Ok(true));
+        assert_eq!(parse_bool("false"), Ok(false));
+        assert!(parse_bool("yes").is_err());
+    }
 }

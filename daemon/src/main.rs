@@ -3,6 +3,7 @@
 
 mod cli;
 mod convert;
+mod convert_pipeline;
 mod record;
 
 use std::process::ExitCode;
@@ -10,16 +11,22 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let mut argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("convert") {
+        match convert::normalize_llvm_args(&argv[2..]) {
+            Ok(rest) => argv.splice(2.., rest).for_each(drop),
+            Err(err) => return fail(err),
+        }
+    }
+    let cli = cli::Cli::parse_from(argv);
     let result = match cli.command {
         cli::Command::Record(args) => record::run(args),
         cli::Command::Convert(args) => convert::run(args),
     };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("pgo-agent: error: {err:#}");
-            ExitCode::from(1)
-        }
-    }
+    result.unwrap_or_else(fail)
+}
+
+fn fail(err: anyhow::Error) -> ExitCode {
+    eprintln!("pgo-agent: error: {err:#}");
+    ExitCode::from(1)
 }
