@@ -4,6 +4,7 @@
 mod cli;
 mod convert;
 mod convert_pipeline;
+mod progress;
 mod record;
 
 use std::process::ExitCode;

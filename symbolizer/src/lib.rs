@@ -5,10 +5,24 @@
 //! inline frames and discriminators. It turns [`unwinder::CounterSet`]s into sample profiles
 //! (CS probe-based, CS line-based, flat line-based AutoFDO, flat probe-based) the way
 //! llvm-profgen 19 does. Writing them to bytes is the exporter's job.
+//!
+//! The binary model ([`ProfiledBinary`]) is in [`binary`], with [`dwarf`], [`probe`],
+//! [`symtab`], [`guid`] and [`name`] as its parts.
 #![deny(missing_docs)]
 
 pub mod binary;
 pub mod dwarf;
+pub mod error;
 pub mod generate;
+pub mod guid;
+pub mod name;
 pub mod probe;
 pub mod profile;
+pub mod symtab;
+
+pub use binary::{BinaryFunction, FrameLocation, FuncRange, LoadOptions, ProfiledBinary};
+pub use dwarf::discriminator;
+pub use error::SymbolizerError;
+pub use guid::function_guid;
+pub use name::canonical_function_name;
+pub use probe::{ProbeDesc, ProbeFrame, ProbeKind, PseudoProbe};

@@ -74,7 +74,8 @@ impl CounterSet {
     /// The counters of `key`, created empty when missing.
     pub fn context_mut(&mut self, key: &[u64]) -> &mut ContextCounters {
         if !self.contexts.contains_key(key) {
-            self.contexts.insert(key.to_vec(), ContextCounters::default());
+            self.contexts
+                .insert(key.to_vec(), ContextCounters::default());
         }
         self.contexts.get_mut(key).expect("inserted above")
     }

@@ -2,3 +2,8 @@
 
 pub mod reader;
 pub mod writer;
+
+pub use reader::{
+    open_perf_script, read_perf_script, PerfScriptError, PerfScriptReader, PerfScriptStats,
+    PerfScriptType,
+};

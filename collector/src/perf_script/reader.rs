@@ -1,1 +1,1015 @@
 //! Reads `perf script -F ip,brstack --show-mmap-events` text (LBR-only and hybrid stack+LBR samples).
+//!
+//! The accepted layouts, and what counts as a sample, are llvm-profgen 19's
+//! (llvm/tools/llvm-profgen/PerfReader.cpp, `PerfScriptReader` and its subclasses):
+//!
+//! * **MMAP lines**: a line of at least 50 bytes, not starting with a digit, containing
+//!   `PERF_RECORD_MMAP` (`isMMapEvent`), matched as llvm-profgen's regexes
+//!   `PERF_RECORD_MMAP2 (-?[0-9]+)/[0-9]+: \[(0x[a-f0-9]+)\((0x[a-f0-9]+)\) @ (0x[a-f0-9]+|0) .*\]: ([-a-z]+) (.*)`
+//!   and `PERF_RECORD_MMAP (-?[0-9]+)/[0-9]+: \[(0x[a-f0-9]+)\((0x[a-f0-9]+)\) @ (0x[a-f0-9]+|0)\]: ([-a-z]+) (.*)`
+//!   (pid, address, size, page offset, prot, path), hand-matched here. A line that does not
+//!   match is skipped and counted ([`PerfScriptStats::unparsed_mmap_lines`]; llvm-profgen
+//!   warns "Cannot parse mmap event").
+//! * **Count line** (`parseAggregatedCount`): a line that is entirely a decimal u64 is the
+//!   repeat count of the sample after it (pre-aggregated input); default 1.
+//! * **Hybrid samples** (`extractCallstack`): stack lines, each leading whitespace then only
+//!   hex digits (no `0x`), leaf first, then a branch-stack line starting with `" 0x"`. A line
+//!   that is neither ends the sample, which is dropped (and so is a branch-stack line right
+//!   after it); end of input after stack lines is the error "Hybrid perf sample is corrupted,
+//!   No LBR sample line".
+//! * **Branch-stack line** (`extractLBRStack`): split on single spaces; an optional
+//!   `event:` token (newer llvm-profgen); an optional leading IP (a token without `/`, hex,
+//!   invalid drops the sample); then `0xFROM/0xTO[/P|M|-/X|-/A|-/CYCLES[/TYPE]]` tokens,
+//!   newest first. A malformed token ends the list (llvm-profgen warns "Invalid address in
+//!   LBR record"); a line with no entry gives no sample.
+//! * **LBR-only samples** (`LBRPerfReader`): every non-MMAP, non-count line is a
+//!   branch-stack line.
+//!
+//! The script type ([`PerfScriptType`]) is decided first, by llvm-profgen's
+//! `checkPerfScriptType`: the first line that `isLBRSample` accepts decides, hybrid when at
+//! least one hex stack line is right before it. In llvm-profgen 19, `isLBRSample` needs at
+//! least two entries (a one-entry branch stack line is not recognised); that is kept.
+//!
+//! The reader is faithful to the text: address rebasing, external addresses, return address
+//! to call conversion, leaf replacement by `lbr[0].to`, dropping samples whose entries are
+//! all external — llvm-profgen does these with the binary in hand; they are the unwinder's.
+//! Samples carry no pid, tid or time (the text has none).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use thiserror::Error;
+
+use crate::{LbrEntry, Mmap2Event, PerfEvent, Sample, SideBandEvent};
+
+/// Most lines buffered while the script type is detected (the lines before the first
+/// branch-stack line: mmap events, mostly).
+pub const MAX_DETECTION_LINES: usize = 1 << 20;
+
+/// What kind of samples a perf script holds (llvm-profgen's `PerfContent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PerfScriptType {
+    /// Branch-stack lines only (`PerfContent::LBR`): the non-CS path.
+    LbrOnly,
+    /// Call-stack lines followed by a branch-stack line (`PerfContent::LBRStack`).
+    Hybrid,
+}
+
+/// A perf script could not be read.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum PerfScriptError {
+    /// Reading the input failed.
+    #[error("{name}: {source}")]
+    Io {
+        /// The input's name (path).
+        name: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// No branch-stack line anywhere (llvm-profgen: "Invalid perf script input!").
+    #[error("{name}: Invalid perf script input! (no LBR sample line in {lines} lines)")]
+    InvalidInput {
+        /// The input's name.
+        name: String,
+        /// Lines read.
+        lines: u64,
+    },
+    /// The input ended after stack lines (llvm-profgen: "Hybrid perf sample is corrupted, No
+    /// LBR sample line").
+    #[error("{name}:{line}: Hybrid perf sample is corrupted, No LBR sample line")]
+    NoLbrLine {
+        /// The input's name.
+        name: String,
+        /// Line number (1-based) of the sample's first stack line.
+        line: u64,
+    },
+    /// More than [`MAX_DETECTION_LINES`] lines before the first sample.
+    #[error("{name}: no LBR sample line in the first {max} lines")]
+    TooManyLinesBeforeFirstSample {
+        /// The input's name.
+        name: String,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// What the reader skipped, as llvm-profgen would (it warns or silently drops).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerfScriptStats {
+    /// Lines read.
+    pub lines: u64,
+    /// MMAP lines that did not match llvm-profgen's regex ("Cannot parse mmap event").
+    pub unparsed_mmap_lines: u64,
+    /// Samples dropped for their text: a non-hex line in a call stack, an empty stack, an
+    /// invalid leading IP, or a branch-stack line without a valid entry.
+    pub dropped_samples: u64,
+    /// Branch-stack lines cut at a malformed entry ("Invalid address in LBR record").
+    pub invalid_lbr_records: u64,
+}
+
+/// Streams [`PerfEvent`]s out of perf script text: [`Mmap2Event`]s for MMAP lines, and
+/// [`Sample`]s (call chain = the stack lines, leaf first; `ip` = the leaf, or the leading IP
+/// of an LBR-only line; `lbr` newest first; `count` from a count line, else 1).
+#[derive(Debug)]
+pub struct PerfScriptReader<R> {
+    input: R,
+    name: String,
+    script_type: PerfScriptType,
+    /// Lines read ahead during type detection, replayed first.
+    pending: VecDeque<Vec<u8>>,
+    /// The current line (without its `\n`).
+    line: Vec<u8>,
+    /// 1-based number of the current line.
+    line_no: u64,
+    eof: bool,
+    stats: PerfScriptStats,
+}
+
+/// Opens a perf script file and detects its type.
+pub fn open_perf_script(path: &Path) -> Result<PerfScriptReader<BufReader<File>>, PerfScriptError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|source| PerfScriptError::Io {
+        name: name.clone(),
+        source,
+    })?;
+    PerfScriptReader::new(BufReader::with_capacity(1 << 20, file), name)
+}
+
+/// Reads a whole perf script file: its type and its events.
+pub fn read_perf_script(path: &Path) -> Result<(PerfScriptType, Vec<PerfEvent>), PerfScriptError> {
+    let reader = open_perf_script(path)?;
+    let ty = reader.script_type();
+    let events = reader.collect::<Result<Vec<_>, _>>()?;
+    Ok((ty, events))
+}
+
+impl<R: BufRead> PerfScriptReader<R> {
+    /// Wraps `input` (named `name` in errors) and detects the script type, reading ahead up
+    /// to the first branch-stack line.
+    pub fn new(input: R, name: impl Into<String>) -> Result<Self, PerfScriptError> {
+        let mut r = PerfScriptReader {
+            input,
+            name: name.into(),
+            script_type: PerfScriptType::LbrOnly,
+            pending: VecDeque::new(),
+            line: Vec::with_capacity(4096),
+            line_no: 0,
+            eof: false,
+            stats: PerfScriptStats::default(),
+        };
+        r.script_type = r.detect_type()?;
+        r.advance()?;
+        Ok(r)
+    }
+
+    /// LBR-only or hybrid, as llvm-profgen's `checkPerfScriptType` decides.
+    pub fn script_type(&self) -> PerfScriptType {
+        self.script_type
+    }
+
+    /// What was skipped so far.
+    pub fn stats(&self) -> &PerfScriptStats {
+        &self.stats
+    }
+
+    /// The next event, or `None` at the end of the input.
+    pub fn next_event(&mut self) -> Result<Option<PerfEvent>, PerfScriptError> {
+        while !self.eof {
+            if is_mmap_event(&self.line) {
+                let parsed = parse_mmap_line(&self.line);
+                self.advance()?;
+                match parsed {
+                    Some(m) => return Ok(Some(PerfEvent::SideBand(SideBandEvent::Mmap2(m)))),
+                    None => self.stats.unparsed_mmap_lines += 1,
+                }
+                continue;
+            }
+            let mut count = 1;
+            if let Some(c) = parse_dec(&self.line) {
+                count = c;
+                self.advance()?;
+            }
+            let sample = match self.script_type {
+                PerfScriptType::Hybrid => self.hybrid_sample()?,
+                PerfScriptType::LbrOnly => self.lbr_only_sample()?,
+            };
+            if let Some(mut s) = sample {
+                s.count = count;
+                return Ok(Some(PerfEvent::Sample(s)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `HybridPerfReader::parseSample` at the text level.
+    fn hybrid_sample(&mut self) -> Result<Option<Sample>, PerfScriptError> {
+        let first_line = self.line_no;
+        let mut stack = Vec::new();
+        while !self.eof && !self.line.starts_with(b" 0x") {
+            match parse_hex(trim_start(&self.line)) {
+                Some(addr) => {
+                    stack.push(addr);
+                    self.advance()?;
+                }
+                None => {
+                    // A blank or foreign line: the sample (if any) is dropped, and so is a
+                    // branch-stack line right after it.
+                    self.advance()?;
+                    if !stack.is_empty() {
+                        self.stats.dropped_samples += 1;
+                    }
+                    if !self.eof && self.line.starts_with(b" 0x") {
+                        if stack.is_empty() {
+                            self.stats.dropped_samples += 1;
+                        }
+                        self.advance()?;
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+        if stack.is_empty() {
+            // A branch-stack line with no stack before it.
+            if !self.eof {
+                self.stats.dropped_samples += 1;
+                self.advance()?;
+            }
+            return Ok(None);
+        }
+        if self.eof {
+            return Err(PerfScriptError::NoLbrLine {
+                name: self.name.clone(),
+                line: first_line,
+            });
+        }
+        let Some((_, lbr)) = self.lbr_line()? else {
+            return Ok(None);
+        };
+        Ok(Some(Sample {
+            ip: stack[0],
+            callchain: stack,
+            lbr,
+            count: 1,
+            ..Sample::default()
+        }))
+    }
+
+    /// `LBRPerfReader::parseSample`: the current line is a branch-stack line.
+    fn lbr_only_sample(&mut self) -> Result<Option<Sample>, PerfScriptError> {
+        let Some((ip, lbr)) = self.lbr_line()? else {
+            return Ok(None);
+        };
+        Ok(Some(Sample {
+            ip: ip.unwrap_or(0),
+            lbr,
+            count: 1,
+            ..Sample::default()
+        }))
+    }
+
+    /// `extractLBRStack` on the current line, then advances. `None` when the sample is
+    /// dropped (invalid leading IP, no valid entry).
+    fn lbr_line(&mut self) -> Result<Option<(Option<u64>, Vec<LbrEntry>)>, PerfScriptError> {
+        let parsed = parse_lbr_line(&self.line);
+        let blank = trim_end(&self.line).iter().all(|&b| b == b' ');
+        self.advance()?;
+        match parsed {
+            LbrLine::BadLeadingIp => {
+                self.stats.dropped_samples += 1;
+                Ok(None)
+            }
+            LbrLine::Entries {
+                ip,
+                entries,
+                truncated,
+            } => {
+                if truncated {
+                    self.stats.invalid_lbr_records += 1;
+                }
+                if entries.is_empty() {
+                    if !blank {
+                        self.stats.dropped_samples += 1;
+                    }
+                    return Ok(None);
+                }
+                Ok(Some((ip, entries)))
+            }
+        }
+    }
+
+    /// Reads the next line into `self.line` (from the look-ahead buffer first).
+    fn advance(&mut self) -> Result<(), PerfScriptError> {
+        if let Some(l) = self.pending.pop_front() {
+            self.line = l;
+            self.line_no += 1;
+            return Ok(());
+        }
+        self.read_line_into_current()
+    }
+
+    fn read_line_into_current(&mut self) -> Result<(), PerfScriptError> {
+        self.line.clear();
+        let n = self
+            .input
+            .read_until(b'\n', &mut self.line)
+            .map_err(|source| PerfScriptError::Io {
+                name: self.name.clone(),
+                source,
+            })?;
+        if n == 0 {
+            self.eof = true;
+            return Ok(());
+        }
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+        }
+        self.line_no += 1;
+        self.stats.lines += 1;
+        Ok(())
+    }
+
+    /// `checkPerfScriptType`, over lines read into the look-ahead buffer.
+    fn detect_type(&mut self) -> Result<PerfScriptType, PerfScriptError> {
+        let mut buf: VecDeque<Vec<u8>> = VecDeque::new();
+        let mut i = 0usize; // index of the current line in buf
+                            // Makes buf[i] available; false at end of input.
+        macro_rules! have {
+            () => {{
+                while buf.len() <= i {
+                    self.read_line_into_current()?;
+                    if self.eof {
+                        break;
+                    }
+                    if buf.len() >= MAX_DETECTION_LINES {
+                        return Err(PerfScriptError::TooManyLinesBeforeFirstSample {
+                            name: self.name.clone(),
+                            max: MAX_DETECTION_LINES,
+                        });
+                    }
+                    buf.push_back(std::mem::take(&mut self.line));
+                }
+                buf.len() > i
+            }};
+        }
+        let result = loop {
+            if !have!() {
+                break None;
+            }
+            if parse_dec(&buf[i]).is_some() {
+                i += 1;
+            }
+            let mut frames = 0;
+            while have!() && parse_hex(trim_start(&buf[i])).is_some() {
+                frames += 1;
+                i += 1;
+            }
+            if have!() {
+                if is_lbr_sample(&buf[i]) {
+                    break Some(if frames > 0 {
+                        PerfScriptType::Hybrid
+                    } else {
+                        PerfScriptType::LbrOnly
+                    });
+                }
+                i += 1;
+            }
+        };
+        // Replay everything read from the start.
+        self.eof = false;
+        self.line_no = 0;
+        self.pending = buf;
+        match result {
+            Some(t) => Ok(t),
+            None => Err(PerfScriptError::InvalidInput {
+                name: self.name.clone(),
+                lines: self.stats.lines,
+            }),
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for PerfScriptReader<R> {
+    type Item = Result<PerfEvent, PerfScriptError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_event() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => {
+                self.eof = true;
+                self.pending.clear();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// `isMMapEvent`: at least 50 bytes, not starting with a digit, containing `PERF_RECORD_MMAP`.
+pub fn is_mmap_event(line: &[u8]) -> bool {
+    line.len() >= 50 && !line[0].is_ascii_digit() && find(line, b"PERF_RECORD_MMAP").is_some()
+}
+
+/// `isLBRSample` (llvm-profgen 19, plus the newer `event:` token): split the trimmed line on
+/// single spaces into at most three pieces (`split(" ", 2, KeepEmpty=false)`); the second
+/// piece must start with `0x` and contain `/`.
+pub fn is_lbr_sample(line: &[u8]) -> bool {
+    let mut t = trim(line);
+    // An `event:` first token: look at the rest.
+    if let Some(sp) = t.iter().position(|&b| b == b' ') {
+        if t[..sp].ends_with(b":") {
+            t = trim(&t[sp..]);
+        }
+    }
+    let pieces = split_limited(t, 2);
+    pieces.len() >= 2 && pieces[1].starts_with(b"0x") && pieces[1].contains(&b'/')
+}
+
+/// LLVM `StringRef::split(Out, " ", MaxSplit, KeepEmpty=false)`: empty pieces still use up
+/// a split.
+fn split_limited(s: &[u8], max_split: usize) -> Vec<&[u8]> {
+    let mut out = Vec::with_capacity(3);
+    let mut rest = s;
+    for _ in 0..max_split {
+        let Some(i) = rest.iter().position(|&b| b == b' ') else {
+            break;
+        };
+        if i > 0 {
+            out.push(&rest[..i]);
+        }
+        rest = &rest[i + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+enum LbrLine {
+    /// The leading token had no `/` and was not hex: the sample is dropped.
+    BadLeadingIp,
+    /// The entries parsed (possibly none); `truncated` when a malformed entry ended the list.
+    Entries {
+        ip: Option<u64>,
+        entries: Vec<LbrEntry>,
+        truncated: bool,
+    },
+}
+
+/// `extractLBRStack` at the text level. Hot: one pass over the bytes, no allocation but the
+/// entries.
+fn parse_lbr_line(line: &[u8]) -> LbrLine {
+    let line = trim_end(line);
+    let mut pos = 0usize;
+    // 0: an `event:` name may come; 1: a leading IP may come; 2: entries only.
+    let mut state = 0u8;
+    let mut ip = None;
+    let mut entries = Vec::with_capacity(32);
+    while let Some(token) = next_token(line, &mut pos) {
+        if state < 2 {
+            if state == 0 && token.ends_with(b":") {
+                state = 1;
+                continue;
+            }
+            state = 2;
+            if !token.contains(&b'/') {
+                match parse_hex(token) {
+                    Some(v) => ip = Some(v),
+                    None => return LbrLine::BadLeadingIp,
+                }
+                continue;
+            }
+        }
+        match parse_lbr_entry(token) {
+            Some(e) => entries.push(e),
+            None => {
+                return LbrLine::Entries {
+                    ip,
+                    entries,
+                    truncated: true,
+                }
+            }
+        }
+    }
+    LbrLine::Entries {
+        ip,
+        entries,
+        truncated: false,
+    }
+}
+
+/// The next run of non-space bytes (`split(" ", KeepEmpty=false)`).
+fn next_token<'a>(line: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let mut i = *pos;
+    while i < line.len() && line[i] == b' ' {
+        i += 1;
+    }
+    if i == line.len() {
+        *pos = i;
+        return None;
+    }
+    let start = i;
+    while i < line.len() && line[i] != b' ' {
+        i += 1;
+    }
+    *pos = i;
+    Some(&line[start..i])
+}
+
+/// One `0xFROM/0xTO/P/-/-/CYCLES[/TYPE]` token. Like llvm-profgen, the first two characters of
+/// FROM and TO are skipped unchecked. The flag word is rebuilt from the optional fields
+/// (`M` bit 0, `P` bit 1, `X` bit 2, `A` bit 3, cycles in bits 4..19); llvm-profgen ignores them.
+fn parse_lbr_entry(token: &[u8]) -> Option<LbrEntry> {
+    let mut parts = token.split(|&b| b == b'/');
+    let from = parse_hex(parts.next()?.get(2..)?)?;
+    let to = parse_hex(parts.next()?.get(2..)?)?;
+    let mut flags = 0u64;
+    if let Some(p) = parts.next() {
+        match p {
+            b"M" => flags |= 1,
+            b"P" => flags |= 2,
+            _ => {}
+        }
+        if parts.next() == Some(b"X") {
+            flags |= 4;
+        }
+        if parts.next() == Some(b"A") {
+            flags |= 8;
+        }
+        if let Some(cycles) = parts.next().and_then(parse_dec) {
+            flags |= cycles.min(0xffff) << 4;
+        }
+    }
+    Some(LbrEntry { from, to, flags })
+}
+
+/// Parses an MMAP or MMAP2 line as llvm-profgen's regexes do; `None` if it does not match.
+pub fn parse_mmap_line(line: &[u8]) -> Option<Mmap2Event> {
+    let (mmap2, start) = if let Some(i) = find(line, b"PERF_RECORD_MMAP2 ") {
+        (true, i + b"PERF_RECORD_MMAP2 ".len())
+    } else {
+        (
+            false,
+            find(line, b"PERF_RECORD_MMAP ")? + b"PERF_RECORD_MMAP ".len(),
+        )
+    };
+    let mut c = Scan {
+        s: line,
+        pos: start,
+    };
+    // (-?[0-9]+)/[0-9]+: \[
+    let neg = c.eat(b"-");
+    let pid = c.digits(10)?;
+    let pid = if neg {
+        (pid as i64).wrapping_neg()
+    } else {
+        pid as i64
+    } as i32;
+    c.expect(b"/")?;
+    let tid = c.digits(10)? as i32;
+    c.expect(b": [0x")?;
+    // (0x[a-f0-9]+)\((0x[a-f0-9]+)\) @ (0x[a-f0-9]+|0)
+    let addr = c.lower_hex()?;
+    c.expect(b"(0x")?;
+    let len = c.lower_hex()?;
+    c.expect(b") @ ")?;
+    let pgoff = if c.eat(b"0x") {
+        c.lower_hex()?
+    } else {
+        c.expect(b"0").map(|_| 0)?
+    };
+    let mut m = Mmap2Event {
+        pid,
+        tid,
+        addr,
+        len,
+        pgoff,
+        ..Mmap2Event::default()
+    };
+    let tail_start;
+    if mmap2 {
+        // ` .*\]: ([-a-z]+) (.*)`: the greedy `.*` takes the last `]: ` that is followed by
+        // a prot word and a space.
+        c.expect(b" ")?;
+        let rest = &line[c.pos..];
+        let mut found = None;
+        let mut end = rest.len();
+        while let Some(i) = rfind(&rest[..end], b"]: ") {
+            if prot_then_space(&rest[i + 3..]).is_some() {
+                found = Some(i);
+                break;
+            }
+            end = i + 2; // search strictly before this match (`]: ` may not overlap itself)
+            if i == 0 {
+                break;
+            }
+        }
+        let i = found?;
+        parse_device_inode(&rest[..i], &mut m);
+        tail_start = c.pos + i + 3;
+    } else {
+        c.expect(b"]: ")?;
+        tail_start = c.pos;
+    }
+    let tail = &line[tail_start..];
+    let prot_len = prot_then_space(tail)?;
+    for &b in &tail[..prot_len] {
+        match b {
+            b'r' => m.prot |= 1,
+            b'w' => m.prot |= 2,
+            b'x' => m.prot |= 4,
+            b's' => m.flags |= 1, // MAP_SHARED
+            b'p' => m.flags |= 2, // MAP_PRIVATE
+            _ => {}
+        }
+    }
+    m.filename = String::from_utf8_lossy(&tail[prot_len + 1..]).into_owned();
+    Some(m)
+}
+
+/// Length of a `[-a-z]+` word at the start of `s` when a space follows it.
+fn prot_then_space(s: &[u8]) -> Option<usize> {
+    let n = s
+        .iter()
+        .take_while(|&&b| b == b'-' || b.is_ascii_lowercase())
+        .count();
+    (n > 0 && s.get(n) == Some(&b' ')).then_some(n)
+}
+
+/// Best effort on MMAP2's `MAJ:MIN INO INO_GEN` (hex device numbers, decimal inode and
+/// generation); left 0 when the text has another shape (a build id).
+fn parse_device_inode(s: &[u8], m: &mut Mmap2Event) {
+    let mut words = s.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let (Some(dev), Some(ino), Some(generation)) = (words.next(), words.next(), words.next())
+    else {
+        return;
+    };
+    let Some(colon) = dev.iter().position(|&b| b == b':') else {
+        return;
+    };
+    if let (Some(maj), Some(min), Some(ino), Some(generation)) = (
+        parse_hex(&dev[..colon]),
+        parse_hex(&dev[colon + 1..]),
+        parse_dec(ino),
+        parse_dec(generation),
+    ) {
+        (m.maj, m.min, m.ino, m.ino_generation) = (maj as u32, min as u32, ino, generation);
+    }
+}
+
+/// A cursor for the hand-written regex match.
+struct Scan<'a> {
+    s: &'a [u8],
+    pos: usize,
+}
+
+impl Scan<'_> {
+    fn eat(&mut self, lit: &[u8]) -> bool {
+        if self.s[self.pos..].starts_with(lit) {
+            self.pos += lit.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, lit: &[u8]) -> Option<()> {
+        self.eat(lit).then_some(())
+    }
+
+    /// `[0-9]+` (radix 10) as u64 (wrapping like `getAsInteger` would fail; we refuse overflow).
+    fn digits(&mut self, radix: u32) -> Option<u64> {
+        let n = self.s[self.pos..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let v = parse_radix(&self.s[self.pos..self.pos + n], radix)?;
+        self.pos += n;
+        Some(v)
+    }
+
+    /// `[a-f0-9]+` as u64.
+    fn lower_hex(&mut self) -> Option<u64> {
+        let n = self.s[self.pos..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            .count();
+        let v = parse_hex(&self.s[self.pos..self.pos + n])?;
+        self.pos += n;
+        Some(v)
+    }
+}
+
+fn parse_radix(s: &[u8], radix: u32) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        let d = (b as char).to_digit(radix)?;
+        v = v.checked_mul(radix as u64)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+/// LLVM `getAsInteger(16, u64)`: the whole string, hex digits of either case, no prefix, no
+/// overflow.
+pub fn parse_hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        if v >> 60 != 0 {
+            return None; // the next digit would overflow
+        }
+        v = (v << 4) | d as u64;
+    }
+    Some(v)
+}
+
+/// LLVM `getAsInteger(10, u64)`: the whole string, decimal digits only.
+pub fn parse_dec(s: &[u8]) -> Option<u64> {
+    parse_radix(s, 10)
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+fn trim_start(s: &[u8]) -> &[u8] {
+    let n = s.iter().take_while(|&&b| is_space(b)).count();
+    &s[n..]
+}
+
+fn trim_end(s: &[u8]) -> &[u8] {
+    let n = s.iter().rev().take_while(|&&b| is_space(b)).count();
+    &s[..s.len() - n]
+}
+
+fn trim(s: &[u8]) -> &[u8] {
+    trim_end(trim_start(s))
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+fn rfind(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).rposition(|w| w == n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(
+        text: &str,
+    ) -> Result<(PerfScriptType, Vec<PerfEvent>, PerfScriptStats), PerfScriptError> {
+        let mut r = PerfScriptReader::new(text.as_bytes(), "test")?;
+        let ty = r.script_type();
+        let mut events = Vec::new();
+        while let Some(e) = r.next_event()? {
+            events.push(e);
+        }
+        Ok((ty, events, *r.stats()))
+    }
+
+    fn samples(events: &[PerfEvent]) -> Vec<&Sample> {
+        events
+            .iter()
+            .filter_map(|e| {
+                if let PerfEvent::Sample(s) = e {
+                    Some(s)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    const MMAP2: &str = "PERF_RECORD_MMAP2 1243676/1243676: [0x301000(0x1000) @ 0 00:1d 224517108 1044165]: r-xp /home/noinline-cs-pseudoprobe.perfbin";
+
+    #[test]
+    fn mmap2_line_fields() {
+        let m = parse_mmap_line(MMAP2.as_bytes()).unwrap();
+        assert_eq!(
+            m,
+            Mmap2Event {
+                pid: 1243676,
+                tid: 1243676,
+                addr: 0x301000,
+                len: 0x1000,
+                pgoff: 0,
+                prot: 5,
+                flags: 2,
+                maj: 0,
+                min: 0x1d,
+                ino: 224517108,
+                ino_generation: 1044165,
+                build_id: None,
+                filename: "/home/noinline-cs-pseudoprobe.perfbin".into(),
+            }
+        );
+        let line = "PERF_RECORD_MMAP2 2113428/2113428: [0x7fd4efb57000(0x204000) @ 0x2000 08:04 19532229 3585508847]: r-xp /usr/lib64/libdl-2.17.so";
+        let m = parse_mmap_line(line.as_bytes()).unwrap();
+        assert_eq!(
+            (m.addr, m.len, m.pgoff, m.maj, m.min),
+            (0x7fd4efb57000, 0x204000, 0x2000, 8, 4)
+        );
+        assert_eq!(m.filename, "/usr/lib64/libdl-2.17.so");
+    }
+
+    #[test]
+    fn mmap_line_kernel() {
+        let line = "PERF_RECORD_MMAP -1/0: [0xffffffff81e00000(0x3e8fa000) @ 0xffffffff81e00000]: x [kernel.kallsyms]_text";
+        let m = parse_mmap_line(line.as_bytes()).unwrap();
+        assert_eq!(
+            (m.pid, m.tid, m.addr, m.len, m.pgoff),
+            (-1, 0, 0xffffffff81e00000, 0x3e8fa000, 0xffffffff81e00000)
+        );
+        assert_eq!((m.prot, m.filename.as_str()), (4, "[kernel.kallsyms]_text"));
+    }
+
+    #[test]
+    fn mmap_lines_that_do_not_match() {
+        // Upper-case hex is not `[a-f0-9]`; a missing prot; `@ 00` is neither `0x..` nor `0 `.
+        for bad in [
+            "PERF_RECORD_MMAP2 1/1: [0x301000(0x1000) @ 0 00:1d 224517108 1044165]: R-XP /bin/x",
+            "PERF_RECORD_MMAP2 1/1: [0x301ABC(0x1000) @ 0 00:1d 224517108 1044165]: r-xp /bin/x",
+            "PERF_RECORD_MMAP2 1/1: [0x301000(0x1000) @ 00 00:1d 224517108 1044165]: r-xp /bin/x",
+            "PERF_RECORD_MMAP 1/1: [0x301000(0x1000) @ 0 extra]: r-xp /bin/xxxxxxxxxxxx",
+        ] {
+            assert_eq!(parse_mmap_line(bad.as_bytes()), None, "{bad}");
+        }
+        // A path containing "]: " keeps the greedy reading: the last `]: word ` wins.
+        let tricky = "PERF_RECORD_MMAP2 1/1: [0x1000(0x1000) @ 0 00:1d 1 2]: r-xp /tmp/a]: b c";
+        assert_eq!(parse_mmap_line(tricky.as_bytes()).unwrap().filename, "c");
+    }
+
+    #[test]
+    fn hybrid_script_from_llvm_test_inputs() {
+        let text = format!(
+            "{MMAP2}\n\n\t          30179e\n\t          3017f9\n\t    7f83e84e7793\n\t5541f689495641d7\n \
+             0x3017cf/0x30179e/P/-/-/0  0x30177f/0x3017c4/M/-/-/3 \n\n\t          301234\n \
+             0x3017cf/0x30179e/P/-/-/0  0x30177f/0x3017c4/P/X/A/7/COND \n"
+        );
+        let (ty, events, stats) = read(&text).unwrap();
+        assert_eq!(ty, PerfScriptType::Hybrid);
+        assert!(
+            matches!(&events[0], PerfEvent::SideBand(SideBandEvent::Mmap2(m)) if m.addr == 0x301000)
+        );
+        let s = samples(&events);
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            s[0].callchain,
+            vec![0x30179e, 0x3017f9, 0x7f83e84e7793, 0x5541f689495641d7]
+        );
+        assert_eq!(s[0].ip, 0x30179e);
+        assert_eq!(
+            s[0].lbr,
+            vec![
+                LbrEntry {
+                    from: 0x3017cf,
+                    to: 0x30179e,
+                    flags: 2
+                },
+                LbrEntry {
+                    from: 0x30177f,
+                    to: 0x3017c4,
+                    flags: 1 | 3 << 4
+                }
+            ]
+        );
+        assert_eq!(s[1].lbr[1].flags, 2 | 4 | 8 | 7 << 4);
+        assert_eq!((s[0].count, s[0].pid, s[0].time), (1, 0, 0));
+        assert_eq!(
+            stats,
+            PerfScriptStats {
+                lines: 10,
+                unparsed_mmap_lines: 0,
+                dropped_samples: 0,
+                invalid_lbr_records: 0
+            }
+        );
+    }
+
+    #[test]
+    fn lbr_only_with_leading_ip_counts_and_event_token() {
+        let text = "40062f 0x4005c8/0x4005dc/P/-/-/0   0x40062f/0x4005b0/P/-/-/0\n\
+                    3\n 0x1/0x2/P/-/-/0  0x3/0x4/P/-/-/0\n\
+                    br_inst_retired.near_taken:uppp: 4005dc 0x5/0x6/P/-/-/0 0x7/0x8/-/-/-/0\n\
+                    \n";
+        let (ty, events, _) = read(text).unwrap();
+        assert_eq!(ty, PerfScriptType::LbrOnly);
+        let s = samples(&events);
+        assert_eq!(s.len(), 3);
+        assert_eq!((s[0].ip, s[0].count, s[0].lbr.len()), (0x40062f, 1, 2));
+        assert_eq!((s[1].ip, s[1].count), (0, 3));
+        assert_eq!(
+            s[1].lbr,
+            vec![
+                LbrEntry {
+                    from: 1,
+                    to: 2,
+                    flags: 2
+                },
+                LbrEntry {
+                    from: 3,
+                    to: 4,
+                    flags: 2
+                }
+            ]
+        );
+        assert_eq!(
+            (s[2].ip, s[2].lbr[1]),
+            (
+                0x4005dc,
+                LbrEntry {
+                    from: 7,
+                    to: 8,
+                    flags: 0
+                }
+            )
+        );
+        assert!(s.iter().all(|s| s.callchain.is_empty()));
+    }
+
+    #[test]
+    fn type_detection_needs_two_entries_like_llvm_profgen_19() {
+        // The first sample's one-entry line is not an LBR sample line for isLBRSample; the
+        // second sample decides (hybrid).
+        let text = "\t 4005dc\n 0x1/0x2/P/-/-/0\n\n\t 4005dc\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n";
+        let (ty, events, _) = read(text).unwrap();
+        assert_eq!(ty, PerfScriptType::Hybrid);
+        // Both samples are still read as hybrid samples.
+        assert_eq!(samples(&events).len(), 2);
+        assert!(is_lbr_sample(b" 0x1/0x2/P/-/-/0  0x3/0x4/P/-/-/0 "));
+        assert!(is_lbr_sample(b"  40062f 0x1/0x2/P/-/-/0"));
+        assert!(!is_lbr_sample(b" 0x1/0x2/P/-/-/0"));
+        assert!(!is_lbr_sample(MMAP2.as_bytes()));
+    }
+
+    #[test]
+    fn invalid_input_and_missing_lbr_line() {
+        let err = read("\t 4005dc\n\t 4005e0\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "test: Invalid perf script input! (no LBR sample line in 2 lines)"
+        );
+        let text = "\t 10\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n\n\t 4005dc\n\t 4005e0\n";
+        let err = read(text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "test:4: Hybrid perf sample is corrupted, No LBR sample line"
+        );
+    }
+
+    #[test]
+    fn hybrid_samples_dropped_for_their_text() {
+        let text = "\t 10\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n\
+                    \t 20\n\t main+0x4\n 0x5/0x6/P/-/-/0 0x7/0x8/P/-/-/0\n\
+                    \n 0x9/0xa/P/-/-/0 0xb/0xc/P/-/-/0\n\
+                    \t 30\n zz 0xd/0xe/P/-/-/0\n\
+                    \t 40\n 0xf/0x10/P/-/-/0 0x11/0x1g/P/-/-/0 0x13/0x14/P/-/-/0\n";
+        let (_, events, stats) = read(text).unwrap();
+        let s = samples(&events);
+        // Kept: the first sample, and the last one cut at its malformed entry. Dropped: the
+        // stack with a symbol line, the LBR line after a blank line. " zz ..." starts with
+        // " 0x"? no: it is a non-hex stack line, so that sample is dropped too.
+        assert_eq!(
+            s.iter().map(|s| s.callchain.clone()).collect::<Vec<_>>(),
+            vec![vec![0x10], vec![0x40]]
+        );
+        assert_eq!(
+            s[1].lbr,
+            vec![LbrEntry {
+                from: 0xf,
+                to: 0x10,
+                flags: 2
+            }]
+        );
+        assert_eq!((stats.dropped_samples, stats.invalid_lbr_records), (3, 1));
+    }
+
+    #[test]
+    fn number_parsers_match_get_as_integer() {
+        assert_eq!(parse_hex(b"5541f689495641d7"), Some(0x5541f689495641d7));
+        assert_eq!(parse_hex(b"0005541f689495641d7"), Some(0x5541f689495641d7));
+        assert_eq!(parse_hex(b"15541f689495641d7"), None);
+        assert_eq!(parse_hex(b"0x10"), None);
+        assert_eq!(parse_hex(b"AbC"), Some(0xabc));
+        assert_eq!(parse_hex(b""), None);
+        assert_eq!(parse_dec(b"123"), Some(123));
+        assert_eq!(parse_dec(b" 123"), None);
+        assert_eq!(parse_dec(b"18446744073709551616"), None);
+    }
+}

@@ -1,1 +1,580 @@
-//! [`ProfiledBinary`]-to-be: an ELF binary loaded for profiling (segments, code, functions), keyed by build id.
+//! [`ProfiledBinary`]: an x86-64 ELF binary loaded the way llvm-profgen 19's `ProfiledBinary`
+//! loads it — preferred load layout, disassembled text (it implements the unwinder's
+//! [`CodeLayout`]), functions from DWARF, inline frames per instruction, pseudo probes.
+//!
+//! Everything is decoded at [`ProfiledBinary::load`]; lookups never parse. Inline frames are
+//! computed lazily per instruction and cached (thread-safe), like llvm-profgen's
+//! `getCachedFrameLocationStack`.
+
+pub mod disasm;
+pub mod functions;
+pub mod segments;
+mod view;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use collector::BuildId;
+use object::elf;
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader as _, SectionHeader as _};
+use object::{Endianness, Object, ObjectSection};
+use unwinder::CodeLayout;
+
+pub use disasm::CodeMap;
+pub use functions::{BinaryFunction, FuncRange, FunctionTable};
+pub use segments::LoadSegments;
+
+use crate::dwarf::{discriminator, DwarfInfo};
+use crate::error::SymbolizerError;
+use crate::probe::{desc::decode_desc_section, ProbeDesc, ProbeFrame, ProbeSection, PseudoProbe};
+use crate::symtab::SymbolTable;
+
+/// Largest binary accepted (the whole file is read into memory).
+pub const MAX_BINARY_BYTES: u64 = 8 << 30;
+
+/// The symbol whose presence in a data section marks flow-sensitive discriminators
+/// (llvm-profgen `checkUseFSDiscriminator`).
+pub const FS_DISCRIMINATOR_SYMBOL: &str = "__llvm_fs_discriminator__";
+
+/// Options of [`ProfiledBinary::load_with`]. The default is llvm-profgen 19's behaviour.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Also create functions from `STT_FUNC` symbols whose start no DWARF range covers (newer
+    /// llvm-profgen's `--load-function-from-symbol`; llvm-profgen 19 has no such option and
+    /// knows DWARF functions only).
+    pub load_functions_from_symbols: bool,
+    /// Ignore pseudo probes even when present (llvm-profgen `--use-dwarf-correlation`).
+    pub use_dwarf_correlation: bool,
+}
+
+/// One inline frame of an instruction, outermost first in a stack (llvm-profgen
+/// `SampleContextFrame` as built by `ProfiledBinary::symbolize`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FrameLocation {
+    /// The DWARF linkage name (else short name), as llvm-profgen 19's cached frames hold it
+    /// (`getFrameLocationStack` passes `UseCanonicalFnName = false`); see
+    /// [`crate::canonical_function_name`].
+    pub func_name: String,
+    /// `(line - DW_AT_decl_line) & 0xffff`, or the probe index in probe-discriminator mode.
+    pub line_offset: u32,
+    /// The raw DWARF discriminator (0 in probe-discriminator mode).
+    pub discriminator: u32,
+}
+
+/// A binary loaded for profiling; see the module docs.
+pub struct ProfiledBinary {
+    path: PathBuf,
+    name: String,
+    build_id: Option<BuildId>,
+    segments: LoadSegments,
+    code: CodeMap,
+    functions: FunctionTable,
+    prolog_epilog: Vec<u64>,
+    dwarf: DwarfInfo,
+    frame_cache: Vec<OnceLock<Box<[FrameLocation]>>>,
+    probes: ProbeSection,
+    probe_descs: HashMap<u64, ProbeDesc>,
+    has_pseudo_probes: bool,
+    uses_fs_discriminator: bool,
+}
+
+impl std::fmt::Debug for ProfiledBinary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfiledBinary")
+            .field("path", &self.path)
+            .field("build_id", &self.build_id)
+            .field("instructions", &self.code.len())
+            .field("functions", &self.functions.functions().len())
+            .field("probes", &self.probes.probes.len())
+            .finish()
+    }
+}
+
+impl ProfiledBinary {
+    /// Loads `path` with llvm-profgen 19's default behaviour.
+    pub fn load(path: &Path) -> Result<ProfiledBinary, SymbolizerError> {
+        Self::load_with(path, &LoadOptions::default())
+    }
+
+    /// Loads `path` with `options`.
+    pub fn load_with(
+        path: &Path,
+        options: &LoadOptions,
+    ) -> Result<ProfiledBinary, SymbolizerError> {
+        let io = |source| SymbolizerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > MAX_BINARY_BYTES {
+            return Err(SymbolizerError::TooLarge {
+                path: path.to_path_buf(),
+                what: "binary size",
+                size: len,
+                max: MAX_BINARY_BYTES,
+            });
+        }
+        let data = std::fs::read(path).map_err(io)?;
+        Self::from_bytes(path, &data, options)
+    }
+
+    /// Loads from bytes already in memory; `path` names the binary in errors and [`Self::name`].
+    pub fn from_bytes(
+        path: &Path,
+        data: &[u8],
+        options: &LoadOptions,
+    ) -> Result<ProfiledBinary, SymbolizerError> {
+        let invalid = |what: String| SymbolizerError::InvalidElf {
+            path: path.to_path_buf(),
+            what,
+        };
+        let kind = object::FileKind::parse(data).map_err(|e| invalid(e.to_string()))?;
+        if kind != object::FileKind::Elf64 {
+            return Err(match kind {
+                object::FileKind::Elf32 => SymbolizerError::UnsupportedArchitecture {
+                    path: path.to_path_buf(),
+                    arch: "32-bit ELF".to_string(),
+                },
+                other => invalid(format!("file kind {other:?}")),
+            });
+        }
+        let file = ElfFile64::<Endianness>::parse(data).map_err(|e| invalid(e.to_string()))?;
+        let endian = file.endian();
+        if file.elf_header().e_machine(endian) != elf::EM_X86_64 || !file.is_little_endian() {
+            return Err(SymbolizerError::UnsupportedArchitecture {
+                path: path.to_path_buf(),
+                arch: format!("{:?}", file.architecture()),
+            });
+        }
+
+        // setPreferredTextSegmentAddresses.
+        let headers = file
+            .elf_program_headers()
+            .iter()
+            .map(|ph| segments::ProgramHeader {
+                p_type: ph.p_type(endian).0,
+                p_flags: ph.p_flags(endian).0,
+                p_vaddr: ph.p_vaddr(endian),
+                p_offset: ph.p_offset(endian),
+            });
+        let segments = LoadSegments::from_program_headers(headers).ok_or_else(|| {
+            SymbolizerError::NoExecutableSegment {
+                path: path.to_path_buf(),
+            }
+        })?;
+        let preferred_base = segments.preferred_base();
+
+        // loadSymbolsFromDWARF.
+        let mut dwarf = DwarfInfo::load(&file, path)?;
+        let symbols = SymbolTable::from_object(&file);
+        let mut subprograms = dwarf.take_subprograms();
+        if options.load_functions_from_symbols {
+            add_symbol_functions(&mut subprograms, &symbols, &file);
+        }
+        let mut functions = FunctionTable::build(subprograms, preferred_base);
+
+        // checkPseudoProbe.
+        let desc_section = file.section_by_name(".pseudo_probe_desc");
+        let probe_section = file.section_by_name(".pseudo_probe");
+        let has_pseudo_probes =
+            !options.use_dwarf_correlation && desc_section.is_some() && probe_section.is_some();
+
+        // disassemble.
+        let mut builder = disasm::CodeMapBuilder::default();
+        let mut uses_fs_discriminator = false;
+        for section in file.sections() {
+            let header = section.elf_section_header();
+            let flags = header.sh_flags(endian).0;
+            let size = header.sh_size(endian);
+            let name = section.name().unwrap_or("");
+            let is_text = flags & elf::SHF_EXECINSTR.0 != 0;
+            let is_data = header.sh_type(endian) == elf::SHT_PROGBITS
+                && flags & elf::SHF_ALLOC.0 != 0
+                && !is_text;
+            if size == 0 {
+                continue;
+            }
+            let sorted = symbols.sorted_in_section(section.index().0);
+            if is_data && sorted.iter().any(|s| s.name == FS_DISCRIMINATOR_SYMBOL) {
+                uses_fs_discriminator = true;
+            }
+            if !is_text || name == ".plt" {
+                continue;
+            }
+            let bytes = section_bytes(&section, path, name)?;
+            let section_addr = section.address();
+            let section_end = section_addr.saturating_add(size);
+            for (i, sym) in sorted.iter().enumerate() {
+                let next = sorted.get(i + 1).map_or(section_end, |s| s.address);
+                functions.note_text_symbol(sym.address, &sym.name);
+                builder.disassemble(bytes, section_addr, sym.address, next);
+            }
+        }
+        let code = builder.finish();
+        let prolog_epilog = prolog_epilog_addresses(&code, &functions);
+
+        // decodePseudoProbe.
+        let (probes, probe_descs) = match (has_pseudo_probes, desc_section, probe_section) {
+            (true, Some(desc), Some(probe)) => {
+                let malformed = |section: &'static str, e: crate::probe::DecodeError| {
+                    SymbolizerError::MalformedSection {
+                        path: path.to_path_buf(),
+                        section,
+                        offset: e.offset,
+                        what: e.what,
+                    }
+                };
+                let descs = decode_desc_section(section_bytes(&desc, path, ".pseudo_probe_desc")?)
+                    .map_err(|e| malformed(".pseudo_probe_desc", e))?;
+                let starts = symbols.guid_to_address();
+                let probes =
+                    ProbeSection::decode(section_bytes(&probe, path, ".pseudo_probe")?, &starts)
+                        .map_err(|e| malformed(".pseudo_probe", e))?;
+                (probes, descs)
+            }
+            _ => (ProbeSection::default(), HashMap::new()),
+        };
+
+        let frame_cache = (0..code.len()).map(|_| OnceLock::new()).collect();
+        Ok(ProfiledBinary {
+            path: path.to_path_buf(),
+            name: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            build_id: file.build_id().ok().flatten().map(|b| BuildId(b.to_vec())),
+            segments,
+            code,
+            functions,
+            prolog_epilog,
+            dwarf,
+            frame_cache,
+            probes,
+            probe_descs,
+            has_pseudo_probes,
+            uses_fs_discriminator,
+        })
+    }
+
+    /// The path the binary was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file name, which perf MMAP events are matched against (llvm-profgen `getName`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The GNU build id, if the binary has one.
+    pub fn build_id(&self) -> Option<&BuildId> {
+        self.build_id.as_ref()
+    }
+
+    /// Page-aligned vaddr of the first executable `PT_LOAD`.
+    pub fn preferred_base(&self) -> u64 {
+        self.segments.preferred_base()
+    }
+
+    /// Page-aligned vaddr of the first loadable segment (llvm-profgen's quirky rule, see
+    /// [`segments`]).
+    pub fn first_loadable_address(&self) -> u64 {
+        self.segments.first_loadable_address
+    }
+
+    /// Page-aligned file offsets of the executable segments.
+    pub fn text_segment_offsets(&self) -> &[u64] {
+        &self.segments.text_segment_offsets
+    }
+
+    /// Page-aligned vaddrs of the executable segments.
+    pub fn preferred_text_segment_addresses(&self) -> &[u64] {
+        &self.segments.preferred_text_segment_addresses
+    }
+
+    /// The decoded instructions.
+    pub fn code(&self) -> &CodeMap {
+        &self.code
+    }
+
+    /// Instructions with `start <= addr <= end_inclusive`, as (address, byte size).
+    pub fn instructions_in(
+        &self,
+        start: u64,
+        end_inclusive: u64,
+    ) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.code.instructions_in(start, end_inclusive)
+    }
+
+    /// The byte size of the instruction at `addr`, if one starts there.
+    pub fn instruction_size(&self, addr: u64) -> Option<u32> {
+        self.code.size(addr)
+    }
+
+    /// The function range containing `addr` (`start <= addr < end`).
+    pub fn func_range_at(&self, addr: u64) -> Option<&FuncRange> {
+        self.functions.range_at(addr)
+    }
+
+    /// The range starting exactly at `addr`, entry or not (`findFuncRangeForStartAddr`).
+    pub fn func_range_starting_at(&self, addr: u64) -> Option<&FuncRange> {
+        self.functions.range_starting_at(addr)
+    }
+
+    /// The canonical name of the function whose entry is exactly `addr` (llvm-profgen
+    /// `getCalleeNameForAddress`: a range starting there with `IsFuncEntry`).
+    pub fn func_entry_name(&self, addr: u64) -> Option<&str> {
+        self.functions
+            .range_starting_at(addr)
+            .filter(|r| r.is_func_entry)
+            .map(|r| r.name.as_str())
+    }
+
+    /// All functions (name + ranges), in DWARF order.
+    pub fn functions(&self) -> impl Iterator<Item = &BinaryFunction> {
+        self.functions.functions().iter()
+    }
+
+    /// The function table (functions and sorted ranges).
+    pub fn function_table(&self) -> &FunctionTable {
+        &self.functions
+    }
+
+    /// The inline frames of the instruction at `addr`, outermost first, cached; empty when
+    /// `addr` is not an instruction start or has no debug info (llvm-profgen
+    /// `getCachedFrameLocationStack(addr)` without probe discriminators).
+    pub fn inline_frames(&self, addr: u64) -> &[FrameLocation] {
+        let Some(i) = self.code.index_of(addr) else {
+            return &[];
+        };
+        self.frame_cache[i].get_or_init(|| self.symbolize(addr, false).into_boxed_slice())
+    }
+
+    /// `ProfiledBinary::symbolize` for any address, uncached: in probe-discriminator mode
+    /// (llvm-profgen uses it for context sizes of probe binaries) each frame's line offset is
+    /// the probe index extracted from its discriminator and the discriminator is 0.
+    pub fn symbolize(&self, addr: u64, probe_discriminators: bool) -> Vec<FrameLocation> {
+        let raw = self.dwarf.inlining_info(addr);
+        let mut stack = Vec::with_capacity(raw.len());
+        for frame in raw.iter().rev() {
+            let Some(name) = frame.name.map(|id| self.dwarf.name(id)) else {
+                break;
+            };
+            if name.is_empty() || name == "<invalid>" {
+                break;
+            }
+            let (line_offset, disc) = if probe_discriminators {
+                (discriminator::probe_index(frame.discriminator), 0)
+            } else {
+                (
+                    (frame.line as u32).wrapping_sub(frame.start_line as u32) & 0xffff,
+                    frame.discriminator,
+                )
+            };
+            stack.push(FrameLocation {
+                func_name: name.to_string(),
+                line_offset,
+                discriminator: disc,
+            });
+        }
+        stack
+    }
+
+    /// True when the binary has both `.pseudo_probe_desc` and `.pseudo_probe`.
+    pub fn has_pseudo_probes(&self) -> bool {
+        self.has_pseudo_probes
+    }
+
+    /// All decoded probes, sorted by address.
+    pub fn probes(&self) -> &[PseudoProbe] {
+        &self.probes.probes
+    }
+
+    /// The probes at `addr`, in decode order.
+    pub fn probes_at(&self, addr: u64) -> &[PseudoProbe] {
+        self.probes.probes_at(addr)
+    }
+
+    /// The first call probe at `addr` (`getCallProbeForAddr`).
+    pub fn call_probe_at(&self, addr: u64) -> Option<&PseudoProbe> {
+        self.probes_at(addr).iter().find(|p| p.kind.is_call())
+    }
+
+    /// The inline tree node of `probe`.
+    pub fn probe_inline_node(&self, probe: &PseudoProbe) -> &crate::probe::InlineTreeNode {
+        self.probes.tree.node(probe.node)
+    }
+
+    /// The probe inline forest.
+    pub fn probe_inline_tree(&self) -> &crate::probe::ProbeInlineTree {
+        &self.probes.tree
+    }
+
+    /// llvm-profgen `getInlineContextForProbe`: caller → callee frames (function name,
+    /// call-site probe index), plus the probe's own (function, index) when `include_leaf`;
+    /// a call site with index 0 before the last frame clears what came before it.
+    pub fn probe_inline_context(
+        &self,
+        probe: &PseudoProbe,
+        include_leaf: bool,
+    ) -> Vec<ProbeFrame<'_>> {
+        let mut raw = Vec::new();
+        let mut node = self.probes.tree.node(probe.node);
+        while let Some(parent) = node.parent {
+            let caller = self.probes.tree.node(parent);
+            raw.push(ProbeFrame {
+                func_name: self.probe_func_name(caller.guid),
+                probe_index: node.site,
+            });
+            node = caller;
+        }
+        raw.reverse();
+        if include_leaf {
+            raw.push(ProbeFrame {
+                func_name: self.probe_func_name(probe.guid),
+                probe_index: probe.index,
+            });
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        let last = raw.len().saturating_sub(1);
+        for (i, frame) in raw.into_iter().enumerate() {
+            if frame.probe_index == 0 && i != last {
+                out.clear();
+                continue;
+            }
+            out.push(frame);
+        }
+        out
+    }
+
+    /// The `.pseudo_probe_desc` record of `guid`.
+    pub fn probe_desc(&self, guid: u64) -> Option<&ProbeDesc> {
+        self.probe_descs.get(&guid)
+    }
+
+    /// All `.pseudo_probe_desc` records.
+    pub fn probe_descs(&self) -> &HashMap<u64, ProbeDesc> {
+        &self.probe_descs
+    }
+
+    fn probe_func_name(&self, guid: u64) -> &str {
+        self.probe_descs.get(&guid).map_or("", |d| d.name.as_str())
+    }
+
+    /// True when the binary uses flow-sensitive discriminators.
+    pub fn uses_fs_discriminator(&self) -> bool {
+        self.uses_fs_discriminator
+    }
+
+    /// The prolog/epilog heuristic set, sorted.
+    pub fn prolog_epilog_addresses(&self) -> &[u64] {
+        &self.prolog_epilog
+    }
+}
+
+impl CodeLayout for ProfiledBinary {
+    fn is_code(&self, addr: u64) -> bool {
+        self.code.index_of(addr).is_some()
+    }
+
+    fn is_call(&self, addr: u64) -> bool {
+        self.code.kind(addr) & disasm::KIND_CALL != 0
+    }
+
+    fn is_return(&self, addr: u64) -> bool {
+        self.code.kind(addr) & disasm::KIND_RETURN != 0
+    }
+
+    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
+        self.code.range_crosses_uncond_branch(start, end)
+    }
+
+    fn previous_instruction(&self, addr: u64) -> Option<u64> {
+        self.code.previous_instruction(addr)
+    }
+
+    fn is_prolog_or_epilog(&self, addr: u64) -> bool {
+        self.prolog_epilog.binary_search(&addr).is_ok()
+    }
+
+    fn has_pseudo_probes(&self) -> bool {
+        self.has_pseudo_probes
+    }
+
+    fn inline_context_equal(&self, a: u64, b: u64) -> bool {
+        let (fa, fb) = (self.inline_frames(a), self.inline_frames(b));
+        if fa.len() != fb.len() || fa.is_empty() {
+            return false;
+        }
+        fa[..fa.len() - 1] == fb[..fb.len() - 1]
+    }
+}
+
+fn section_bytes<'data>(
+    section: &object::read::elf::ElfSection64<'data, '_, Endianness>,
+    path: &Path,
+    name: &str,
+) -> Result<&'data [u8], SymbolizerError> {
+    section.data().map_err(|e| SymbolizerError::SectionData {
+        path: path.to_path_buf(),
+        section: name.to_string(),
+        what: e.to_string(),
+    })
+}
+
+/// `PrologEpilogTracker`: each function-range start and the instruction after it (found as
+/// `lower_bound(start) + 1`; llvm-profgen stops at the first range with no such instruction),
+/// and each return with the instruction before it.
+fn prolog_epilog_addresses(code: &CodeMap, functions: &FunctionTable) -> Vec<u64> {
+    let mut set = Vec::new();
+    for range in functions.ranges() {
+        set.push(range.start);
+        match code.address(code.lower_bound(range.start) + 1) {
+            Some(next) => set.push(next),
+            None => break,
+        }
+    }
+    for ret in code.returns() {
+        set.push(ret);
+        if let Some(i) = code.index_of(ret).and_then(|i| i.checked_sub(1)) {
+            set.extend(code.address(i));
+        }
+    }
+    set.sort_unstable();
+    set.dedup();
+    set
+}
+
+/// The symbol-table fallback: `STT_FUNC` symbols with a size, in executable sections, whose
+/// start no DWARF subprogram range covers, become functions named after the symbol.
+fn add_symbol_functions(
+    subprograms: &mut Vec<(String, Vec<(u64, u64)>)>,
+    symbols: &SymbolTable,
+    file: &ElfFile64<'_, Endianness>,
+) {
+    let endian = file.endian();
+    let mut covered: Vec<(u64, u64)> = subprograms
+        .iter()
+        .flat_map(|(_, r)| r.iter().copied())
+        .collect();
+    covered.sort_unstable();
+    let is_covered = |addr: u64| {
+        let i = covered.partition_point(|r| r.0 <= addr);
+        covered[..i].iter().rev().take(64).any(|r| addr < r.1)
+    };
+    let exec_sections: Vec<usize> = file
+        .sections()
+        .filter(|s| s.elf_section_header().sh_flags(endian).0 & elf::SHF_EXECINSTR.0 != 0)
+        .map(|s| s.index().0)
+        .collect();
+    for sym in symbols.symbols() {
+        let in_text = sym.section.is_some_and(|s| exec_sections.contains(&s));
+        if sym.is_function && sym.size > 0 && in_text && !is_covered(sym.address) {
+            subprograms.push((
+                sym.name.clone(),
+                vec![(sym.address, sym.address + sym.size)],
+            ));
+        }
+    }
+}

@@ -1,1 +1,8 @@
-//! DWARF: line tables with inline frames, subprogram ranges, discriminators.
+//! DWARF: subprograms (llvm-profgen's function list), inline frames with line offsets and
+//! discriminators (what LLVMSymbolizer gives llvm-profgen), and the discriminator encodings.
+
+pub mod discriminator;
+pub mod info;
+pub mod interval;
+
+pub use info::{DwarfInfo, RawFrame};

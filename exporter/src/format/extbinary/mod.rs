@@ -1,1 +1,10 @@
 //! LLVM extensible binary sample profile (`--format=extbinary`) writer.
+//!
+//! Layout and encodings: llvm-profgen.md §3.3 (header, section table in layout order,
+//! summary, string name table, CSNameTable, LBRProfile, FuncOffsetTable, FuncMetadata).
+
+pub mod leb128;
+pub mod section;
+pub mod writer;
+
+pub use writer::{to_bytes, write};

@@ -1,0 +1,484 @@
+//! [`PerfDataReader`]: a file-mode perf.data file as a stream of [`PerfEvent`]s, and
+//! [`read_perf_data`], the whole file as a [`Recording`].
+//!
+//! The header and every section are checked against the file length first, so truncated
+//! or garbage files fail with the offset of the first inconsistency before anything is
+//! allocated from their sizes. linux-perf-data then reads the container (features, time
+//! ordering with FINISHED_ROUND, zstd); each record body is parsed by [`crate::record`].
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use linux_perf_data::{Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter};
+
+use super::error::PerfDataError;
+use super::features::MISC_BUILD_ID_SIZE;
+use super::header::{
+    le32, FileHeader, FileSection, RawAttr, FILE_HEADER_SIZE, MAGIC, MAGIC_BIG_ENDIAN,
+};
+use crate::record::{parse_record, sample_type, Record, SampleLayout};
+use crate::{BuildId, BuildIdEntry, EventDescription, PerfEvent, Recording};
+
+/// Largest attrs section accepted (attrs drive allocations): 64 Ki attrs of 1 KiB.
+pub const MAX_ATTRS_BYTES: u64 = 64 << 20;
+
+/// An open perf.data file: metadata read, records streamed on demand.
+pub struct PerfDataReader {
+    path: PathBuf,
+    perf_file: PerfFile,
+    records: PerfRecordIter<Tracked<BufReader<File>>>,
+    position: Arc<AtomicU64>,
+    layouts: Vec<SampleLayout>,
+    event: EventDescription,
+    build_ids: Vec<BuildIdEntry>,
+    cmdline: Vec<String>,
+}
+
+impl std::fmt::Debug for PerfDataReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfDataReader")
+            .field("path", &self.path)
+            .field("event", &self.event)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads a whole perf.data file into a [`Recording`] (events in time order; LOST and other
+/// records the pipeline does not use are dropped).
+pub fn read_perf_data(path: &Path) -> Result<Recording, PerfDataError> {
+    PerfDataReader::open(path)?.into_recording()
+}
+
+impl PerfDataReader {
+    /// Opens `path`, checks its structure, reads header, attrs and features.
+    pub fn open(path: &Path) -> Result<PerfDataReader, PerfDataError> {
+        let io = |source| PerfDataError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let (header, raw_attrs) = check_structure(path, &mut file, len)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        let position = Arc::new(AtomicU64::new(0));
+        let tracked = Tracked {
+            inner: BufReader::new(file),
+            pos: position.clone(),
+        };
+        let PerfFileReader {
+            perf_file,
+            record_iter,
+        } = PerfFileReader::parse_file(tracked).map_err(|source| PerfDataError::Container {
+            path: path.to_path_buf(),
+            offset: position.load(Ordering::Relaxed),
+            source,
+        })?;
+        let descs = perf_file.event_attributes();
+        let layouts: Vec<SampleLayout> = descs
+            .iter()
+            .map(|d| SampleLayout::from_attr(&d.attr))
+            .collect();
+        // The sampling event: the first attr with a branch stack, else the first attr.
+        let main = raw_attrs
+            .iter()
+            .position(|a| a.sample_type & sample_type::BRANCH_STACK != 0)
+            .unwrap_or(0);
+        let attr = raw_attrs[main];
+        let name = descs
+            .get(main)
+            .and_then(|d| d.name.clone())
+            .unwrap_or_else(|| format!("type{}/config={:#x}", attr.type_, attr.config));
+        let event = EventDescription {
+            name,
+            attr_type: attr.type_,
+            config: attr.config,
+            sample_period: attr.sample_period,
+            precise_ip: attr.precise_ip(),
+            callchain: attr.sample_type & sample_type::CALLCHAIN != 0,
+            branch_stack: attr.sample_type & sample_type::BRANCH_STACK != 0,
+        };
+        let build_ids = match perf_file.feature_section_data(Feature::BUILD_ID) {
+            Some(data) => {
+                let offset = feature_offset(
+                    &header,
+                    path,
+                    &mut File::open(path).map_err(io)?,
+                    Feature::BUILD_ID.0,
+                )?;
+                parse_build_id_section(data, path, offset)?
+            }
+            None => Vec::new(),
+        };
+        let cmdline = perf_file
+            .cmdline()
+            .ok()
+            .flatten()
+            .map(|v| v.into_iter().map(str::to_string).collect())
+            .unwrap_or_default();
+        Ok(PerfDataReader {
+            path: path.to_path_buf(),
+            perf_file,
+            records: record_iter,
+            position,
+            layouts,
+            event,
+            build_ids,
+            cmdline,
+        })
+    }
+
+    /// The sampling event (the first attr with a branch stack, else the first attr).
+    pub fn event(&self) -> &EventDescription {
+        &self.event
+    }
+
+    /// The HEADER_BUILD_ID entries, in file order.
+    pub fn build_ids(&self) -> &[BuildIdEntry] {
+        &self.build_ids
+    }
+
+    /// The recorded command line (HEADER_CMDLINE), empty when absent.
+    pub fn cmdline(&self) -> &[String] {
+        &self.cmdline
+    }
+
+    /// The next kernel record in time order with the index of its attr (perf.data's attr
+    /// order), or `None` at the end. perf's own user records (FINISHED_ROUND, ...) are skipped.
+    pub fn next_record(&mut self) -> Result<Option<(usize, Record)>, PerfDataError> {
+        loop {
+            let record = self
+                .records
+                .next_record(&mut self.perf_file)
+                .map_err(|source| PerfDataError::Container {
+                    path: self.path.clone(),
+                    offset: self.position.load(Ordering::Relaxed),
+                    source,
+                })?;
+            let Some(record) = record else {
+                return Ok(None);
+            };
+            let PerfFileRecord::EventRecord { attr_index, record } = record else {
+                continue;
+            };
+            let layout = self.layouts.get(attr_index).copied().unwrap_or_default();
+            let body = record.data.as_slice();
+            let parsed = parse_record(record.record_type.0, record.misc, &body, &layout).map_err(
+                |source| PerfDataError::Record {
+                    path: self.path.clone(),
+                    offset: self.position.load(Ordering::Relaxed),
+                    source,
+                },
+            )?;
+            return Ok(Some((attr_index, parsed)));
+        }
+    }
+
+    /// The next event the pipeline uses (samples, MMAP/MMAP2, COMM, FORK, EXIT), in time order.
+    pub fn next_event(&mut self) -> Result<Option<PerfEvent>, PerfDataError> {
+        while let Some((_, record)) = self.next_record()? {
+            if let Some(event) = record.into_perf_event() {
+                return Ok(Some(event));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The events as an iterator (stops after the first error).
+    pub fn events(self) -> PerfEvents {
+        PerfEvents {
+            reader: self,
+            done: false,
+        }
+    }
+
+    /// Reads every event into a [`Recording`].
+    pub fn into_recording(mut self) -> Result<Recording, PerfDataError> {
+        let mut events = Vec::new();
+        while let Some(e) = self.next_event()? {
+            events.push(e);
+        }
+        Ok(Recording {
+            event: self.event,
+            build_ids: self.build_ids,
+            events,
+            cmdline: self.cmdline,
+        })
+    }
+}
+
+/// Iterator over a [`PerfDataReader`]'s events; after an error it yields nothing more.
+#[derive(Debug)]
+pub struct PerfEvents {
+    reader: PerfDataReader,
+    done: bool,
+}
+
+impl PerfEvents {
+    /// The reader (event description, build ids, command line).
+    pub fn reader(&self) -> &PerfDataReader {
+        &self.reader
+    }
+}
+
+impl Iterator for PerfEvents {
+    type Item = Result<PerfEvent, PerfDataError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.reader.next_event() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// A reader that publishes its position, so container errors can name an offset.
+struct Tracked<R> {
+    inner: R,
+    pos: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Tracked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl<R: Seek> Seek for Tracked<R> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let p = self.inner.seek(to)?;
+        self.pos.store(p, Ordering::Relaxed);
+        Ok(p)
+    }
+}
+
+fn corrupt(path: &Path, offset: u64, what: String) -> PerfDataError {
+    PerfDataError::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        what,
+    }
+}
+
+fn read_at(path: &Path, file: &mut File, offset: u64, buf: &mut [u8]) -> Result<(), PerfDataError> {
+    let io = |source| PerfDataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(io)?;
+    file.read_exact(buf).map_err(io)
+}
+
+/// Checks the header and that every section lies inside the file; returns the header and
+/// the attrs (our own parse: type, config, period, precise_ip).
+fn check_structure(
+    path: &Path,
+    file: &mut File,
+    len: u64,
+) -> Result<(FileHeader, Vec<RawAttr>), PerfDataError> {
+    if len < 16 {
+        return Err(corrupt(
+            path,
+            len,
+            format!("file is {len} bytes, too short for a perf.data header"),
+        ));
+    }
+    let mut head = [0u8; 16];
+    read_at(path, file, 0, &mut head)?;
+    let magic: [u8; 8] = head[..8].try_into().expect("8");
+    let size = u64::from_le_bytes(head[8..16].try_into().expect("8"));
+    if magic == MAGIC_BIG_ENDIAN {
+        return Err(PerfDataError::Unsupported {
+            path: path.to_path_buf(),
+            what: "big-endian perf.data".into(),
+        });
+    }
+    if magic != MAGIC {
+        return Err(corrupt(
+            path,
+            0,
+            format!("bad magic {magic:02x?}, expected \"PERFILE2\""),
+        ));
+    }
+    if size == 16 {
+        return Err(PerfDataError::Unsupported {
+            path: path.to_path_buf(),
+            what: "pipe-mode perf.data (record with `perf record -o file`, not to a pipe)".into(),
+        });
+    }
+    if size != FILE_HEADER_SIZE {
+        return Err(corrupt(
+            path,
+            8,
+            format!("header size {size}, expected {FILE_HEADER_SIZE}"),
+        ));
+    }
+    if len < FILE_HEADER_SIZE {
+        return Err(corrupt(
+            path,
+            len,
+            format!("file is {len} bytes, shorter than the {FILE_HEADER_SIZE}-byte header"),
+        ));
+    }
+    let mut hb = [0u8; FILE_HEADER_SIZE as usize];
+    read_at(path, file, 0, &mut hb)?;
+    let header = FileHeader::parse(&hb);
+    let within = |s: &FileSection, what: &str, at: u64| -> Result<(), PerfDataError> {
+        if s.offset.checked_add(s.size).is_none_or(|end| end > len) {
+            return Err(corrupt(
+                path,
+                at,
+                format!(
+                    "{what} section [{}, +{}) extends past the end of the {len}-byte file",
+                    s.offset, s.size
+                ),
+            ));
+        }
+        Ok(())
+    };
+    if header.attr_size < 64 + 16 || header.attr_size > 4096 {
+        return Err(corrupt(
+            path,
+            16,
+            format!("attr_size {} out of range [80, 4096]", header.attr_size),
+        ));
+    }
+    within(&header.attrs, "attrs", 24)?;
+    within(&header.data, "data", 40)?;
+    if header.attrs.size == 0
+        || !header.attrs.size.is_multiple_of(header.attr_size)
+        || header.attrs.size > MAX_ATTRS_BYTES
+    {
+        return Err(corrupt(
+            path,
+            24,
+            format!(
+                "attrs section size {} is not a positive multiple of attr_size {}",
+                header.attrs.size, header.attr_size
+            ),
+        ));
+    }
+    let mut attrs_bytes = vec![0u8; header.attrs.size as usize];
+    read_at(path, file, header.attrs.offset, &mut attrs_bytes)?;
+    let mut attrs = Vec::new();
+    for (i, entry) in attrs_bytes
+        .chunks_exact(header.attr_size as usize)
+        .enumerate()
+    {
+        let at = header.attrs.offset + i as u64 * header.attr_size;
+        let attr_len = entry.len() - 16;
+        let attr = RawAttr::parse(&entry[..attr_len])
+            .ok_or_else(|| corrupt(path, at, format!("attr of {attr_len} bytes is too short")))?;
+        if attr.size as usize > attr_len || attr.size < 64 {
+            return Err(corrupt(
+                path,
+                at + 4,
+                format!("attr size {} out of range [64, {attr_len}]", attr.size),
+            ));
+        }
+        let ids = FileSection::parse(&entry[attr_len..]);
+        within(&ids, "attr ids", at + attr_len as u64)?;
+        attrs.push(attr);
+    }
+    let nfeat = header.feature_bits().count() as u64;
+    let table = FileSection {
+        offset: header.data.end(),
+        size: nfeat * 16,
+    };
+    within(&table, "feature table", header.data.end())?;
+    let mut tb = vec![0u8; table.size as usize];
+    read_at(path, file, table.offset, &mut tb)?;
+    for (i, bit) in header.feature_bits().enumerate() {
+        let s = FileSection::parse(&tb[i * 16..i * 16 + 16]);
+        within(&s, &format!("feature {bit}"), table.offset + i as u64 * 16)?;
+    }
+    Ok((header, attrs))
+}
+
+/// File offset of a feature section (for error messages).
+fn feature_offset(
+    header: &FileHeader,
+    path: &Path,
+    file: &mut File,
+    bit: u32,
+) -> Result<u64, PerfDataError> {
+    let Some(i) = header.feature_bits().position(|b| b == bit) else {
+        return Ok(0);
+    };
+    let mut b = [0u8; 16];
+    read_at(path, file, header.data.end() + i as u64 * 16, &mut b)?;
+    Ok(FileSection::parse(&b).offset)
+}
+
+/// Parses the HEADER_BUILD_ID section: a sequence of `{ perf_event_header; i32 pid;
+/// u8 build_id[24]; char filename[] }`. The id's length is byte 20 of the 24 when
+/// `misc & PERF_RECORD_MISC_BUILD_ID_SIZE`, else 20 minus trailing all-zero 4-byte groups
+/// (what linux-perf-data's build_id_event.rs does for older perf files).
+fn parse_build_id_section(
+    data: &[u8],
+    path: &Path,
+    section_offset: u64,
+) -> Result<Vec<BuildIdEntry>, PerfDataError> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let at = section_offset + pos as u64;
+        if data.len() - pos < 36 {
+            return Err(corrupt(
+                path,
+                at,
+                format!(
+                    "build id event of {} bytes, at least 36 needed",
+                    data.len() - pos
+                ),
+            ));
+        }
+        let misc = u16::from_le_bytes([data[pos + 4], data[pos + 5]]);
+        let size = u16::from_le_bytes([data[pos + 6], data[pos + 7]]) as usize;
+        if size < 36 || size > data.len() - pos {
+            return Err(corrupt(
+                path,
+                at + 6,
+                format!(
+                    "build id event size {size} out of range [36, {}]",
+                    data.len() - pos
+                ),
+            ));
+        }
+        let rec = &data[pos..pos + size];
+        let pid = le32(&rec[8..12]) as i32;
+        let id = &rec[12..36];
+        let n = if misc & MISC_BUILD_ID_SIZE != 0 {
+            (id[20] as usize).min(20)
+        } else {
+            let mut n = 20;
+            while n >= 4 && id[n - 4..n].iter().all(|&b| b == 0) {
+                n -= 4;
+            }
+            n
+        };
+        let name = &rec[36..];
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        out.push(BuildIdEntry {
+            pid,
+            build_id: BuildId(id[..n].to_vec()),
+            filename: String::from_utf8_lossy(name).into_owned(),
+        });
+        pos += size;
+    }
+    Ok(out)
+}

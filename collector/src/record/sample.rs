@@ -1,0 +1,489 @@
+//! PERF_RECORD_SAMPLE bodies: [`parse_sample_record`] / [`parse_sample`].
+//!
+//! Field order, as the kernel writes it in `perf_output_sample()` (kernel/events/core.c; the
+//! uapi comment misplaces CGROUP and AUX): IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID,
+//! CPU, PERIOD, READ, CALLCHAIN, RAW, BRANCH_STACK, REGS_USER, STACK_USER, WEIGHT /
+//! WEIGHT_STRUCT, DATA_SRC, TRANSACTION, REGS_INTR, PHYS_ADDR, CGROUP, DATA_PAGE_SIZE,
+//! CODE_PAGE_SIZE, AUX.
+
+use super::cursor::ByteCursor;
+use super::error::RecordParseError;
+use super::layout::{read_format, sample_type, SampleLayout};
+use crate::sample::{LbrEntry, Sample, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
+
+/// Size of one `struct perf_branch_entry`: u64 from, u64 to, u64 flag bits.
+pub const BRANCH_ENTRY_SIZE: usize = 24;
+
+/// A parsed SAMPLE: the shared [`Sample`] plus the fields the pipeline does not keep but a
+/// reader may need (to find the attr, or to write the record back). Fields the layout does
+/// not carry are 0 (`hw_idx`: `None`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SampleRecord {
+    /// IP, pid/tid, time, user call chain, branch stack; `count` is 1.
+    pub sample: Sample,
+    /// Event id (PERF_SAMPLE_IDENTIFIER, else PERF_SAMPLE_ID).
+    pub id: u64,
+    /// PERF_SAMPLE_STREAM_ID.
+    pub stream_id: u64,
+    /// PERF_SAMPLE_ADDR.
+    pub addr: u64,
+    /// PERF_SAMPLE_CPU.
+    pub cpu: u32,
+    /// PERF_SAMPLE_PERIOD.
+    pub period: u64,
+    /// The branch stack's `hw_idx` (PERF_SAMPLE_BRANCH_HW_INDEX), when present.
+    pub hw_idx: Option<u64>,
+}
+
+/// Parses a SAMPLE body into the shared [`Sample`] (see [`parse_sample_record`]).
+pub fn parse_sample(body: &[u8], layout: &SampleLayout) -> Result<Sample, RecordParseError> {
+    parse_sample_record(body, layout).map(|r| r.sample)
+}
+
+/// Parses a SAMPLE body (the bytes after `perf_event_header`) with the attr's layout.
+///
+/// Every field up to AUX is parsed or skipped; unknown `sample_type` bits (25 and up) are an
+/// error. The call chain keeps only user-space addresses (those after `PERF_CONTEXT_USER`, or
+/// all of them when the chain has no context marker), markers removed: what `perf script`
+/// prints for a user-only recording.
+pub fn parse_sample_record(
+    body: &[u8],
+    layout: &SampleLayout,
+) -> Result<SampleRecord, RecordParseError> {
+    use sample_type::*;
+    let unsupported = layout.sample_type & !SUPPORTED;
+    if unsupported != 0 {
+        let bit = unsupported.trailing_zeros();
+        return Err(RecordParseError::UnsupportedSampleType {
+            bit,
+            mask: 1 << bit,
+            record: "SAMPLE",
+        });
+    }
+    let mut c = ByteCursor::new(body);
+    let mut r = SampleRecord {
+        sample: Sample {
+            count: 1,
+            ..Sample::default()
+        },
+        ..SampleRecord::default()
+    };
+    if layout.has(IDENTIFIER) {
+        r.id = c.u64("id (IDENTIFIER)")?;
+    }
+    if layout.has(IP) {
+        r.sample.ip = c.u64("ip")?;
+    }
+    if layout.has(TID) {
+        r.sample.pid = c.u32("pid")?;
+        r.sample.tid = c.u32("tid")?;
+    }
+    if layout.has(TIME) {
+        r.sample.time = c.u64("time")?;
+    }
+    if layout.has(ADDR) {
+        r.addr = c.u64("addr")?;
+    }
+    if layout.has(ID) {
+        r.id = c.u64("id")?;
+    }
+    if layout.has(STREAM_ID) {
+        r.stream_id = c.u64("stream_id")?;
+    }
+    if layout.has(CPU) {
+        r.cpu = c.u32("cpu")?;
+        c.u32("res")?;
+    }
+    if layout.has(PERIOD) {
+        r.period = c.u64("period")?;
+    }
+    if layout.has(READ) {
+        skip_read(&mut c, layout)?;
+    }
+    if layout.has(CALLCHAIN) {
+        let nr = c.count("callchain.nr", 8)?;
+        let ips = c.bytes(nr * 8, "callchain.ips")?;
+        r.sample.callchain = user_callchain(
+            ips.chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8"))),
+        );
+    }
+    if layout.has(RAW) {
+        let size = c.u32("raw.size")? as usize;
+        c.skip(size, "raw.data")?;
+    }
+    if layout.has(BRANCH_STACK) {
+        let nr_offset = c.pos();
+        let nr = c.u64("branch_stack.nr")?;
+        if nr == 0 && layout.has_hw_idx() {
+            // The kernel writes a bare `nr = 0` (no hw_idx) when no stack was captured, but
+            // `nr = 0, hw_idx` when an empty stack was: take the reading that ends exactly at
+            // the end of the body.
+            let mut with_idx = c;
+            let hw_idx = with_idx.u64("branch_stack.hw_idx");
+            if let Ok(hw_idx) = hw_idx {
+                if skip_tail(&mut with_idx, layout).is_ok() && with_idx.remaining() == 0 {
+                    r.hw_idx = Some(hw_idx);
+                    return Ok(r);
+                }
+            }
+            skip_tail(&mut c, layout)?;
+            return Ok(r);
+        }
+        if layout.has_hw_idx() {
+            r.hw_idx = Some(c.u64("branch_stack.hw_idx")?);
+        }
+        let entry_size = BRANCH_ENTRY_SIZE + if layout.has_branch_counters() { 8 } else { 0 };
+        let max = (c.remaining() / entry_size) as u64;
+        if nr > max {
+            return Err(RecordParseError::CountTooLarge {
+                field: "branch_stack.nr",
+                offset: nr_offset,
+                value: nr,
+                max,
+            });
+        }
+        let entries = c.bytes(nr as usize * BRANCH_ENTRY_SIZE, "branch_stack.entries")?;
+        r.sample.lbr = entries
+            .chunks_exact(BRANCH_ENTRY_SIZE)
+            .map(|e| LbrEntry {
+                from: u64::from_le_bytes(e[0..8].try_into().expect("8")),
+                to: u64::from_le_bytes(e[8..16].try_into().expect("8")),
+                flags: u64::from_le_bytes(e[16..24].try_into().expect("8")),
+            })
+            .collect();
+        if layout.has_branch_counters() {
+            c.skip(nr as usize * 8, "branch_stack.counters")?;
+        }
+    }
+    skip_tail(&mut c, layout)?;
+    Ok(r)
+}
+
+/// Keeps the user part of a raw kernel call chain, context markers removed.
+pub fn user_callchain(ips: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut out = Vec::new();
+    // Before any marker the context is unknown: keep those entries (synthetic chains).
+    let mut user = true;
+    for ip in ips {
+        if ip >= PERF_CONTEXT_MAX {
+            user = ip == PERF_CONTEXT_USER;
+        } else if user {
+            out.push(ip);
+        }
+    }
+    out
+}
+
+/// Skips a PERF_SAMPLE_READ value (`read_format`, perf_event.h):
+/// `!GROUP: { u64 value; [time_enabled]; [time_running]; [id]; [lost] }`,
+/// `GROUP: { u64 nr; [time_enabled]; [time_running]; { u64 value; [id]; [lost] } cntr[nr] }`.
+fn skip_read(c: &mut ByteCursor<'_>, layout: &SampleLayout) -> Result<(), RecordParseError> {
+    let rf = layout.read_format;
+    if rf & read_format::GROUP == 0 {
+        return c.skip(layout.read_value_words() * 8, "read");
+    }
+    let per_counter = 8
+        * (1 + [read_format::ID, read_format::LOST]
+            .iter()
+            .filter(|&&b| rf & b != 0)
+            .count());
+    let nr_offset = c.pos();
+    let nr = c.u64("read.nr")?;
+    let times = [
+        read_format::TOTAL_TIME_ENABLED,
+        read_format::TOTAL_TIME_RUNNING,
+    ]
+    .iter()
+    .filter(|&&b| rf & b != 0)
+    .count();
+    c.skip(times * 8, "read.time")?;
+    let max = (c.remaining() / per_counter) as u64;
+    if nr > max {
+        return Err(RecordParseError::CountTooLarge {
+            field: "read.nr",
+            offset: nr_offset,
+            value: nr,
+            max,
+        });
+    }
+    c.skip(nr as usize * per_counter, "read.cntr")
+}
+
+/// Skips `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0).
+fn skip_regs(
+    c: &mut ByteCursor<'_>,
+    count: u32,
+    field: &'static str,
+) -> Result<(), RecordParseError> {
+    let abi = c.u64(field)?;
+    if abi != 0 {
+        c.skip(count as usize * 8, field)?;
+    }
+    Ok(())
+}
+
+/// Skips the fields after BRANCH_STACK.
+fn skip_tail(c: &mut ByteCursor<'_>, layout: &SampleLayout) -> Result<(), RecordParseError> {
+    use sample_type::*;
+    if layout.has(REGS_USER) {
+        skip_regs(c, layout.regs_user_count, "regs_user")?;
+    }
+    if layout.has(STACK_USER) {
+        // `u64 size; u8 data[size]; u64 dyn_size` — with size 0 there is no dyn_size.
+        let offset = c.pos();
+        let size = c.u64("stack_user.size")?;
+        if size > c.remaining() as u64 {
+            let max = c.remaining() as u64;
+            return Err(RecordParseError::CountTooLarge {
+                field: "stack_user.size",
+                offset,
+                value: size,
+                max,
+            });
+        }
+        if size != 0 {
+            c.skip(size as usize, "stack_user.data")?;
+            c.u64("stack_user.dyn_size")?;
+        }
+    }
+    if layout.sample_type & (WEIGHT | WEIGHT_STRUCT) != 0 {
+        c.u64("weight")?;
+    }
+    for (bit, field) in [(DATA_SRC, "data_src"), (TRANSACTION, "transaction")] {
+        if layout.has(bit) {
+            c.u64(field)?;
+        }
+    }
+    if layout.has(REGS_INTR) {
+        skip_regs(c, layout.regs_intr_count, "regs_intr")?;
+    }
+    for (bit, field) in [
+        (PHYS_ADDR, "phys_addr"),
+        (CGROUP, "cgroup"),
+        (DATA_PAGE_SIZE, "data_page_size"),
+        (CODE_PAGE_SIZE, "code_page_size"),
+    ] {
+        if layout.has(bit) {
+            c.u64(field)?;
+        }
+    }
+    if layout.has(AUX) {
+        let offset = c.pos();
+        let size = c.u64("aux.size")?;
+        if size > c.remaining() as u64 {
+            let max = c.remaining() as u64;
+            return Err(RecordParseError::CountTooLarge {
+                field: "aux.size",
+                offset,
+                value: size,
+                max,
+            });
+        }
+        c.skip(size as usize, "aux.data")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::layout::branch_sample_type;
+    use sample_type::*;
+
+    /// IP|TID|TIME|CALLCHAIN|BRANCH_STACK, what the recorder and `perf record -b -g` write.
+    #[rustfmt::skip]
+    const SAMPLE_BODY: [u8; 112] = [
+        0x00, 0x11, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // ip = 0x401100
+        0xe8, 0x03, 0x00, 0x00,                         // pid = 1000
+        0xe9, 0x03, 0x00, 0x00,                         // tid = 1001
+        0x15, 0xcd, 0x5b, 0x07, 0x00, 0x00, 0x00, 0x00, // time = 123456789
+        0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // callchain.nr = 4
+        0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // ips[0] = PERF_CONTEXT_KERNEL
+        0x00, 0x00, 0x00, 0x81, 0xff, 0xff, 0xff, 0xff, // ips[1] = 0xffffffff81000000 (kernel, dropped)
+        0x00, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // ips[2] = PERF_CONTEXT_USER
+        0x00, 0x11, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // ips[3] = 0x401100
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // branch_stack.nr = 1
+        0xf0, 0x10, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // lbr[0].from = 0x4010f0
+        0x00, 0x11, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // lbr[0].to = 0x401100
+        0x32, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // lbr[0].flags: predicted, cycles = 3
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // (end of fields; padding for the test)
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // (padding)
+    ];
+
+    #[test]
+    fn ip_tid_time_callchain_branch_stack() {
+        let layout = SampleLayout::new(IP | TID | TIME | CALLCHAIN | BRANCH_STACK, 0, 0, true);
+        let s = parse_sample(&SAMPLE_BODY, &layout).unwrap();
+        assert_eq!(
+            s,
+            Sample {
+                pid: 1000,
+                tid: 1001,
+                time: 123456789,
+                ip: 0x401100,
+                callchain: vec![0x401100],
+                lbr: vec![LbrEntry {
+                    from: 0x4010f0,
+                    to: 0x401100,
+                    flags: 0x32
+                }],
+                count: 1,
+            }
+        );
+        assert!(s.lbr[0].predicted() && !s.lbr[0].mispredicted());
+    }
+
+    #[test]
+    fn too_short_at_each_length_field() {
+        let layout = SampleLayout::new(IP | TID | TIME | CALLCHAIN | BRANCH_STACK, 0, 0, true);
+        // callchain.nr larger than what follows.
+        let mut bad = SAMPLE_BODY;
+        bad[24] = 100;
+        assert_eq!(
+            parse_sample(&bad, &layout),
+            Err(RecordParseError::CountTooLarge {
+                field: "callchain.nr",
+                offset: 24,
+                value: 100,
+                max: 10
+            })
+        );
+        // branch_stack.nr larger than what follows.
+        let mut bad = SAMPLE_BODY;
+        bad[64] = 2;
+        assert_eq!(
+            parse_sample(&bad, &layout),
+            Err(RecordParseError::CountTooLarge {
+                field: "branch_stack.nr",
+                offset: 64,
+                value: 2,
+                max: 1
+            })
+        );
+        // Body cut in the middle of the branch entry.
+        assert_eq!(
+            parse_sample(&SAMPLE_BODY[..80], &layout),
+            Err(RecordParseError::CountTooLarge {
+                field: "branch_stack.nr",
+                offset: 64,
+                value: 1,
+                max: 0
+            })
+        );
+        // Body cut in the middle of the time.
+        assert_eq!(
+            parse_sample(&SAMPLE_BODY[..20], &layout),
+            Err(RecordParseError::TooShort {
+                field: "time",
+                offset: 16,
+                needed: 8,
+                len: 20
+            })
+        );
+    }
+
+    #[test]
+    fn raw_size_and_stack_user_size_too_large() {
+        #[rustfmt::skip]
+        let raw: [u8; 16] = [
+            0x10, 0x00, 0x00, 0x00,                         // raw.size = 16 (only 12 bytes follow)
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // raw.data ...
+            0x00, 0x00, 0x00, 0x00,
+        ];
+        assert_eq!(
+            parse_sample(&raw, &SampleLayout::new(RAW, 0, 0, false)),
+            Err(RecordParseError::TooShort {
+                field: "raw.data",
+                offset: 4,
+                needed: 16,
+                len: 16
+            })
+        );
+        #[rustfmt::skip]
+        let stack: [u8; 16] = [
+            0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // stack_user.size = 64 (8 follow)
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // data ...
+        ];
+        assert_eq!(
+            parse_sample(&stack, &SampleLayout::new(STACK_USER, 0, 0, false)),
+            Err(RecordParseError::CountTooLarge {
+                field: "stack_user.size",
+                offset: 0,
+                value: 64,
+                max: 8
+            })
+        );
+        #[rustfmt::skip]
+        let read_group: [u8; 16] = [
+            0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // read.nr = 5 (GROUP)
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // cntr[0].value
+        ];
+        assert_eq!(
+            parse_sample(
+                &read_group,
+                &SampleLayout::new(READ, 0, read_format::GROUP, false)
+            ),
+            Err(RecordParseError::CountTooLarge {
+                field: "read.nr",
+                offset: 0,
+                value: 5,
+                max: 1
+            })
+        );
+    }
+
+    #[test]
+    fn hw_idx_precedes_entries() {
+        let layout = SampleLayout::new(
+            IP | BRANCH_STACK,
+            branch_sample_type::ANY | branch_sample_type::HW_INDEX,
+            0,
+            false,
+        );
+        #[rustfmt::skip]
+        let body: [u8; 48] = [
+            0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // ip = 0x1000
+            0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // branch_stack.nr = 1
+            0x1f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // hw_idx = 31
+            0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // lbr[0].from = 0x10
+            0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // lbr[0].to = 0x20
+            0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // lbr[0].flags = mispred
+        ];
+        let r = parse_sample_record(&body, &layout).unwrap();
+        assert_eq!(r.hw_idx, Some(31));
+        assert_eq!(
+            r.sample.lbr,
+            vec![LbrEntry {
+                from: 0x10,
+                to: 0x20,
+                flags: 1
+            }]
+        );
+        // No stack captured: the kernel writes a bare nr = 0 without hw_idx.
+        let mut empty = [0u8; 16];
+        empty[..8].copy_from_slice(&body[..8]); // ip; then branch_stack.nr = 0 and nothing else
+        let r = parse_sample_record(&empty, &layout).unwrap();
+        assert_eq!((r.hw_idx, r.sample.lbr.len()), (None, 0));
+    }
+
+    #[test]
+    fn unknown_sample_type_bit_is_an_error() {
+        let layout = SampleLayout::new(IP | (1 << 30), 0, 0, false);
+        assert_eq!(
+            parse_sample(&[0; 16], &layout),
+            Err(RecordParseError::UnsupportedSampleType {
+                bit: 30,
+                mask: 1 << 30,
+                record: "SAMPLE"
+            })
+        );
+    }
+
+    #[test]
+    fn callchain_without_markers_is_kept() {
+        assert_eq!(user_callchain([1, 2, 3].into_iter()), vec![1, 2, 3]);
+        let kernel_only = [PERF_CONTEXT_USER, 5, crate::sample::PERF_CONTEXT_KERNEL, 6];
+        assert_eq!(user_callchain(kernel_only.into_iter()), vec![5]);
+    }
+}

@@ -1,0 +1,86 @@
+//! [`RecorderError`]: everything that can stop `pgo-agent record`.
+
+use std::path::PathBuf;
+
+/// Why a recording failed. Each variant says where (address, path, pid) and what.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecorderError {
+    /// The program to record could not be found or is not executable.
+    #[error("cannot find program `{program}` (searched PATH when it has no `/`)")]
+    ProgramNotFound {
+        /// The program as given on the command line.
+        program: String,
+    },
+    /// An argument contains a NUL byte and cannot be passed to exec.
+    #[error("argument {index} contains a NUL byte")]
+    NulInArgument {
+        /// Position in PROG ARGS... (0 = the program).
+        index: usize,
+    },
+    /// A ptrace/wait/fork system call failed.
+    #[error("{operation} failed for pid {pid}: {source}")]
+    Ptrace {
+        /// What we were doing (`PTRACE_SINGLESTEP`, `waitpid`, ...).
+        operation: &'static str,
+        /// The tracee.
+        pid: i32,
+        /// The errno.
+        source: nix::Error,
+    },
+    /// The tracee exited before reaching the exec stop (exec failed in the child).
+    #[error("`{program}` could not be started (exit status {status})")]
+    ExecFailed {
+        /// The program.
+        program: String,
+        /// Its exit status (127: exec failed).
+        status: i32,
+    },
+    /// The tracee created a thread or a child process, which the recorder does not follow.
+    #[error("the tracee {what} (pid {pid}); threads, fork and a second exec are not supported by `record`")]
+    Unsupported {
+        /// What the tracee did (`created a thread`, `forked`, `called exec again`).
+        what: &'static str,
+        /// The tracee.
+        pid: i32,
+    },
+    /// The code at an address could not be read or decoded.
+    #[error("cannot decode the instruction at {addr:#x} in pid {pid}")]
+    Decode {
+        /// The tracee.
+        pid: i32,
+        /// The instruction address.
+        addr: u64,
+    },
+    /// /proc/PID/maps or a mapped ELF file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A /proc/PID/maps line did not parse.
+    #[error("{path}: line {line} does not parse: `{text}`")]
+    BadMapsLine {
+        /// The maps file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The line (truncated to 200 characters).
+        text: String,
+    },
+    /// The recording grew past a configured limit.
+    #[error("limit exceeded: {what} reached {value} (max {max})")]
+    LimitExceeded {
+        /// Which limit.
+        what: &'static str,
+        /// The value reached.
+        value: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The options are inconsistent (period 0, depth 0 or above the LBR maximum).
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+}

@@ -1,0 +1,528 @@
+//! [`record`]: one recording session — spawn, single-step to the end, and assemble the
+//! [`Recording`], the ground truth and the statistics.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::branch_kind::{self, BranchKind, DecodedInstruction, MAX_INSTRUCTION_LEN};
+use super::frame_chain::{user_frame_chain, DEFAULT_MAX_STACK};
+use super::ground_truth::{GroundTruth, Totals, TruthImage};
+use super::lbr_ring::{LbrRing, MAX_LBR_DEPTH};
+use super::process_maps::{read_maps, ElfFacts, MapsEntry};
+use super::tracer::{resolve_program, StepOutcome, Tracee};
+use super::{RecorderError, DEFAULT_LBR_DEPTH, DEFAULT_PERIOD};
+use crate::{
+    BuildIdEntry, CommEvent, EventDescription, PerfEvent, Recording, Sample, SideBandEvent,
+};
+
+/// `PERF_TYPE_RAW`: the event is a raw model-specific event code.
+const PERF_TYPE_RAW: u32 = 4;
+/// Intel's raw encoding of `BR_INST_RETIRED.NEAR_TAKEN` (event 0xC4, umask 0x20) on Skylake
+/// and later.
+const BR_INST_RETIRED_NEAR_TAKEN: u64 = 0x20c4;
+/// Linux syscall numbers after which executable mappings may have changed.
+const SYS_MMAP: u64 = 9;
+const SYS_MPROTECT: u64 = 10;
+const SYS_MUNMAP: u64 = 11;
+const SYS_MREMAP: u64 = 25;
+/// `TASK_COMM_LEN - 1`: the kernel truncates the command name to 15 bytes.
+const COMM_MAX: usize = 15;
+
+/// How to record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordOptions {
+    /// Emit a sample every `period` taken branches (`perf record -c`).
+    pub period: u64,
+    /// LBR entries per sample (1..=32).
+    pub lbr_depth: usize,
+    /// Maximum call chain length, IP included (`perf_event_max_stack`).
+    pub max_stack: usize,
+    /// Run the program with `personality(ADDR_NO_RANDOMIZE)` for reproducible addresses.
+    pub disable_aslr: bool,
+    /// Stop with an error after this many instructions (a runaway guard).
+    pub max_steps: u64,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            period: DEFAULT_PERIOD,
+            lbr_depth: DEFAULT_LBR_DEPTH,
+            max_stack: DEFAULT_MAX_STACK,
+            disable_aslr: true,
+            max_steps: 2_000_000_000,
+        }
+    }
+}
+
+/// How the traced program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceeExit {
+    /// Exited with this status.
+    Exited(i32),
+    /// Killed by this signal number.
+    Killed(i32),
+}
+
+/// Counters of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Instructions executed.
+    pub steps: u64,
+    /// Taken near branches.
+    pub taken_branches: u64,
+    /// Samples emitted.
+    pub samples: u64,
+    /// Wall time of the traced run.
+    pub wall: Duration,
+}
+
+impl RecordStats {
+    /// Single steps per second of wall time.
+    pub fn steps_per_sec(&self) -> f64 {
+        let secs = self.wall.as_secs_f64();
+        if secs > 0.0 {
+            self.steps as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Everything one session produced.
+#[derive(Clone, Debug)]
+pub struct RecordOutcome {
+    /// Side-band events and samples, ready for the perf.data and perf script writers.
+    pub recording: Recording,
+    /// Exact execution counts.
+    pub truth: GroundTruth,
+    /// Counters.
+    pub stats: RecordStats,
+    /// How the program ended.
+    pub exit: TraceeExit,
+}
+
+/// One executable mapping seen during the run, with what the truth needs.
+struct KnownImage {
+    entry: MapsEntry,
+    facts: ElfFacts,
+}
+
+/// Mutable state of a session.
+struct Session<'a> {
+    tracee: Tracee,
+    options: &'a RecordOptions,
+    pid: i32,
+    events: Vec<PerfEvent>,
+    build_ids: Vec<BuildIdEntry>,
+    /// Every executable mapping ever reported (identity = the whole maps line).
+    seen: HashSet<MapsEntry>,
+    images: Vec<KnownImage>,
+    /// Current executable ranges, for the "target outside every mapping" check.
+    exec_ranges: Vec<(u64, u64)>,
+    facts_cache: HashMap<(String, u64), ElfFacts>,
+    decoded: HashMap<u64, DecodedInstruction>,
+    lbr: LbrRing,
+    instructions: HashMap<u64, u64>,
+    edges: HashMap<(u64, u64), u64>,
+    steps: u64,
+    taken: u64,
+    samples: u64,
+}
+
+/// Records `args[0]` (resolved like `execvp`) with `args[1..]` until it exits.
+pub fn record(args: &[String], options: &RecordOptions) -> Result<RecordOutcome, RecorderError> {
+    validate(options)?;
+    let program = args
+        .first()
+        .ok_or_else(|| RecorderError::InvalidOption("no program given".into()))?;
+    let path = resolve_program(program)?;
+    let started = Instant::now();
+    let tracee = Tracee::spawn(&path, args, options.disable_aslr)?;
+    let pid = tracee.pid();
+    let mut session = Session {
+        tracee,
+        options,
+        pid,
+        events: Vec::new(),
+        build_ids: Vec::new(),
+        seen: HashSet::new(),
+        images: Vec::new(),
+        exec_ranges: Vec::new(),
+        facts_cache: HashMap::new(),
+        decoded: HashMap::new(),
+        lbr: LbrRing::new(options.lbr_depth),
+        instructions: HashMap::new(),
+        edges: HashMap::new(),
+        steps: 0,
+        taken: 0,
+        samples: 0,
+    };
+    session
+        .events
+        .push(PerfEvent::SideBand(SideBandEvent::Comm(CommEvent {
+            pid: pid as u32,
+            tid: pid as u32,
+            comm: comm_name(&path),
+            exec: true,
+        })));
+    session.refresh_maps()?;
+    let exit = session.run()?;
+    let stats = RecordStats {
+        steps: session.steps,
+        taken_branches: session.taken,
+        samples: session.samples,
+        wall: started.elapsed(),
+    };
+    Ok(session.finish(args, stats, exit))
+}
+
+fn validate(options: &RecordOptions) -> Result<(), RecorderError> {
+    if options.period == 0 {
+        return Err(RecorderError::InvalidOption(
+            "--period must be at least 1".into(),
+        ));
+    }
+    if options.lbr_depth == 0 || options.lbr_depth > MAX_LBR_DEPTH {
+        return Err(RecorderError::InvalidOption(format!(
+            "--lbr-depth must be 1..={MAX_LBR_DEPTH}"
+        )));
+    }
+    Ok(())
+}
+
+/// The kernel's `comm` after exec: the file name, truncated to 15 bytes.
+fn comm_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut end = name.len().min(COMM_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
+}
+
+impl Session<'_> {
+    fn run(&mut self) -> Result<TraceeExit, RecorderError> {
+        let mut regs = self.tracee.regs()?;
+        loop {
+            if self.steps >= self.options.max_steps {
+                return Err(RecorderError::LimitExceeded {
+                    what: "steps",
+                    value: self.steps,
+                    max: self.options.max_steps,
+                });
+            }
+            let ip = regs.rip;
+            let insn = self.decode(ip)?;
+            let syscall_nr = regs.rax;
+            match self.tracee.step()? {
+                StepOutcome::Stepped => {}
+                StepOutcome::Signal(_) => {
+                    // The instruction did not execute; the signal is delivered with the next
+                    // step, whose stop is at the handler (or the process dies). That transfer
+                    // is not a branch and is not counted.
+                    match self.tracee.step()? {
+                        StepOutcome::Exited(code) => return Ok(TraceeExit::Exited(code)),
+                        StepOutcome::Killed(sig) => return Ok(TraceeExit::Killed(sig as i32)),
+                        _ => {}
+                    }
+                    regs = self.tracee.regs()?;
+                    continue;
+                }
+                StepOutcome::Exited(code) => {
+                    self.count_instruction(ip);
+                    return Ok(TraceeExit::Exited(code));
+                }
+                StepOutcome::Killed(sig) => {
+                    self.count_instruction(ip);
+                    return Ok(TraceeExit::Killed(sig as i32));
+                }
+            }
+            self.count_instruction(ip);
+            regs = self.tracee.regs()?;
+            let next = regs.rip;
+            if insn.kind == BranchKind::NotBranch {
+                if insn.is_syscall
+                    && matches!(
+                        syscall_nr,
+                        SYS_MMAP | SYS_MPROTECT | SYS_MUNMAP | SYS_MREMAP
+                    )
+                {
+                    self.refresh_maps()?;
+                }
+                continue;
+            }
+            if !insn.is_taken(ip, next) {
+                continue;
+            }
+            self.taken += 1;
+            *self.edges.entry((ip, next)).or_insert(0) += 1;
+            self.lbr.push(ip, next);
+            if !self.exec_ranges.iter().any(|&(s, e)| next >= s && next < e) {
+                self.refresh_maps()?;
+            }
+            if self.taken.is_multiple_of(self.options.period) {
+                self.emit_sample(next, regs.rbp);
+            }
+        }
+    }
+
+    fn count_instruction(&mut self, ip: u64) {
+        self.steps += 1;
+        *self.instructions.entry(ip).or_insert(0) += 1;
+    }
+
+    fn decode(&mut self, ip: u64) -> Result<DecodedInstruction, RecorderError> {
+        if let Some(d) = self.decoded.get(&ip) {
+            return Ok(*d);
+        }
+        let mut buf = [0u8; MAX_INSTRUCTION_LEN];
+        let n = self.tracee.read_memory(ip, &mut buf);
+        let d = branch_kind::decode(&buf[..n], ip).ok_or(RecorderError::Decode {
+            pid: self.pid,
+            addr: ip,
+        })?;
+        self.decoded.insert(ip, d);
+        Ok(d)
+    }
+
+    fn emit_sample(&mut self, ip: u64, bp: u64) {
+        let tracee = &self.tracee;
+        let callchain = user_frame_chain(ip, bp, self.options.max_stack, |fp| {
+            let mut buf = [0u8; 16];
+            if tracee.read_memory(fp, &mut buf) != 16 {
+                return None;
+            }
+            let next = u64::from_le_bytes(buf[..8].try_into().ok()?);
+            let ret = u64::from_le_bytes(buf[8..].try_into().ok()?);
+            Some((next, ret))
+        });
+        self.samples += 1;
+        self.events.push(PerfEvent::Sample(Sample {
+            pid: self.pid as u32,
+            tid: self.pid as u32,
+            time: self.steps,
+            ip,
+            callchain,
+            lbr: self.lbr.snapshot(),
+            count: 1,
+        }));
+    }
+
+    /// Re-reads /proc/PID/maps and emits MMAP2 events for executable mappings not reported yet.
+    fn refresh_maps(&mut self) -> Result<(), RecorderError> {
+        let maps = read_maps(self.pid)?;
+        // [vsyscall] is a fixed kernel gate page, not a VMA: perf never reports it.
+        let exec: Vec<MapsEntry> = maps
+            .into_iter()
+            .filter(|m| m.is_executable() && m.path != "[vsyscall]")
+            .collect();
+        self.exec_ranges = exec.iter().map(|m| (m.start, m.end)).collect();
+        let mut changed = false;
+        for entry in exec {
+            if self.seen.contains(&entry) {
+                continue;
+            }
+            changed = true;
+            let facts = self.facts(&entry);
+            let filename = entry.perf_filename();
+            if !facts.build_id.is_empty() && !self.build_ids.iter().any(|b| b.filename == filename)
+            {
+                self.build_ids.push(BuildIdEntry {
+                    pid: self.pid,
+                    build_id: facts.build_id.clone(),
+                    filename,
+                });
+            }
+            self.events.push(PerfEvent::SideBand(SideBandEvent::Mmap2(
+                entry.to_mmap2(self.pid, self.pid),
+            )));
+            self.seen.insert(entry.clone());
+            self.images.push(KnownImage { entry, facts });
+        }
+        if changed {
+            // Code may have been replaced at a known address (dlclose + dlopen).
+            self.decoded.clear();
+        }
+        Ok(())
+    }
+
+    fn facts(&mut self, entry: &MapsEntry) -> ElfFacts {
+        let key = (entry.path.clone(), entry.ino);
+        if let Some(f) = self.facts_cache.get(&key) {
+            return f.clone();
+        }
+        let facts = if entry.path == "[vdso]" {
+            // The vdso is a whole ELF image in memory (at most a few pages).
+            let len = (entry.end - entry.start).min(1 << 20) as usize;
+            let mut buf = vec![0u8; len];
+            let n = self.tracee.read_memory(entry.start, &mut buf);
+            ElfFacts::parse(&buf[..n])
+        } else if entry.path.starts_with('/') {
+            ElfFacts::read(Path::new(&entry.path)).unwrap_or_default()
+        } else {
+            ElfFacts::default()
+        };
+        self.facts_cache.insert(key, facts.clone());
+        facts
+    }
+
+    fn finish(self, args: &[String], stats: RecordStats, exit: TraceeExit) -> RecordOutcome {
+        let mut images: Vec<TruthImage> = Vec::new();
+        for img in &self.images {
+            let path = img.entry.perf_filename();
+            let bias = img.facts.load_bias(img.entry.start, img.entry.offset);
+            match images.iter_mut().find(|t| t.path == path) {
+                Some(t) => t.ranges.push((img.entry.start, img.entry.end)),
+                None => images.push(TruthImage {
+                    path,
+                    build_id: img.facts.build_id.to_hex(),
+                    load_bias: bias,
+                    ranges: vec![(img.entry.start, img.entry.end)],
+                }),
+            }
+        }
+        let totals = Totals {
+            steps: stats.steps,
+            taken_branches: stats.taken_branches,
+            samples: stats.samples,
+            period: self.options.period,
+            lbr_depth: self.options.lbr_depth as u64,
+        };
+        let truth = GroundTruth::build(totals, &images, &self.instructions, &self.edges);
+        let recording = Recording {
+            event: EventDescription {
+                name: "br_inst_retired.near_taken:uppp".into(),
+                attr_type: PERF_TYPE_RAW,
+                config: BR_INST_RETIRED_NEAR_TAKEN,
+                sample_period: self.options.period,
+                precise_ip: 3,
+                callchain: true,
+                branch_stack: true,
+            },
+            build_ids: self.build_ids,
+            events: self.events,
+            cmdline: args.to_vec(),
+        };
+        RecordOutcome {
+            recording,
+            truth,
+            stats,
+            exit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comm_is_truncated_to_15_bytes() {
+        assert_eq!(
+            comm_name(Path::new("/x/very_long_program_name")),
+            "very_long_progr"
+        );
+        assert_eq!(comm_name(Path::new("/x/prog")), "prog");
+    }
+
+    #[test]
+    fn rejects_bad_options() {
+        let bad = RecordOptions {
+            period: 0,
+            ..RecordOptions::default()
+        };
+        assert!(matches!(
+            validate(&bad),
+            Err(RecorderError::InvalidOption(_))
+        ));
+        let bad = RecordOptions {
+            lbr_depth: 33,
+            ..RecordOptions::default()
+        };
+        assert!(matches!(
+            validate(&bad),
+            Err(RecorderError::InvalidOption(_))
+        ));
+        assert!(validate(&RecordOptions::default()).is_ok());
+    }
+
+    #[test]
+    fn records_a_system_binary_end_to_end() {
+        // /bin/true: a few hundred thousand instructions through ld.so and libc.
+        let options = RecordOptions {
+            period: 101,
+            ..RecordOptions::default()
+        };
+        let out = record(&["/bin/true".to_string()], &options).unwrap();
+        assert_eq!(out.exit, TraceeExit::Exited(0));
+        assert!(out.stats.steps > 1000);
+        assert_eq!(out.stats.samples, out.stats.taken_branches / 101);
+        let samples: Vec<&Sample> = out
+            .recording
+            .events
+            .iter()
+            .filter_map(|e| {
+                if let PerfEvent::Sample(s) = e {
+                    Some(s)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(samples.len() as u64, out.stats.samples);
+        for s in &samples {
+            // PEBS on a taken-branch event: the IP is the target of the newest LBR entry.
+            assert_eq!(s.lbr[0].to, s.ip);
+            assert_eq!(s.callchain[0], s.ip);
+            assert_eq!(s.lbr.len(), 32);
+        }
+        // COMM first, then the exec-time mappings: the program, ld.so and the vdso.
+        assert!(
+            matches!(&out.recording.events[0], PerfEvent::SideBand(SideBandEvent::Comm(c)) if c.comm == "true" && c.exec)
+        );
+        let names: Vec<String> = out
+            .recording
+            .events
+            .iter()
+            .filter_map(|e| {
+                if let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = e {
+                    Some(m.filename.clone())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert!(names.iter().any(|n| n.ends_with("/true")), "{names:?}");
+        assert!(names.iter().any(|n| n.contains("ld-linux")), "{names:?}");
+        assert!(names.iter().any(|n| n == "[vdso]"), "{names:?}");
+        assert!(names.iter().any(|n| n.contains("libc.so")), "{names:?}");
+        // Every executed instruction is accounted for in the truth.
+        let total: u64 = out
+            .truth
+            .binaries
+            .iter()
+            .flat_map(|b| b.instructions.values())
+            .sum::<u64>()
+            + out.truth.unmapped.instructions.values().sum::<u64>();
+        assert_eq!(total, out.stats.steps);
+        let edges: u64 = out
+            .truth
+            .binaries
+            .iter()
+            .flat_map(|b| b.branches.iter().map(|e| e.count))
+            .sum::<u64>()
+            + out
+                .truth
+                .unmapped
+                .branches
+                .iter()
+                .map(|e| e.count)
+                .sum::<u64>();
+        assert_eq!(edges, out.stats.taken_branches);
+    }
+}

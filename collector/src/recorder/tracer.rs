@@ -1,0 +1,227 @@
+//! [`Tracee`]: a child process started under ptrace and driven one instruction at a time.
+//!
+//! The child calls `PTRACE_TRACEME`, optionally disables ASLR with
+//! `personality(ADDR_NO_RANDOMIZE)`, and execs the program; the parent receives the exec
+//! `SIGTRAP` with the new image mapped and RIP at the dynamic loader's (or the static
+//! binary's) entry point. Options: `PTRACE_O_EXITKILL` (the tracee dies with us),
+//! `PTRACE_O_TRACECLONE|TRACEFORK|TRACEVFORK|TRACEEXEC` (so a new thread, a child process or a
+//! second exec stops the tracee and the recorder can refuse it instead of silently
+//! recording a partial run).
+
+use std::ffi::CString;
+use std::io::IoSliceMut;
+use std::path::{Path, PathBuf};
+
+use nix::sys::personality::{self, Persona};
+use nix::sys::ptrace::{self, Options};
+use nix::sys::signal::Signal;
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{execv, fork, ForkResult, Pid};
+
+use super::RecorderError;
+
+/// The user registers the recorder reads after each step.
+pub type Regs = libc::user_regs_struct;
+
+/// What a single step ended in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// The instruction executed; the tracee stopped after it.
+    Stepped,
+    /// A signal arrived instead: the instruction did not execute. The signal is delivered with
+    /// the next step.
+    Signal(Signal),
+    /// The tracee exited with this status.
+    Exited(i32),
+    /// The tracee was killed by this signal.
+    Killed(Signal),
+}
+
+/// A traced child process stopped at a ptrace stop.
+#[derive(Debug)]
+pub struct Tracee {
+    pid: Pid,
+    pending_signal: Option<Signal>,
+    alive: bool,
+}
+
+/// Finds `program` the way `execvp` would: as given when it contains `/`, else in `$PATH`.
+pub fn resolve_program(program: &str) -> Result<PathBuf, RecorderError> {
+    let not_found = || RecorderError::ProgramNotFound {
+        program: program.to_string(),
+    };
+    if program.contains('/') {
+        let p = Path::new(program);
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(not_found())
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or_else(not_found)
+}
+
+impl Tracee {
+    /// Forks, execs `program` with `args` (`args[0]` is argv[0]) under ptrace and waits for
+    /// the exec stop.
+    pub fn spawn(
+        program: &Path,
+        args: &[String],
+        disable_aslr: bool,
+    ) -> Result<Tracee, RecorderError> {
+        let path = CString::new(program.as_os_str().as_encoded_bytes())
+            .map_err(|_| RecorderError::NulInArgument { index: 0 })?;
+        let argv = args
+            .iter()
+            .enumerate()
+            .map(|(index, a)| {
+                CString::new(a.as_bytes()).map_err(|_| RecorderError::NulInArgument { index })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: the child only calls async-signal-safe functions (ptrace, personality,
+        // execv, _exit) on memory prepared before the fork.
+        match unsafe { fork() } {
+            Err(source) => Err(RecorderError::Ptrace {
+                operation: "fork",
+                pid: 0,
+                source,
+            }),
+            Ok(ForkResult::Child) => {
+                let _ = ptrace::traceme();
+                if disable_aslr {
+                    if let Ok(p) = personality::get() {
+                        let _ = personality::set(p | Persona::ADDR_NO_RANDOMIZE);
+                    }
+                }
+                let _ = execv(&path, &argv);
+                // SAFETY: _exit is always safe; exec failed.
+                unsafe { libc::_exit(127) }
+            }
+            Ok(ForkResult::Parent { child }) => {
+                let tracee = Tracee {
+                    pid: child,
+                    pending_signal: None,
+                    alive: true,
+                };
+                tracee.wait_exec(program)?;
+                let options = Options::PTRACE_O_EXITKILL
+                    | Options::PTRACE_O_TRACECLONE
+                    | Options::PTRACE_O_TRACEFORK
+                    | Options::PTRACE_O_TRACEVFORK
+                    | Options::PTRACE_O_TRACEEXEC;
+                ptrace::setoptions(child, options)
+                    .map_err(|source| tracee.err("PTRACE_SETOPTIONS", source))?;
+                Ok(tracee)
+            }
+        }
+    }
+
+    fn wait_exec(&self, program: &Path) -> Result<(), RecorderError> {
+        match waitpid(self.pid, None) {
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => Ok(()),
+            Ok(WaitStatus::Exited(_, status)) => Err(RecorderError::ExecFailed {
+                program: program.display().to_string(),
+                status,
+            }),
+            Ok(_) => Err(RecorderError::ExecFailed {
+                program: program.display().to_string(),
+                status: -1,
+            }),
+            Err(source) => Err(self.err("waitpid", source)),
+        }
+    }
+
+    fn err(&self, operation: &'static str, source: nix::Error) -> RecorderError {
+        RecorderError::Ptrace {
+            operation,
+            pid: self.pid.as_raw(),
+            source,
+        }
+    }
+
+    /// The tracee's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
+    /// Reads all user registers (one `PTRACE_GETREGS`).
+    pub fn regs(&self) -> Result<Regs, RecorderError> {
+        ptrace::getregs(self.pid).map_err(|e| self.err("PTRACE_GETREGS", e))
+    }
+
+    /// Executes one instruction (`PTRACE_SINGLESTEP`) and waits for the stop.
+    pub fn step(&mut self) -> Result<StepOutcome, RecorderError> {
+        let sig = self.pending_signal.take();
+        ptrace::step(self.pid, sig).map_err(|e| self.err("PTRACE_SINGLESTEP", e))?;
+        match waitpid(self.pid, None).map_err(|e| self.err("waitpid", e))? {
+            WaitStatus::Stopped(_, Signal::SIGTRAP) => Ok(StepOutcome::Stepped),
+            WaitStatus::Stopped(_, sig) => {
+                self.pending_signal = Some(sig);
+                Ok(StepOutcome::Signal(sig))
+            }
+            WaitStatus::PtraceEvent(_, _, event) => {
+                let what = match event {
+                    libc::PTRACE_EVENT_CLONE => "created a thread",
+                    libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => "forked",
+                    libc::PTRACE_EVENT_EXEC => "called exec again",
+                    _ => "stopped at an unexpected ptrace event",
+                };
+                Err(RecorderError::Unsupported {
+                    what,
+                    pid: self.pid(),
+                })
+            }
+            WaitStatus::Exited(_, status) => {
+                self.alive = false;
+                Ok(StepOutcome::Exited(status))
+            }
+            WaitStatus::Signaled(_, sig, _) => {
+                self.alive = false;
+                Ok(StepOutcome::Killed(sig))
+            }
+            _ => Ok(StepOutcome::Stepped),
+        }
+    }
+
+    /// Reads up to `buf.len()` bytes of tracee memory at `addr`; returns how many bytes were
+    /// readable (a read stops at the first unmapped page).
+    pub fn read_memory(&self, addr: u64, buf: &mut [u8]) -> usize {
+        // Split at the page boundary so a partial read returns the readable first part.
+        let first = (0x1000 - (addr & 0xfff) as usize).min(buf.len());
+        let (a, b) = buf.split_at_mut(first);
+        let mut local = [IoSliceMut::new(a), IoSliceMut::new(b)];
+        let remote = [
+            RemoteIoVec {
+                base: addr as usize,
+                len: first,
+            },
+            RemoteIoVec {
+                base: addr.wrapping_add(first as u64) as usize,
+                len: local[1].len(),
+            },
+        ];
+        let n = if remote[1].len == 0 { 1 } else { 2 };
+        process_vm_readv(self.pid, &mut local[..n], &remote[..n]).unwrap_or(0)
+    }
+
+    /// Reads one little-endian u64, `None` when unreadable.
+    pub fn read_u64(&self, addr: u64) -> Option<u64> {
+        let mut buf = [0u8; 8];
+        (self.read_memory(addr, &mut buf) == 8).then(|| u64::from_le_bytes(buf))
+    }
+}
+
+impl Drop for Tracee {
+    fn drop(&mut self) {
+        if self.alive {
+            // Error paths: do not leave a stopped child behind.
+            let _ = ptrace::kill(self.pid);
+            let _ = waitpid(self.pid, None);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! A progress bar on a terminal for inputs that take more than a second.
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Progress over the bytes of one input file. Hidden unless stderr is a terminal, and shown
+/// only once the input has taken more than a second.
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// Progress for reading `path` (its size is the bar's length).
+    pub fn for_file(path: &Path) -> anyhow::Result<Progress> {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_message(
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        Ok(Progress { bar })
+    }
+
+    /// Wraps a reader so that bytes read advance the bar.
+    pub fn wrap<R: Read>(&self, inner: R) -> ProgressReader<R> {
+        ProgressReader {
+            inner,
+            bar: self.bar.clone(),
+            started: Instant::now(),
+            shown: false,
+        }
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A reader that advances a [`ProgressBar`].
+pub struct ProgressReader<R> {
+    inner: R,
+    bar: ProgressBar,
+    started: Instant,
+    shown: bool,
+}
+
+impl<R: Read> Read for ProgressReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bar.inc(n as u64);
+        if !self.shown && self.started.elapsed() > Duration::from_secs(1) {
+            self.shown = true;
+            if std::io::stderr().is_terminal() {
+                self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,288 @@
+//! [`CodeMap`]: every decoded instruction of the binary's text, classified the way
+//! llvm-profgen 19's `ProfiledBinary::dissassembleSymbol` classifies `MCInstrDesc`s:
+//!
+//! * call (`isCall`): direct and indirect near/far calls → call set and unconditional set;
+//! * return (`isReturn`): `ret`, `retf`, `iret*` → return set and unconditional set;
+//! * branch (`isBranch`): `jmp`, `jcc`, `loop*`, `jrcxz`, `xbegin`, indirect `jmp` → branch set;
+//!   only `isUnconditionalBranch() = isBranch && isBarrier && !isIndirectBranch` joins the
+//!   unconditional set, i.e. a direct `jmp` does and `jmp *%rax` does not;
+//! * `syscall`, `int`, `int3`, `ud2`, `endbr64`, … are none of these.
+//!
+//! Decoding walks each symbol's bytes up to the next symbol; an undecodable byte is skipped one
+//! byte at a time (LLVM's X86 disassembler may skip more: undecodable bytes do not occur in
+//! compiler-generated code, which pads with `int3`/`nop`).
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
+
+/// Instruction-kind bit: a call.
+pub const KIND_CALL: u8 = 1;
+/// Instruction-kind bit: a return.
+pub const KIND_RETURN: u8 = 2;
+/// Instruction-kind bit: a branch (conditional, unconditional or indirect jump).
+pub const KIND_BRANCH: u8 = 4;
+/// Instruction-kind bit: in llvm-profgen's `UncondBranchAddrSet` (call, return, direct `jmp`).
+pub const KIND_UNCOND: u8 = 8;
+
+/// The kind bits of one decoded instruction (see the module docs).
+pub fn classify(instr: &Instruction) -> u8 {
+    match instr.flow_control() {
+        // iced also gives `syscall`, `sysenter`, `vmcall`, … call flow; LLVM's isCall is only
+        // the CALL opcodes (near and far, direct and indirect).
+        FlowControl::Call | FlowControl::IndirectCall if instr.mnemonic() == Mnemonic::Call => {
+            KIND_CALL | KIND_UNCOND
+        }
+        FlowControl::Return => match instr.mnemonic() {
+            Mnemonic::Ret | Mnemonic::Retf | Mnemonic::Iret | Mnemonic::Iretd | Mnemonic::Iretq => {
+                KIND_RETURN | KIND_UNCOND
+            }
+            _ => 0,
+        },
+        FlowControl::UnconditionalBranch => KIND_BRANCH | KIND_UNCOND,
+        FlowControl::IndirectBranch | FlowControl::ConditionalBranch => KIND_BRANCH,
+        FlowControl::XbeginXabortXend if instr.mnemonic() == Mnemonic::Xbegin => KIND_BRANCH,
+        _ => 0,
+    }
+}
+
+/// Collects decoded instructions; [`CodeMapBuilder::finish`] sorts them into a [`CodeMap`].
+#[derive(Default)]
+pub struct CodeMapBuilder {
+    entries: Vec<(u64, u8, u8)>,
+}
+
+impl CodeMapBuilder {
+    /// Decodes `[start, end)` where `section` holds the bytes of the section at `section_addr`.
+    /// As in llvm-profgen, an instruction may run past `end` (into the next symbol), but never
+    /// past the section's bytes.
+    pub fn disassemble(&mut self, section: &[u8], section_addr: u64, start: u64, end: u64) {
+        let Some(first) = start.checked_sub(section_addr) else {
+            return;
+        };
+        let Ok(first) = usize::try_from(first) else {
+            return;
+        };
+        if first >= section.len() {
+            return;
+        }
+        let mut decoder = Decoder::with_ip(64, &section[first..], start, DecoderOptions::NONE);
+        let mut instr = Instruction::default();
+        let mut addr = start;
+        while addr < end && decoder.can_decode() {
+            decoder.decode_out(&mut instr);
+            if instr.is_invalid() {
+                // Skip one byte and resynchronise.
+                addr += 1;
+                let pos = (addr - start) as usize;
+                if decoder.set_position(pos).is_err() {
+                    break;
+                }
+                decoder.set_ip(addr);
+                continue;
+            }
+            let size = instr.len() as u8;
+            self.entries.push((addr, size, classify(&instr)));
+            addr += u64::from(size);
+        }
+    }
+
+    /// Adds one instruction (tests).
+    pub fn push(&mut self, addr: u64, size: u8, kind: u8) {
+        self.entries.push((addr, size, kind));
+    }
+
+    /// Sorts by address; of duplicates the first decoded wins.
+    pub fn finish(mut self) -> CodeMap {
+        self.entries.sort_by_key(|e| e.0);
+        self.entries.dedup_by_key(|e| e.0);
+        let mut map = CodeMap {
+            addrs: Vec::with_capacity(self.entries.len()),
+            sizes: Vec::with_capacity(self.entries.len()),
+            kinds: Vec::with_capacity(self.entries.len()),
+            uncond: Vec::new(),
+        };
+        for (addr, size, kind) in self.entries {
+            map.addrs.push(addr);
+            map.sizes.push(size);
+            map.kinds.push(kind);
+            if kind & KIND_UNCOND != 0 {
+                map.uncond.push(addr);
+            }
+        }
+        map
+    }
+}
+
+/// Sorted instruction starts with their sizes and kinds: llvm-profgen's `CodeAddressVec`,
+/// `AddressToInstSizeMap`, call/return/branch sets and `UncondBranchAddrSet` in flat vectors.
+#[derive(Clone, Debug, Default)]
+pub struct CodeMap {
+    addrs: Vec<u64>,
+    sizes: Vec<u8>,
+    kinds: Vec<u8>,
+    uncond: Vec<u64>,
+}
+
+impl CodeMap {
+    /// Number of decoded instructions.
+    pub fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// True when nothing was decoded.
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty()
+    }
+
+    /// Index of the instruction starting at `addr`.
+    #[inline]
+    pub fn index_of(&self, addr: u64) -> Option<usize> {
+        self.addrs.binary_search(&addr).ok()
+    }
+
+    /// `lower_bound(CodeAddressVec, addr)`: the index of the first instruction at or above `addr`.
+    #[inline]
+    pub fn lower_bound(&self, addr: u64) -> usize {
+        self.addrs.partition_point(|&a| a < addr)
+    }
+
+    /// The address of instruction `index`.
+    #[inline]
+    pub fn address(&self, index: usize) -> Option<u64> {
+        self.addrs.get(index).copied()
+    }
+
+    /// All instruction addresses, sorted.
+    pub fn addresses(&self) -> &[u64] {
+        &self.addrs
+    }
+
+    /// The kind bits of the instruction at `addr` (0 when not code).
+    #[inline]
+    pub fn kind(&self, addr: u64) -> u8 {
+        self.index_of(addr).map_or(0, |i| self.kinds[i])
+    }
+
+    /// The byte size of the instruction at `addr`.
+    #[inline]
+    pub fn size(&self, addr: u64) -> Option<u32> {
+        self.index_of(addr).map(|i| u32::from(self.sizes[i]))
+    }
+
+    /// Addresses of all returns (for the epilog heuristic).
+    pub fn returns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.addrs
+            .iter()
+            .zip(&self.kinds)
+            .filter(|(_, k)| *k & KIND_RETURN != 0)
+            .map(|(a, _)| *a)
+    }
+
+    /// `rangeCrossUncondBranch(start, end)`: some call/return/direct jump lies in `[start, end)`.
+    #[inline]
+    pub fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
+        if start >= end {
+            return false;
+        }
+        let i = self.uncond.partition_point(|&a| a < start);
+        self.uncond.get(i).is_some_and(|&a| a < end)
+    }
+
+    /// The instruction before the first one at or above `addr`.
+    #[inline]
+    pub fn previous_instruction(&self, addr: u64) -> Option<u64> {
+        let i = self.lower_bound(addr);
+        i.checked_sub(1).map(|j| self.addrs[j])
+    }
+
+    /// Instructions with `start <= addr <= end_inclusive`, as (address, size).
+    pub fn instructions_in(
+        &self,
+        start: u64,
+        end_inclusive: u64,
+    ) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let from = self.lower_bound(start);
+        self.addrs[from..]
+            .iter()
+            .zip(&self.sizes[from..])
+            .take_while(move |(a, _)| **a <= end_inclusive)
+            .map(|(a, s)| (*a, u32::from(*s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(bytes: &[u8]) -> CodeMap {
+        let mut b = CodeMapBuilder::default();
+        b.disassemble(bytes, 0x1000, 0x1000, 0x1000 + bytes.len() as u64);
+        b.finish()
+    }
+
+    #[test]
+    fn classifies_like_mcinstrdesc() {
+        #[rustfmt::skip]
+        let bytes = [
+            0xf3, 0x0f, 0x1e, 0xfa,       // 0x1000 endbr64
+            0xe8, 0x00, 0x00, 0x00, 0x00, // 0x1004 call rel32
+            0xff, 0xd0,                   // 0x1009 call *%rax
+            0x74, 0x02,                   // 0x100b je
+            0xff, 0xe0,                   // 0x100d jmp *%rax   (branch, not unconditional)
+            0xeb, 0x00,                   // 0x100f jmp rel8    (unconditional)
+            0x0f, 0x05,                   // 0x1011 syscall     (nothing)
+            0xcc,                         // 0x1013 int3
+            0x0f, 0x0b,                   // 0x1014 ud2
+            0xc3,                         // 0x1016 ret
+        ];
+        let map = decode(&bytes);
+        let got: Vec<(u64, u32, u8)> = map
+            .instructions_in(0, u64::MAX)
+            .map(|(a, s)| (a, s, map.kind(a)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, 4, 0),
+                (0x1004, 5, KIND_CALL | KIND_UNCOND),
+                (0x1009, 2, KIND_CALL | KIND_UNCOND),
+                (0x100b, 2, KIND_BRANCH),
+                (0x100d, 2, KIND_BRANCH),
+                (0x100f, 2, KIND_BRANCH | KIND_UNCOND),
+                (0x1011, 2, 0),
+                (0x1013, 1, 0),
+                (0x1014, 2, 0),
+                (0x1016, 1, KIND_RETURN | KIND_UNCOND),
+            ]
+        );
+        assert!(map.range_crosses_uncond_branch(0x1000, 0x1005));
+        assert!(!map.range_crosses_uncond_branch(0x1000, 0x1004));
+        assert!(!map.range_crosses_uncond_branch(0x100b, 0x100f));
+        assert!(map.range_crosses_uncond_branch(0x100b, 0x1010));
+        assert!(!map.range_crosses_uncond_branch(0x1011, 0x1016));
+        assert_eq!(map.previous_instruction(0x1009), Some(0x1004));
+        assert_eq!(map.previous_instruction(0x1008), Some(0x1004));
+        assert_eq!(map.previous_instruction(0x1000), None);
+        assert_eq!(map.size(0x1005), None);
+    }
+
+    #[test]
+    fn invalid_bytes_are_skipped_one_at_a_time() {
+        // 0x06 (push %es) is invalid in 64-bit mode; then nop; ret.
+        let map = decode(&[0x06, 0x06, 0x90, 0xc3]);
+        assert_eq!(map.addresses(), [0x1002, 0x1003]);
+    }
+
+    #[test]
+    fn instruction_may_run_past_symbol_end_but_not_section_end() {
+        let mut b = CodeMapBuilder::default();
+        // mov $1,%eax (5 bytes) decoded for a symbol covering only 2 bytes.
+        b.disassemble(&[0xb8, 1, 0, 0, 0, 0xb8, 1], 0x10, 0x10, 0x12);
+        // A truncated instruction at the section end is not decoded.
+        b.disassemble(&[0xb8, 1, 0, 0, 0, 0xb8, 1], 0x10, 0x15, 0x17);
+        let map = b.finish();
+        assert_eq!(
+            map.instructions_in(0, 0x100).collect::<Vec<_>>(),
+            [(0x10, 5)]
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! [`ProfileSummary`]: the detailed profile summary clang uses for hot/cold thresholds
+//! (LLVM's `SampleProfileSummaryBuilder`).
+
+use std::collections::BTreeMap;
+
+use super::context::CONTEXT_DUPLICATED_INTO_BASE;
+use super::function_samples::FunctionSamples;
+use super::sample_profile::SampleProfile;
+
+/// `ProfileSummaryBuilder::DefaultCutoffs`, per million.
+pub const DEFAULT_CUTOFFS: [u32; 16] = [
+    10000, 100000, 200000, 300000, 400000, 500000, 600000, 700000, 800000, 900000, 950000, 990000,
+    999000, 999900, 999990, 999999,
+];
+
+/// The cutoff whose minimum count is the hot threshold (`--profile-summary-cutoff-hot`).
+pub const HOT_CUTOFF: u32 = 990000;
+/// The cutoff whose minimum count is the cold threshold (`--profile-summary-cutoff-cold`).
+pub const COLD_CUTOFF: u32 = 999999;
+
+/// One detailed-summary entry: counts ≥ `min_count` (`num_counts` of them) make up
+/// `cutoff` per million of the total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SummaryEntry {
+    /// Cutoff, per million.
+    pub cutoff: u32,
+    /// Smallest count included to reach the cutoff.
+    pub min_count: u64,
+    /// Number of counts included.
+    pub num_counts: u64,
+}
+
+/// A sample-profile summary (`ProfileSummary` of kind PSK_Sample).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ProfileSummary {
+    /// Sum of all body counts.
+    pub total_count: u64,
+    /// Largest body count.
+    pub max_count: u64,
+    /// Largest head count of a top-level profile.
+    pub max_function_count: u64,
+    /// Number of body counts.
+    pub num_counts: u64,
+    /// Number of top-level profiles.
+    pub num_functions: u64,
+    /// One entry per cutoff, ascending.
+    pub detailed: Vec<SummaryEntry>,
+}
+
+/// Accumulates counts like `SampleProfileSummaryBuilder::addRecord`.
+#[derive(Default)]
+struct Builder {
+    summary: ProfileSummary,
+    /// Count → frequency.
+    frequencies: BTreeMap<u64, u64>,
+}
+
+impl Builder {
+    fn add_record(&mut self, fs: &FunctionSamples, is_callsite: bool) {
+        if !is_callsite {
+            self.summary.num_functions += 1;
+            self.summary.max_function_count = self.summary.max_function_count.max(fs.head);
+        } else if fs.attributes & CONTEXT_DUPLICATED_INTO_BASE != 0 {
+            return;
+        }
+        for b in fs.body.values() {
+            let c = b.count;
+            self.summary.total_count = self.summary.total_count.wrapping_add(c);
+            self.summary.max_count = self.summary.max_count.max(c);
+            self.summary.num_counts += 1;
+            *self.frequencies.entry(c).or_default() += 1;
+        }
+        for callees in fs.callsites.values() {
+            for c in callees.values() {
+                self.add_record(c, true);
+            }
+        }
+    }
+
+    /// `ProfileSummaryBuilder::computeDetailedSummary`.
+    fn finish(mut self, cutoffs: &[u32]) -> ProfileSummary {
+        let mut cutoffs = cutoffs.to_vec();
+        cutoffs.sort_unstable();
+        let total = self.summary.total_count;
+        let mut iter = self.frequencies.iter().rev();
+        let (mut sum, mut seen, mut count) = (0u64, 0u64, 0u64);
+        for cutoff in cutoffs {
+            let desired = (u128::from(total) * u128::from(cutoff) / 1_000_000) as u64;
+            while sum < desired {
+                let Some((c, f)) = iter.next() else { break };
+                count = *c;
+                sum = sum.wrapping_add(c.wrapping_mul(*f));
+                seen += f;
+            }
+            self.summary.detailed.push(SummaryEntry {
+                cutoff,
+                min_count: count,
+                num_counts: seen,
+            });
+        }
+        self.summary
+    }
+}
+
+impl ProfileSummary {
+    /// The summary of `profile` with the default cutoffs, computed as the writers do
+    /// (`SampleProfileWriter::computeSummary`): for a CS profile over the context-less
+    /// merge (the default of `--profile-summary-contextless` for CS), else over the
+    /// top-level profiles with their inlined callees.
+    pub fn compute(profile: &SampleProfile) -> ProfileSummary {
+        let mut b = Builder::default();
+        if profile.is_cs {
+            for fs in profile.context_less().values() {
+                b.add_record(fs, false);
+            }
+        } else {
+            for fs in profile.profiles.values() {
+                b.add_record(fs, false);
+            }
+        }
+        b.finish(&DEFAULT_CUTOFFS)
+    }
+
+    /// The entry for `cutoff` (`getEntryForPercentile`: the first entry ≥ cutoff).
+    pub fn entry_for(&self, cutoff: u32) -> Option<&SummaryEntry> {
+        self.detailed.iter().find(|e| e.cutoff >= cutoff)
+    }
+
+    /// Hot count threshold (min count at the 990000 cutoff).
+    pub fn hot_count_threshold(&self) -> u64 {
+        self.entry_for(HOT_CUTOFF).map(|e| e.min_count).unwrap_or(0)
+    }
+
+    /// Cold count threshold (min count at the 999999 cutoff).
+    pub fn cold_count_threshold(&self) -> u64 {
+        self.entry_for(COLD_CUTOFF)
+            .map(|e| e.min_count)
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{LineLocation, SampleContext};
+
+    #[test]
+    fn detailed_summary_walks_counts_descending() {
+        // Counts 100, 10, 10, 0 (total 120), one nested count 5 → total 125.
+        let mut p = SampleProfile::default();
+        let f = p.profile_mut(&SampleContext::from_name("f"));
+        f.head = 7;
+        f.add_body_samples(LineLocation::new(1, 0), 100);
+        f.add_body_samples(LineLocation::new(2, 0), 10);
+        f.add_body_samples(LineLocation::new(3, 0), 10);
+        f.add_body_samples(LineLocation::new(4, 0), 0);
+        f.callee_mut(LineLocation::new(5, 0), "g")
+            .add_body_samples(LineLocation::new(1, 0), 5);
+        let s = ProfileSummary::compute(&p);
+        assert_eq!(
+            (
+                s.total_count,
+                s.max_count,
+                s.max_function_count,
+                s.num_counts,
+                s.num_functions
+            ),
+            (125, 100, 7, 5, 1)
+        );
+        assert_eq!(s.detailed.len(), 16);
+        // 1% of 125 = 1 → 100 reached with one count.
+        assert_eq!(
+            s.detailed[0],
+            SummaryEntry {
+                cutoff: 10000,
+                min_count: 100,
+                num_counts: 1
+            }
+        );
+        // 80% = 100 → still the first count.
+        assert_eq!(
+            s.detailed[8],
+            SummaryEntry {
+                cutoff: 800000,
+                min_count: 100,
+                num_counts: 1
+            }
+        );
+        // 90% = 112 → needs both 10s (freq 2): 120.
+        assert_eq!(
+            s.detailed[9],
+            SummaryEntry {
+                cutoff: 900000,
+                min_count: 10,
+                num_counts: 3
+            }
+        );
+        // 99% = 123 → needs the 5.
+        assert_eq!(
+            s.detailed[11],
+            SummaryEntry {
+                cutoff: 990000,
+                min_count: 5,
+                num_counts: 4
+            }
+        );
+        // 99.9999% = 124 (integer division) → still 5; the 0 is never needed.
+        assert_eq!(
+            s.detailed[15],
+            SummaryEntry {
+                cutoff: 999999,
+                min_count: 5,
+                num_counts: 4
+            }
+        );
+        assert_eq!(s.hot_count_threshold(), 5);
+    }
+
+    #[test]
+    fn empty_profile_has_zero_entries() {
+        let s = ProfileSummary::compute(&SampleProfile::default());
+        assert_eq!(
+            s.detailed[0],
+            SummaryEntry {
+                cutoff: 10000,
+                min_count: 0,
+                num_counts: 0
+            }
+        );
+        assert_eq!(s.num_functions, 0);
+    }
+}

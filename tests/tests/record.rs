@@ -1,0 +1,291 @@
+//! End-to-end tests of `pgo-agent record` (the software LBR recorder) on the corpus:
+//! perf reads our perf.data and prints the same samples as our perf script text,
+//! llvm-profgen-19 turns our text into a context-sensitive profile, and the ground truth
+//! equals the arithmetic of a loop with a known trip count.
+//!
+//! Each test records its program once per test process (see `e2e::corpus::record`); the
+//! corpus build is cached in `target/corpus/`. Tests skip with a message only when clang-19,
+//! perf or llvm-profgen-19 are not installed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use collector::{Mmap2Event, PerfEvent, SideBandEvent};
+use e2e::corpus::{self, CorpusProgram, Recorded, Variant};
+use object::{Object, ObjectSymbol};
+
+const TOOLS: &[&str] = &["clang-19", "clang++-19", "perf", "llvm-profgen-19"];
+
+fn recorded(test: &str, name: &str, variant: Variant) -> Option<Recorded> {
+    if !corpus::tools_available(test, TOOLS) {
+        return None;
+    }
+    let program: CorpusProgram = corpus::program(name, variant).unwrap_or_else(|e| panic!("{e}"));
+    Some(corpus::record(&program).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// perf 6.1 prints a user call-chain address that falls in a file-backed (or `[vdso]`)
+/// mapping as the address inside that file (`map__map_ip`: `ip - start + pgoff`, "show
+/// binary offset for userspace addr" in util/evsel_fprintf.c), while the branch stack and
+/// our text keep the absolute addresses the kernel recorded (the form llvm-profgen's
+/// inputs use). This is the one normalisation applied before comparing.
+fn perf_style_stack_line(line: &str, maps: &[Mmap2Event]) -> String {
+    let Ok(addr) = u64::from_str_radix(line.trim(), 16) else {
+        return line.to_string();
+    };
+    match maps
+        .iter()
+        .rev()
+        .find(|m| addr >= m.addr && addr - m.addr < m.len)
+    {
+        Some(m) => format!("\t{:16x}", addr - m.addr + m.pgoff),
+        None => line.to_string(),
+    }
+}
+
+fn normalise_like_perf(ours: &str, recording: &collector::Recording) -> String {
+    let maps: Vec<Mmap2Event> = recording
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            PerfEvent::SideBand(SideBandEvent::Mmap2(m)) if m.is_executable() => Some(m.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut out = String::with_capacity(ours.len());
+    for line in ours.lines() {
+        if line.starts_with('\t') {
+            out.push_str(&perf_style_stack_line(line, &maps));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn check_perf_script(rec: &Recorded) {
+    let output = Command::new("perf")
+        .args(["script", "-F", "ip,brstack", "--show-mmap-events", "-i"])
+        .arg(&rec.perf_data)
+        .output()
+        .expect("running perf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "perf script failed on {}: {stderr}",
+        rec.perf_data.display()
+    );
+    assert!(
+        stderr.trim().is_empty(),
+        "perf script warned on {}:\n{stderr}",
+        rec.perf_data.display()
+    );
+    let theirs = String::from_utf8_lossy(&output.stdout);
+    let ours = std::fs::read_to_string(&rec.perf_script).unwrap();
+    let expected = normalise_like_perf(&ours, &rec.recording);
+    if expected != theirs {
+        let first = expected
+            .lines()
+            .zip(theirs.lines())
+            .position(|(a, b)| a != b);
+        panic!(
+            "perf script output differs from {} (after normalising stack lines); first differing line {:?}; \
+             lines ours={} perf={}\nours:  {:?}\nperf:  {:?}",
+            rec.perf_script.display(),
+            first.map(|i| i + 1),
+            expected.lines().count(),
+            theirs.lines().count(),
+            first.and_then(|i| expected.lines().nth(i)),
+            first.and_then(|i| theirs.lines().nth(i)),
+        );
+    }
+    let samples = ours.lines().filter(|l| l.starts_with(" 0x")).count() as u64;
+    assert_eq!(samples, rec.stats.samples);
+    assert!(samples > 0);
+}
+
+fn check_llvm_profgen(rec: &Recorded) {
+    let out = rec.perf_script.with_extension("prof.txt");
+    let output = Command::new("llvm-profgen-19")
+        .arg(format!("--perfscript={}", rec.perf_script.display()))
+        .arg(format!("--binary={}", rec.program.binary.display()))
+        .arg(format!("--output={}", out.display()))
+        .args([
+            "--format=text",
+            "--csspgo-preinliner=false",
+            "--gen-cs-nested-profile=false",
+        ])
+        .output()
+        .expect("running llvm-profgen-19");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "llvm-profgen-19 failed on {}: {stderr}",
+        rec.perf_script.display()
+    );
+    let profile = std::fs::read_to_string(&out).unwrap();
+    let contexts: Vec<&str> = profile.lines().filter(|l| l.starts_with('[')).collect();
+    assert!(
+        !contexts.is_empty(),
+        "no context-sensitive profile from {}:\n{profile}\n{stderr}",
+        rec.perf_script.display()
+    );
+    // Call chains reach main: some context is a call from main into the program's code
+    // (shlib_user's calls from main go into the library, whose frames are external here).
+    if rec.program.name == "shlib_user" {
+        assert!(
+            contexts
+                .iter()
+                .any(|c| c.starts_with("[_ZL8callbacki") || c.starts_with("[callback")),
+            "{contexts:?}"
+        );
+        return;
+    }
+    assert!(
+        contexts.iter().any(|c| c.starts_with("[main:")),
+        "no context rooted at main from {}:\n{}",
+        rec.perf_script.display(),
+        contexts.join("\n")
+    );
+}
+
+fn check_samples(rec: &Recorded) {
+    let t = &rec.truth.totals;
+    assert_eq!(
+        (t.steps, t.taken_branches, t.samples),
+        (rec.stats.steps, rec.stats.taken_branches, rec.stats.samples)
+    );
+    assert_eq!(t.samples, t.taken_branches / corpus::TEST_PERIOD);
+    let total: u64 = rec
+        .truth
+        .binaries
+        .iter()
+        .flat_map(|b| b.instructions.values())
+        .sum::<u64>()
+        + rec.truth.unmapped.instructions.values().sum::<u64>();
+    assert_eq!(total, t.steps, "every executed instruction is attributed");
+    for e in &rec.recording.events {
+        if let PerfEvent::Sample(s) = e {
+            assert_eq!(s.lbr[0].to, s.ip, "PEBS IP is the newest branch's target");
+            assert_eq!(s.callchain[0], s.ip);
+            assert!(s.lbr.len() <= 32);
+        }
+    }
+    // The program's own binary has a build id and counted instructions.
+    let bin = rec
+        .truth
+        .binary(rec.program.name)
+        .expect("program binary in truth");
+    assert_eq!(bin.build_id.len(), 40, "SHA-1 build id of {}", bin.path);
+    assert!(!bin.instructions.is_empty());
+}
+
+fn check_program(test: &str, name: &str, variant: Variant) {
+    let Some(rec) = recorded(test, name, variant) else {
+        return;
+    };
+    check_samples(&rec);
+    check_perf_script(&rec);
+    check_llvm_profgen(&rec);
+}
+
+macro_rules! corpus_tests {
+    ($($test:ident: $name:literal, $variant:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                check_program(stringify!($test), $name, $variant);
+            }
+        )*
+    };
+}
+
+corpus_tests! {
+    loop_count_probe: "loop_count", Variant::Probe;
+    loop_count_lines: "loop_count", Variant::Lines;
+    recursion_probe: "recursion", Variant::Probe;
+    recursion_lines: "recursion", Variant::Lines;
+    inline_tail_probe: "inline_tail", Variant::Probe;
+    inline_tail_lines: "inline_tail", Variant::Lines;
+    virtual_calls_probe: "virtual_calls", Variant::Probe;
+    virtual_calls_lines: "virtual_calls", Variant::Lines;
+    interp_probe: "interp", Variant::Probe;
+    interp_lines: "interp", Variant::Lines;
+    unroll_probe: "unroll", Variant::Probe;
+    unroll_lines: "unroll", Variant::Lines;
+    shlib_user_probe: "shlib_user", Variant::Probe;
+    shlib_user_lines: "shlib_user", Variant::Lines;
+}
+
+/// `TRIP_COUNT` in tests/programs/loop_count.c.
+const TRIP_COUNT: u64 = 12345;
+
+fn symbol_range(binary: &Path, name: &str) -> (u64, u64) {
+    let data = std::fs::read(binary).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("no symbol {name}"));
+    assert!(sym.size() > 0);
+    (sym.address(), sym.address() + sym.size())
+}
+
+fn check_loop_truth(variant: Variant) {
+    let Some(rec) = recorded("ground_truth_loop_count", "loop_count", variant) else {
+        return;
+    };
+    let bin = rec.truth.binary("loop_count").unwrap();
+    assert_eq!(bin.load_bias, "0x0", "loop_count is built non-PIE");
+    let (lo, hi) = symbol_range(&rec.program.binary, "count_loop");
+    let counts: BTreeMap<u64, u64> = bin
+        .instructions
+        .iter()
+        .map(|(a, c)| (collector::recorder::ground_truth::parse_hex(a).unwrap(), *c))
+        .filter(|(a, _)| (lo..hi).contains(a))
+        .collect();
+    // count_loop is called once: its first instruction runs once.
+    assert_eq!(counts.get(&lo), Some(&1), "entry of count_loop");
+    // The loop's back-edge: the only backward taken branch inside count_loop. The loop is
+    // rotated (the guard `n > 0` is tested once before it), so the bottom test runs
+    // TRIP_COUNT times and jumps back TRIP_COUNT - 1 times.
+    let back_edges: Vec<(u64, u64, u64)> = bin
+        .branches
+        .iter()
+        .filter(|e| !e.to_absolute)
+        .map(|e| {
+            let p = collector::recorder::ground_truth::parse_hex;
+            (p(&e.from).unwrap(), p(&e.to).unwrap(), e.count)
+        })
+        .filter(|&(f, t, _)| (lo..hi).contains(&f) && (lo..hi).contains(&t) && t <= f)
+        .collect();
+    assert_eq!(back_edges.len(), 1, "{back_edges:x?}");
+    let (latch, header, taken) = back_edges[0];
+    assert_eq!(taken, TRIP_COUNT - 1);
+    // Every instruction of the loop body, header to latch, executes exactly TRIP_COUNT times;
+    // every other instruction of count_loop at most once.
+    for (&addr, &count) in &counts {
+        if (header..=latch).contains(&addr) {
+            assert_eq!(count, TRIP_COUNT, "loop body instruction {addr:#x}");
+        } else {
+            assert!(
+                count <= 1,
+                "instruction {addr:#x} outside the loop ran {count} times"
+            );
+        }
+    }
+    let body = counts.range(header..=latch).count();
+    assert!(body >= 3, "loop body has {body} instructions");
+}
+
+#[test]
+fn ground_truth_loop_count_probe() {
+    check_loop_truth(Variant::Probe);
+}
+
+#[test]
+fn ground_truth_loop_count_lines() {
+    check_loop_truth(Variant::Lines);
+}

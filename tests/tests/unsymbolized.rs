@@ -1,0 +1,245 @@
+//! Conformance of the unsymbolized counters (`--skip-symbolization`) with llvm-profgen 19.
+//!
+//! Every corpus program, both variants, is recorded once with the software LBR recorder;
+//! llvm-profgen-19 converts the recorder's perf script text, we convert the same recording
+//! (its events, in order, exactly what the text was written from), and the two
+//! unsymbolized profiles must be byte-identical:
+//!
+//! * context-sensitive (hybrid samples, default options) for probe binaries: address
+//!   contexts `[0x7f4 @ 0x7bf]`;
+//! * flat (`--ignore-stack-samples`) for both variants.
+//!
+//! The line-based (DWARF) context-sensitive output needs the symbolizer's context strings
+//! and is checked by the symbolizer's tests.
+//!
+//! The binary's code layout comes from `llvm-objdump-19 -d` here (test-only, an oracle
+//! independent of the symbolizer's decoder), so a difference points at the unwinder.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use e2e::corpus::{self, Variant, PROGRAM_NAMES};
+use exporter::format::unsymbolized::write_unsymbolized;
+use unwinder::{unwind_samples, BinaryLoadInfo, CodeLayout, UnwindOptions};
+
+/// x86 instruction classes llvm-profgen distinguishes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    Other,
+    Call,
+    Return,
+    Jump,
+    CondBranch,
+}
+
+/// A [`CodeLayout`] from `llvm-objdump -d` text (test oracle): instruction starts and
+/// classes of every executable section but `.plt`, function starts from symbol labels.
+struct ObjdumpLayout {
+    insts: BTreeMap<u64, Class>,
+    prolog_epilog: BTreeSet<u64>,
+    probes: bool,
+}
+
+impl ObjdumpLayout {
+    fn load(binary: &Path) -> ObjdumpLayout {
+        let out = Command::new("llvm-objdump-19")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(binary)
+            .output()
+            .expect("llvm-objdump-19");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut insts = BTreeMap::new();
+        let mut starts = Vec::new();
+        // llvm-profgen disassembles from each symbol-table symbol to the next, in every
+        // text section but `.plt`; `name@plt` labels are objdump's own (synthesised from
+        // PLT relocations, e.g. in `.plt.got`), so their code is not decoded by it.
+        let (mut plt_section, mut synthetic) = (false, false);
+        for line in text.lines() {
+            if let Some(sec) = line.strip_prefix("Disassembly of section ") {
+                plt_section = sec.trim_end_matches(':') == ".plt";
+                synthetic = false;
+                continue;
+            }
+            // "0000000000001710 <foo>:"
+            if let Some((addr, rest)) = line.split_once(' ') {
+                if rest.starts_with('<') && rest.ends_with(">:") {
+                    synthetic = rest.ends_with("@plt>:");
+                    if let (Ok(a), false, false) = (u64::from_str_radix(addr, 16), synthetic, plt_section) {
+                        starts.push(a);
+                    }
+                    continue;
+                }
+            }
+            if plt_section || synthetic {
+                continue;
+            }
+            // "    1764:      \tcallq\t0x1710 <foo>"
+            let Some((addr, rest)) = line.trim_start().split_once(':') else { continue };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            let mnemonic = rest.split_whitespace().next().unwrap_or("");
+            if mnemonic.is_empty() || mnemonic == "..." {
+                continue;
+            }
+            let class = if mnemonic.starts_with("call") {
+                Class::Call
+            } else if mnemonic.starts_with("ret") {
+                Class::Return
+            } else if mnemonic.starts_with("jmp") {
+                Class::Jump
+            } else if mnemonic.starts_with('j') {
+                Class::CondBranch
+            } else {
+                Class::Other
+            };
+            insts.insert(addr, class);
+        }
+        let addrs: Vec<u64> = insts.keys().copied().collect();
+        let mut prolog_epilog = BTreeSet::new();
+        for s in starts {
+            if let Ok(i) = addrs.binary_search(&s) {
+                prolog_epilog.insert(s);
+                if let Some(n) = addrs.get(i + 1) {
+                    prolog_epilog.insert(*n);
+                }
+            }
+        }
+        for (i, a) in addrs.iter().enumerate() {
+            if insts[a] == Class::Return {
+                prolog_epilog.insert(*a);
+                if i > 0 {
+                    prolog_epilog.insert(addrs[i - 1]);
+                }
+            }
+        }
+        let sections = Command::new("llvm-readelf-19").arg("-SW").arg(binary).output().expect("llvm-readelf-19");
+        let sections = String::from_utf8_lossy(&sections.stdout);
+        let probes = sections.contains(".pseudo_probe_desc") && sections.contains(".pseudo_probe ");
+        ObjdumpLayout { insts, prolog_epilog, probes }
+    }
+}
+
+impl CodeLayout for ObjdumpLayout {
+    fn is_code(&self, addr: u64) -> bool {
+        self.insts.contains_key(&addr)
+    }
+    fn is_call(&self, addr: u64) -> bool {
+        self.insts.get(&addr) == Some(&Class::Call)
+    }
+    fn is_return(&self, addr: u64) -> bool {
+        self.insts.get(&addr) == Some(&Class::Return)
+    }
+    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
+        start < end
+            && self.insts.range(start..end).any(|(_, c)| matches!(c, Class::Call | Class::Return | Class::Jump))
+    }
+    fn previous_instruction(&self, addr: u64) -> Option<u64> {
+        self.insts.range(..addr).next_back().map(|(a, _)| *a)
+    }
+    fn is_prolog_or_epilog(&self, addr: u64) -> bool {
+        self.prolog_epilog.contains(&addr)
+    }
+    fn has_pseudo_probes(&self) -> bool {
+        self.probes
+    }
+    fn inline_context_equal(&self, _a: u64, _b: u64) -> bool {
+        false
+    }
+}
+
+/// The load description from the program headers (llvm-profgen's
+/// `setPreferredTextSegmentAddresses`: executable PT_LOADs, page-aligned).
+fn load_info(binary: &Path) -> BinaryLoadInfo {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    let data = std::fs::read(binary).unwrap();
+    let elf = ElfFile64::<object::Endianness>::parse(&*data).unwrap();
+    let endian = elf.endian();
+    let mut offsets = Vec::new();
+    let mut addrs = Vec::new();
+    for ph in elf.elf_program_headers() {
+        if ph.p_type(endian) == object::elf::PT_LOAD && ph.p_flags(endian) & object::elf::PF_X != object::elf::ProgramFlags(0) {
+            offsets.push(ph.p_offset(endian) & !0xfff);
+            addrs.push(ph.p_vaddr(endian) & !0xfff);
+        }
+    }
+    BinaryLoadInfo {
+        name: binary.file_name().unwrap().to_string_lossy().into_owned(),
+        preferred_base: addrs[0],
+        text_segment_offsets: offsets,
+        preferred_text_segment_addresses: addrs,
+    }
+}
+
+fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> String {
+    let output = Command::new("llvm-profgen-19")
+        .arg(format!("--perfscript={}", script.display()))
+        .arg(format!("--binary={}", binary.display()))
+        .arg("--skip-symbolization")
+        .arg(format!("--output={}", out.display()))
+        .args(extra)
+        .output()
+        .expect("llvm-profgen-19");
+    assert!(output.status.success(), "llvm-profgen-19 failed: {}", String::from_utf8_lossy(&output.stderr));
+    std::fs::read_to_string(out).unwrap()
+}
+
+fn first_difference(a: &str, b: &str) -> String {
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {}: llvm-profgen `{x}` vs ours `{y}`", i + 1);
+        }
+    }
+    format!("lengths differ: {} vs {} lines", a.lines().count(), b.lines().count())
+}
+
+fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String> {
+    let program = corpus::program(name, variant)?;
+    let recorded = corpus::record(&program)?;
+    let layout = ObjdumpLayout::load(&program.binary);
+    let load = load_info(&program.binary);
+    let options = UnwindOptions { ignore_stack_samples: ignore_stack, ..UnwindOptions::default() };
+    let (counters, _stats) = unwind_samples(recorded.recording.events.iter().cloned(), &layout, &load, &options)
+        .map_err(|e| format!("{name}/{variant}: {e}"))?;
+    let mut ours = Vec::new();
+    write_unsymbolized(&mut ours, &counters, load.preferred_base, None).map_err(|e| e.to_string())?;
+    let ours = String::from_utf8(ours).unwrap();
+    let out = recorded.perf_script.with_extension(if ignore_stack { "flat.raw" } else { "cs.raw" });
+    let extra: &[&str] = if ignore_stack { &["--ignore-stack-samples"] } else { &[] };
+    let theirs = llvm_profgen(&recorded.perf_script, &program.binary, extra, &out);
+    if ours != theirs {
+        let mine = out.with_extension("ours");
+        std::fs::write(&mine, &ours).unwrap();
+        return Err(format!(
+            "{name}/{variant} ignore_stack={ignore_stack}: {} ({} vs {})",
+            first_difference(&theirs, &ours),
+            out.display(),
+            mine.display()
+        ));
+    }
+    Ok(())
+}
+
+fn run_all(variants: &[Variant], ignore_stack: bool) {
+    if !corpus::tools_available("unsymbolized", &["clang-19", "llvm-profgen-19", "llvm-objdump-19", "llvm-readelf-19"]) {
+        return;
+    }
+    let mut failures = Vec::new();
+    for &variant in variants {
+        for name in PROGRAM_NAMES {
+            if let Err(e) = check(name, variant, ignore_stack) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn probe_context_sensitive_counters_match_llvm_profgen() {
+    run_all(&[Variant::Probe], false);
+}
+
+#[test]
+fn flat_counters_match_llvm_profgen() {
+    run_all(&Variant::ALL, true);
+}

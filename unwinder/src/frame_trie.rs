@@ -1,0 +1,130 @@
+//! [`FrameTrie`]: llvm-profgen's `ProfiledFrame` trie, in a `Vec` arena.
+//!
+//! One trie is built per aggregated sample: the path from the dummy root to the leaf is
+//! the sample's call stack; the virtual unwinder then pushes, pops and switches frames
+//! while it replays the LBR backwards, and records ranges and branches on frames. A
+//! frame's address is "where execution is in that frame": the call instruction for a
+//! caller frame.
+
+/// Index of a frame in its [`FrameTrie`].
+pub type FrameId = u32;
+
+/// The dummy root (address 0).
+pub const ROOT: FrameId = 0;
+
+/// One frame of the trie.
+#[derive(Clone, Debug, Default)]
+pub struct Frame {
+    /// The frame's address (0 for the dummy root).
+    pub address: u64,
+    /// The parent frame (the root is its own parent).
+    pub parent: FrameId,
+    /// Children by address, in creation order.
+    pub children: Vec<(u64, FrameId)>,
+    /// `(start, end, count)` fall-through ranges recorded on this frame.
+    pub ranges: Vec<(u64, u64, u64)>,
+    /// `(source, target, count)` branches recorded on this frame.
+    pub branches: Vec<(u64, u64, u64)>,
+}
+
+/// The arena; reused across samples to keep allocations.
+#[derive(Clone, Debug)]
+pub struct FrameTrie {
+    frames: Vec<Frame>,
+    len: usize,
+}
+
+impl Default for FrameTrie {
+    fn default() -> Self {
+        FrameTrie::new()
+    }
+}
+
+impl FrameTrie {
+    /// A trie holding only the dummy root.
+    pub fn new() -> FrameTrie {
+        FrameTrie {
+            frames: vec![Frame::default()],
+            len: 1,
+        }
+    }
+
+    /// Resets to the dummy root alone, keeping allocations.
+    pub fn clear(&mut self) {
+        for f in &mut self.frames[..self.len] {
+            f.children.clear();
+            f.ranges.clear();
+            f.branches.clear();
+        }
+        self.len = 1;
+    }
+
+    /// Number of frames, the root included.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when only the root exists.
+    pub fn is_empty(&self) -> bool {
+        self.len == 1
+    }
+
+    /// The frame `id` (must come from this trie).
+    pub fn frame(&self, id: FrameId) -> &Frame {
+        &self.frames[id as usize]
+    }
+
+    /// The frame `id`, mutable.
+    pub fn frame_mut(&mut self, id: FrameId) -> &mut Frame {
+        &mut self.frames[id as usize]
+    }
+
+    /// The child of `parent` at `address`, created when missing
+    /// (`getOrCreateChildFrame`).
+    pub fn child(&mut self, parent: FrameId, address: u64) -> FrameId {
+        if let Some(&(_, id)) = self.frames[parent as usize]
+            .children
+            .iter()
+            .find(|(a, _)| *a == address)
+        {
+            return id;
+        }
+        let id = self.len as FrameId;
+        if self.len == self.frames.len() {
+            self.frames.push(Frame::default());
+        }
+        let f = &mut self.frames[self.len];
+        f.address = address;
+        f.parent = parent;
+        self.len += 1;
+        self.frames[parent as usize].children.push((address, id));
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_are_shared_and_reused_after_clear() {
+        let mut t = FrameTrie::new();
+        let a = t.child(ROOT, 0x10);
+        let b = t.child(a, 0x20);
+        assert_eq!(t.child(ROOT, 0x10), a);
+        assert_eq!(t.frame(b).parent, a);
+        assert_eq!(t.frame(b).address, 0x20);
+        t.frame_mut(b).ranges.push((1, 2, 3));
+        assert_eq!(t.len(), 3);
+        t.clear();
+        assert!(t.is_empty());
+        let c = t.child(ROOT, 0x30);
+        assert_eq!(c, 1);
+        assert!(t.frame(c).ranges.is_empty() && t.frame(c).children.is_empty());
+        let d = t.child(c, 0x40);
+        assert!(
+            t.frame(d).ranges.is_empty(),
+            "stale counters of the reused slot are gone"
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! [`UnwindOptions`] and [`PerfContent`]: what the caller decides about a conversion.
+
+use collector::PerfEvent;
+
+/// What the samples of an input carry, decided once per input the way llvm-profgen's
+/// `checkPerfScriptType` does: the first sample with a branch stack tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PerfContent {
+    /// LBR-only samples: flat (non-CS) counters.
+    Lbr,
+    /// Hybrid samples (frame-pointer call stack + LBR): context-sensitive counters, unless
+    /// [`UnwindOptions::ignore_stack_samples`].
+    LbrStack,
+}
+
+impl PerfContent {
+    /// Detects the content from events in input order: the first sample with a branch
+    /// stack is hybrid when it also has a call stack (llvm-profgen counts the stack lines
+    /// before the first LBR line). `None` when no sample has a branch stack.
+    ///
+    /// As in llvm-profgen 19's `isLBRSample`, a hybrid sample's branch line is only
+    /// recognised with at least two entries (its second token must be `0x…/…`; fixed after
+    /// 19 by llvm-project PR 211182), so a hybrid sample with a single entry does not
+    /// decide and detection goes on.
+    pub fn detect<'a>(events: impl IntoIterator<Item = &'a PerfEvent>) -> Option<PerfContent> {
+        events.into_iter().find_map(|event| match event {
+            PerfEvent::Sample(s) if s.callchain.is_empty() && !s.lbr.is_empty() => {
+                Some(PerfContent::Lbr)
+            }
+            PerfEvent::Sample(s) if !s.callchain.is_empty() && s.lbr.len() >= 2 => {
+                Some(PerfContent::LbrStack)
+            }
+            _ => None,
+        })
+    }
+}
+
+/// The options of llvm-profgen 19 that shape the unsymbolized counters.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct UnwindOptions {
+    /// `--ignore-stack-samples`: hybrid samples are counted as LBR-only samples (flat
+    /// counters). Samples whose stack llvm-profgen rejects are still dropped.
+    pub ignore_stack_samples: bool,
+    /// `--pid`: only MMAP2 events of this process place the binary. As with llvm-profgen's
+    /// `--perfscript` input, samples themselves are not filtered by pid.
+    pub pid: Option<u32>,
+    /// `--csprof-max-context-depth` (`None` = -1, unlimited): probe contexts keep at most
+    /// this many callee-side frames.
+    pub max_context_depth: Option<usize>,
+    /// `--csprof-max-unsymbolized-context-depth` (`None` = -1, unlimited); the smaller of
+    /// the two depths applies to probe contexts.
+    pub max_unsymbolized_context_depth: Option<usize>,
+    /// `--compress-recursion` (`None` = -1, unlimited; `Some(0)` = off): the longest
+    /// repeated call-site sequence removed from probe contexts.
+    pub compress_recursion: Option<u32>,
+    /// The input's content; `None` detects it from the first sample with a branch stack
+    /// ([`PerfContent::detect`]).
+    pub content: Option<PerfContent>,
+}
+
+impl UnwindOptions {
+    /// The depth probe contexts are trimmed to: the minimum of the two depth limits.
+    pub fn probe_context_depth(&self) -> Option<usize> {
+        match (self.max_context_depth, self.max_unsymbolized_context_depth) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collector::{LbrEntry, Sample};
+
+    fn sample(callchain: Vec<u64>, lbr: usize) -> PerfEvent {
+        PerfEvent::Sample(Sample {
+            callchain,
+            lbr: vec![LbrEntry::default(); lbr],
+            count: 1,
+            ..Sample::default()
+        })
+    }
+
+    #[test]
+    fn detect_uses_first_sample_with_lbr() {
+        let events = [
+            sample(vec![0x10], 0),
+            sample(vec![], 2),
+            sample(vec![0x10], 2),
+        ];
+        assert_eq!(PerfContent::detect(&events), Some(PerfContent::Lbr));
+        let events = [sample(vec![], 0), sample(vec![0x10, 0x20], 2)];
+        assert_eq!(PerfContent::detect(&events), Some(PerfContent::LbrStack));
+        // A one-entry hybrid branch line is not recognised by llvm-profgen 19.
+        let events = [sample(vec![0x10], 1), sample(vec![], 1)];
+        assert_eq!(PerfContent::detect(&events), Some(PerfContent::Lbr));
+        assert_eq!(PerfContent::detect(&[sample(vec![1], 0)]), None);
+    }
+
+    #[test]
+    fn probe_depth_is_the_minimum() {
+        let mut o = UnwindOptions::default();
+        assert_eq!(o.probe_context_depth(), None);
+        o.max_context_depth = Some(5);
+        assert_eq!(o.probe_context_depth(), Some(5));
+        o.max_unsymbolized_context_depth = Some(3);
+        assert_eq!(o.probe_context_depth(), Some(3));
+        o.max_context_depth = None;
+        assert_eq!(o.probe_context_depth(), Some(3));
+    }
+}

@@ -1,0 +1,199 @@
+//! [`UnwindStats`]: counts of every per-sample problem llvm-profgen 19 warns about, so the
+//! CLI can print the same warning summary (`emitWarningSummary`: "P%(N/T) message").
+
+use std::collections::BTreeSet;
+
+/// Counters gathered while preparing, aggregating and unwinding samples.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct UnwindStats {
+    /// Every sample seen (llvm-profgen's `NumTotalSample`).
+    pub total_samples: u64,
+    /// Samples whose leaf frame is outside the binary (`NumLeafExternalFrame`).
+    pub leaf_external_frames: u64,
+    /// Samples with a leading outgoing LBR (`NumLeadingOutgoingLBR`; llvm-profgen 19 never
+    /// increments it, kept for the summary's shape).
+    pub leading_outgoing_lbr: u64,
+    /// Distinct return addresses whose previous instruction is not a call, where a stack
+    /// was truncated (`InvalidReturnAddresses`).
+    pub invalid_return_addresses: BTreeSet<u64>,
+    /// Hybrid samples dropped because the stack was empty or its leaf in a prolog/epilog.
+    pub dropped_stack_samples: u64,
+    /// Samples dropped because no LBR entry was left (all external to external).
+    pub dropped_empty_lbr_samples: u64,
+    /// Distinct aggregated samples (`AggregatedSamples.size()`, summed over flushes).
+    pub aggregated_samples: u64,
+    /// Sum of the counts of the fall-through ranges of the aggregated samples (the total
+    /// of `warnInvalidRange`); 0 means "No samples in perf script!".
+    pub total_range_samples: u64,
+    /// The "No relevant mmap event is matched" warning, once, when it was emitted.
+    pub missing_mmap_warning: Option<String>,
+    /// Samples whose stack leaf is before or too far from the LBR tip ("Bogus trace").
+    pub bogus_traces: u64,
+    /// LBR entries of unwound samples (`NumTotalBranches`).
+    pub total_branches: u64,
+    /// Calls from outside that did not match the call frame stack
+    /// (`NumMismatchedExtCallBranch`).
+    pub mismatched_ext_call_branches: u64,
+    /// Calls that did not match the call frame stack, likely in a prolog/epilog
+    /// (`NumMismatchedProEpiBranch`).
+    pub mismatched_prolog_epilog_branches: u64,
+    /// Linear ranges whose both ends are external (`NumPairedExtAddr`).
+    pub paired_external_addresses: u64,
+    /// Linear ranges with exactly one external end (`NumUnpairedExtAddr`).
+    pub unpaired_external_addresses: u64,
+    /// Artificial call branches from outside (`NumExtCallBranch`; not incremented by 19).
+    pub ext_call_branches: u64,
+    /// Artificial calls without an external frame (`NumMissingExternalFrame`; idem).
+    pub missing_external_frames: u64,
+    /// Non-leaf frames where a context was truncated (`UntrackedCallsites`).
+    pub untracked_callsites: BTreeSet<u64>,
+    /// Context-sensitive contexts produced (`SampleCounters.size()`).
+    pub contexts: u64,
+}
+
+/// llvm-profgen's `emitWarningSummary` text (without the "warning: " prefix), or `None`
+/// when it prints nothing (zero count or zero total).
+pub fn warning_summary(num: u64, total: u64, message: &str) -> Option<String> {
+    if num == 0 || total == 0 {
+        return None;
+    }
+    let percent = num as f64 * 100.0 / total as f64;
+    Some(format!("{percent:.2}%({num}/{total}) {message}"))
+}
+
+impl UnwindStats {
+    /// Adds the counts of `other` (e.g. of another batch).
+    pub fn merge(&mut self, other: &UnwindStats) {
+        self.total_samples += other.total_samples;
+        self.leaf_external_frames += other.leaf_external_frames;
+        self.leading_outgoing_lbr += other.leading_outgoing_lbr;
+        self.invalid_return_addresses
+            .extend(other.invalid_return_addresses.iter().copied());
+        self.dropped_stack_samples += other.dropped_stack_samples;
+        self.dropped_empty_lbr_samples += other.dropped_empty_lbr_samples;
+        self.aggregated_samples += other.aggregated_samples;
+        self.total_range_samples += other.total_range_samples;
+        if self.missing_mmap_warning.is_none() {
+            self.missing_mmap_warning = other.missing_mmap_warning.clone();
+        }
+        self.bogus_traces += other.bogus_traces;
+        self.total_branches += other.total_branches;
+        self.mismatched_ext_call_branches += other.mismatched_ext_call_branches;
+        self.mismatched_prolog_epilog_branches += other.mismatched_prolog_epilog_branches;
+        self.paired_external_addresses += other.paired_external_addresses;
+        self.unpaired_external_addresses += other.unpaired_external_addresses;
+        self.ext_call_branches += other.ext_call_branches;
+        self.missing_external_frames += other.missing_external_frames;
+        self.untracked_callsites
+            .extend(other.untracked_callsites.iter().copied());
+        self.contexts += other.contexts;
+    }
+
+    /// The warnings llvm-profgen 19 prints while reading samples and unwinding, in its
+    /// order, without the "warning: " prefix. The range checks of `warnInvalidRange` that
+    /// need function ranges are the symbolizer's; "No samples in perf script!" is here.
+    pub fn warnings(&self, context_sensitive: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(w) = &self.missing_mmap_warning {
+            out.push(w.clone());
+        }
+        let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
+        push(
+            self.leaf_external_frames,
+            self.total_samples,
+            "of samples have leaf external frame in call stack.",
+        );
+        push(
+            self.leading_outgoing_lbr,
+            self.total_samples,
+            "of samples have leading external LBR.",
+        );
+        push(
+            self.invalid_return_addresses.len() as u64,
+            self.aggregated_samples,
+            "of truncated stack samples due to invalid return address, likely caused by frame pointer omission.",
+        );
+        if self.total_range_samples == 0 {
+            out.push("No samples in perf script!".to_string());
+        }
+        if !context_sensitive {
+            return out;
+        }
+        let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
+        push(
+            self.untracked_callsites.len() as u64,
+            self.contexts,
+            "of profiled contexts are truncated due to missing probe for call instruction.",
+        );
+        push(
+            self.mismatched_ext_call_branches,
+            self.total_branches,
+            "of branches'source is a call instruction but doesn't match call frame stack, likely due to unwinding error of external frame.",
+        );
+        push(
+            self.paired_external_addresses * 2,
+            self.total_branches,
+            "of branches containing paired external address.",
+        );
+        push(
+            self.unpaired_external_addresses,
+            self.total_branches,
+            "of branches containing external address but doesn't have another external address to pair, likely due to interrupt jmp or broken perf script.",
+        );
+        push(
+            self.mismatched_prolog_epilog_branches,
+            self.total_branches,
+            "of branches'source is a call instruction but doesn't match call frame stack, likely due to frame in prolog/epilog.",
+        );
+        push(
+            self.missing_external_frames,
+            self.ext_call_branches,
+            "of artificial call branches but doesn't have an external frame to match.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_format_matches_emit_warning_summary() {
+        assert_eq!(
+            warning_summary(1, 3, "of x."),
+            Some("33.33%(1/3) of x.".to_string())
+        );
+        assert_eq!(warning_summary(0, 3, "m"), None);
+        assert_eq!(warning_summary(3, 0, "m"), None);
+        assert_eq!(
+            warning_summary(2, 2, "m"),
+            Some("100.00%(2/2) m".to_string())
+        );
+    }
+
+    #[test]
+    fn warnings_in_order() {
+        let mut s = UnwindStats {
+            total_samples: 4,
+            leaf_external_frames: 1,
+            aggregated_samples: 2,
+            total_range_samples: 5,
+            total_branches: 8,
+            paired_external_addresses: 1,
+            ..UnwindStats::default()
+        };
+        s.invalid_return_addresses.insert(0x40);
+        assert_eq!(
+            s.warnings(true),
+            vec![
+                "25.00%(1/4) of samples have leaf external frame in call stack.".to_string(),
+                "50.00%(1/2) of truncated stack samples due to invalid return address, likely caused by frame pointer omission.".to_string(),
+                "25.00%(2/8) of branches containing paired external address.".to_string(),
+            ]
+        );
+        assert_eq!(s.warnings(false).len(), 2);
+        s.total_range_samples = 0;
+        assert_eq!(s.warnings(false)[2], "No samples in perf script!");
+    }
+}

@@ -1,0 +1,120 @@
+//! [`FakeLayout`]: a hand-written instruction list implementing [`CodeLayout`], for tests
+//! of the unwinder and of crates that use it without a real binary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::CodeLayout;
+
+/// The kind of a fake instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inst {
+    /// Anything that does not transfer control.
+    Other,
+    /// A call.
+    Call,
+    /// A return.
+    Return,
+    /// An unconditional jump.
+    Jump,
+    /// A conditional branch.
+    CondBranch,
+}
+
+/// A fake binary: instruction starts with their kinds, function starts, optional inline
+/// frames per address, and whether it "has pseudo probes".
+#[derive(Clone, Debug, Default)]
+pub struct FakeLayout {
+    insts: BTreeMap<u64, Inst>,
+    prolog_epilog: BTreeSet<u64>,
+    inline_frames: BTreeMap<u64, Vec<u64>>,
+    probes: bool,
+}
+
+impl FakeLayout {
+    /// Instructions (ascending or not) and function start addresses; the prolog/epilog set
+    /// is built as llvm-profgen builds it (each function's first two instructions, each
+    /// `ret` and the instruction before it).
+    pub fn new(insts: &[(u64, Inst)], function_starts: &[u64]) -> FakeLayout {
+        let insts: BTreeMap<u64, Inst> = insts.iter().copied().collect();
+        let addrs: Vec<u64> = insts.keys().copied().collect();
+        let mut prolog_epilog = BTreeSet::new();
+        for &start in function_starts {
+            if let Ok(i) = addrs.binary_search(&start) {
+                prolog_epilog.insert(start);
+                if let Some(&next) = addrs.get(i + 1) {
+                    prolog_epilog.insert(next);
+                }
+            }
+        }
+        for (i, &a) in addrs.iter().enumerate() {
+            if insts[&a] == Inst::Return {
+                prolog_epilog.insert(a);
+                if i > 0 {
+                    prolog_epilog.insert(addrs[i - 1]);
+                }
+            }
+        }
+        FakeLayout {
+            insts,
+            prolog_epilog,
+            inline_frames: BTreeMap::new(),
+            probes: false,
+        }
+    }
+
+    /// Marks the layout as probe-based (contexts keyed by call-site addresses).
+    pub fn with_probes(mut self, probes: bool) -> FakeLayout {
+        self.probes = probes;
+        self
+    }
+
+    /// Sets the inline frames of `[start, end]`'s instructions: outermost first, each an
+    /// opaque id; the last is the leaf location (ignored by `inline_context_equal`).
+    pub fn with_inline(mut self, start: u64, end: u64, frames: &[u64]) -> FakeLayout {
+        let addrs: Vec<u64> = self.insts.range(start..=end).map(|(a, _)| *a).collect();
+        for a in addrs {
+            self.inline_frames.insert(a, frames.to_vec());
+        }
+        self
+    }
+
+    fn kind(&self, addr: u64) -> Option<Inst> {
+        self.insts.get(&addr).copied()
+    }
+}
+
+impl CodeLayout for FakeLayout {
+    fn is_code(&self, addr: u64) -> bool {
+        self.insts.contains_key(&addr)
+    }
+    fn is_call(&self, addr: u64) -> bool {
+        self.kind(addr) == Some(Inst::Call)
+    }
+    fn is_return(&self, addr: u64) -> bool {
+        self.kind(addr) == Some(Inst::Return)
+    }
+    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
+        start < end
+            && self
+                .insts
+                .range(start..end)
+                .any(|(_, k)| matches!(k, Inst::Call | Inst::Return | Inst::Jump))
+    }
+    fn previous_instruction(&self, addr: u64) -> Option<u64> {
+        self.insts.range(..addr).next_back().map(|(a, _)| *a)
+    }
+    fn is_prolog_or_epilog(&self, addr: u64) -> bool {
+        self.prolog_epilog.contains(&addr)
+    }
+    fn has_pseudo_probes(&self) -> bool {
+        self.probes
+    }
+    fn inline_context_equal(&self, a: u64, b: u64) -> bool {
+        match (self.inline_frames.get(&a), self.inline_frames.get(&b)) {
+            (Some(x), Some(y)) => {
+                x.len() == y.len() && !x.is_empty() && x[..x.len() - 1] == y[..y.len() - 1]
+            }
+            _ => false,
+        }
+    }
+}

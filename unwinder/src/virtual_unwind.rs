@@ -1,0 +1,626 @@
+//! [`VirtualUnwinder`]: llvm-profgen 19's context-sensitive unwinding of hybrid samples
+//! (`VirtualUnwinder::unwind` and `collectSamplesFromFrameTrie`).
+//!
+//! Starting from the sampled call stack (leaf = the newest LBR target), the LBR is replayed
+//! newest to oldest. Before each branch but the newest, the linear range from that
+//! branch's target to the previous branch's source is recorded (`unwindLinear`); then the
+//! branch itself moves the frame: a call pops back to the caller (or switches to the call
+//! site if the caller is not on the stack), a return pushes the callee frame under the
+//! call site it returned to, any other branch switches to its source in the same frame. A
+//! range that is not a valid fall-through, or an unpaired external address, makes the
+//! state invalid: the rest of the LBR is replayed context-less under the root.
+
+use crate::context::{compress_recursion, trim_context};
+use crate::frame_trie::{FrameId, FrameTrie, ROOT};
+use crate::sample_prep::{Branch, PerfSample};
+use crate::{CodeLayout, CounterSet, UnwindStats, EXTERNAL_ADDR};
+
+/// llvm-profgen's "Bogus trace" threshold: the stack leaf must be at most 0xff bytes after
+/// the newest LBR target.
+pub const MAX_LEAF_TO_LBR_TIP: u64 = 0x100;
+
+/// How context keys are shaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct KeyShape {
+    /// True for probe binaries: counters recorded on the caller frame, keys are call-site
+    /// addresses, recursion-compressed and trimmed. False: line keys, as is.
+    pub probes: bool,
+    /// `--compress-recursion` (`None` = unlimited).
+    pub compress_recursion: Option<u32>,
+    /// The depth probe keys are trimmed to (`None` = unlimited).
+    pub depth: Option<usize>,
+}
+
+struct State {
+    leaf: FrameId,
+    ip: u64,
+    invalid: bool,
+}
+
+/// Unwinds aggregated hybrid samples into a [`CounterSet`].
+pub struct VirtualUnwinder<'a> {
+    layout: &'a dyn CodeLayout,
+    shape: KeyShape,
+    trie: FrameTrie,
+    stacks: Vec<Vec<u64>>,
+}
+
+enum Visit {
+    Enter(FrameId, usize),
+    Exit(usize),
+}
+
+impl<'a> VirtualUnwinder<'a> {
+    /// An unwinder over `layout` producing keys of `shape`.
+    pub fn new(layout: &'a dyn CodeLayout, shape: KeyShape) -> VirtualUnwinder<'a> {
+        VirtualUnwinder {
+            layout,
+            shape,
+            trie: FrameTrie::new(),
+            stacks: Vec::new(),
+        }
+    }
+
+    /// Unwinds one aggregated sample standing for `repeat` samples and adds its counters.
+    /// Returns false when the sample was rejected (no stack or LBR, or a bogus trace).
+    pub fn unwind(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        counters: &mut CounterSet,
+        stats: &mut UnwindStats,
+    ) -> bool {
+        let (Some(&leaf_addr), Some(newest)) = (sample.call_stack.first(), sample.lbr.first())
+        else {
+            return false;
+        };
+        self.trie.clear();
+        let mut leaf = ROOT;
+        for &a in sample.call_stack.iter().rev() {
+            leaf = self.trie.child(leaf, a);
+        }
+        if leaf_addr < newest.target || leaf_addr - newest.target >= MAX_LEAF_TO_LBR_TIP {
+            stats.bogus_traces += 1;
+            return false;
+        }
+        stats.total_branches += sample.lbr.len() as u64;
+        let mut st = State {
+            leaf,
+            ip: leaf_addr,
+            invalid: false,
+        };
+        for (i, br) in sample.lbr.iter().enumerate() {
+            if i > 0 {
+                self.unwind_linear(&mut st, br.target, repeat, stats);
+            }
+            let src = br.source;
+            let from_external_call_site =
+                src == EXTERNAL_ADDR && self.call_for_frame(br.target) != 0;
+            if !st.invalid
+                && (self.layout.is_call(src) || (src == EXTERNAL_ADDR && !from_external_call_site))
+            {
+                self.unwind_call(&mut st, src, stats);
+            } else if !st.invalid && (self.layout.is_return(src) || from_external_call_site) {
+                let call = self.call_for_frame(br.target);
+                self.switch_to(&mut st, call);
+                st.leaf = self.trie.child(st.leaf, src);
+                st.ip = src;
+            } else if !st.invalid {
+                self.switch_to(&mut st, src);
+                st.ip = src;
+            } else {
+                st.ip = src;
+                st.leaf = self.trie.child(ROOT, src);
+            }
+            self.record_branch(&st, *br, repeat);
+        }
+        self.collect(counters, stats);
+        true
+    }
+
+    /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
+    fn call_for_frame(&self, addr: u64) -> u64 {
+        self.layout.call_before_return_address(addr).unwrap_or(0)
+    }
+
+    fn switch_to(&mut self, st: &mut State, address: u64) {
+        if self.trie.frame(st.leaf).address == address {
+            return;
+        }
+        let parent = self.trie.frame(st.leaf).parent;
+        st.leaf = self.trie.child(parent, address);
+    }
+
+    fn unwind_call(&mut self, st: &mut State, source: u64, stats: &mut UnwindStats) {
+        let parent = self.trie.frame(st.leaf).parent;
+        if parent == ROOT || self.trie.frame(parent).address != source {
+            // The caller's frame is missing (sampled in a prolog/epilog, or an external
+            // caller): stay at this depth on the call site.
+            self.switch_to(st, source);
+            if parent != ROOT {
+                if source == EXTERNAL_ADDR {
+                    stats.mismatched_ext_call_branches += 1;
+                } else {
+                    stats.mismatched_prolog_epilog_branches += 1;
+                }
+            }
+        } else {
+            st.leaf = parent;
+        }
+        st.ip = source;
+    }
+
+    fn unwind_linear(&mut self, st: &mut State, target: u64, repeat: u64, stats: &mut UnwindStats) {
+        let end = st.ip;
+        if end == EXTERNAL_ADDR && target == EXTERNAL_ADDR {
+            stats.paired_external_addresses += 1;
+            return;
+        }
+        if end == EXTERNAL_ADDR || target == EXTERNAL_ADDR {
+            stats.unpaired_external_addresses += 1;
+            st.invalid = true;
+            return;
+        }
+        if !self.layout.is_valid_fall_through_range(target, end) {
+            st.invalid = true;
+            return;
+        }
+        if self.shape.probes {
+            let parent = self.trie.frame(st.leaf).parent;
+            self.trie
+                .frame_mut(parent)
+                .ranges
+                .push((target, end, repeat));
+            return;
+        }
+        // Split the range where the inline context changes: each piece belongs to the
+        // frame of its own inline context.
+        let mut end = end;
+        while st.ip > target {
+            let prev = st.ip;
+            st.ip = self.layout.previous_instruction(st.ip).unwrap_or(0);
+            if !self.layout.inline_context_equal(prev, st.ip) {
+                self.switch_to(st, prev);
+                if prev <= end {
+                    self.trie
+                        .frame_mut(st.leaf)
+                        .ranges
+                        .push((prev, end, repeat));
+                }
+                end = st.ip;
+            }
+        }
+        let ip = st.ip;
+        self.switch_to(st, ip);
+        if ip <= end {
+            self.trie.frame_mut(st.leaf).ranges.push((ip, end, repeat));
+        }
+    }
+
+    fn record_branch(&mut self, st: &State, br: Branch, repeat: u64) {
+        if br.target == EXTERNAL_ADDR {
+            return;
+        }
+        let entry = (br.source, br.target, repeat);
+        if br.source == EXTERNAL_ADDR {
+            // External caller: kept on the root for head samples.
+            self.trie.frame_mut(ROOT).branches.push(entry);
+            return;
+        }
+        let owner = if self.shape.probes {
+            self.trie.frame(st.leaf).parent
+        } else {
+            st.leaf
+        };
+        self.trie.frame_mut(owner).branches.push(entry);
+    }
+
+    /// `collectSamplesFromFrameTrie`: DFS from the root with the stack of frame addresses;
+    /// an external frame restarts its subtree with an empty stack (context truncation).
+    /// Iterative, so hostile stack depths cannot overflow the thread's stack.
+    fn collect(&mut self, counters: &mut CounterSet, stats: &mut UnwindStats) {
+        self.stacks.clear();
+        self.stacks.push(Vec::new());
+        let mut work = vec![Visit::Enter(ROOT, 0)];
+        while let Some(visit) = work.pop() {
+            let (id, s) = match visit {
+                Visit::Exit(s) => {
+                    self.stacks[s].pop();
+                    continue;
+                }
+                Visit::Enter(id, s) => (id, s),
+            };
+            let address = self.trie.frame(id).address;
+            let has_children = !self.trie.frame(id).children.is_empty();
+            let s = if address != 0 && address == EXTERNAL_ADDR {
+                self.stacks.push(Vec::new());
+                if has_children {
+                    stats.untracked_callsites.insert(address);
+                }
+                self.stacks.len() - 1
+            } else {
+                // Address 0 is the dummy root (or, as in llvm-profgen, a frame created
+                // for a return whose target follows no call): nothing pushed, but the
+                // exit still pops, like FrameStack::popFrame.
+                if address != 0 {
+                    self.stacks[s].push(address);
+                }
+                work.push(Visit::Exit(s));
+                s
+            };
+            self.collect_frame(id, s, counters);
+            for &(_, child) in self.trie.frame(id).children.iter().rev() {
+                work.push(Visit::Enter(child, s));
+            }
+        }
+    }
+
+    fn collect_frame(&self, id: FrameId, stack: usize, counters: &mut CounterSet) {
+        let f = self.trie.frame(id);
+        if f.ranges.is_empty() && f.branches.is_empty() {
+            return;
+        }
+        let mut key = self.stacks[stack].clone();
+        if self.shape.probes {
+            compress_recursion(&mut key, self.shape.compress_recursion);
+            trim_context(&mut key, self.shape.depth);
+        }
+        let c = counters.context_mut(&key);
+        for &(s, e, n) in &f.ranges {
+            *c.ranges.entry((s, e)).or_default() += n;
+        }
+        for &(s, t, n) in &f.branches {
+            *c.branches.entry((s, t)).or_default() += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{FakeLayout, Inst};
+    use crate::CounterKind;
+
+    const EXT: u64 = EXTERNAL_ADDR;
+
+    type Pairs = Vec<((u64, u64), u64)>;
+
+    /// main:  0x100 push; 0x101 mov; 0x104 call foo; 0x109 cmp; 0x10b jcc 0x104; 0x10d pop; 0x10e ret
+    /// foo:   0x110 push; 0x111 mov; 0x114 add (inlined bar); 0x117 jcc 0x11c; 0x119 nop;
+    ///        0x11c pop; 0x11d ret
+    /// main2: 0x120 push; 0x121 mov; 0x124 call foo; 0x129 pop; 0x12a ret
+    fn layout(probes: bool) -> FakeLayout {
+        use Inst::*;
+        FakeLayout::new(
+            &[
+                (0x100, Other),
+                (0x101, Other),
+                (0x104, Call),
+                (0x109, Other),
+                (0x10b, CondBranch),
+                (0x10d, Other),
+                (0x10e, Return),
+                (0x110, Other),
+                (0x111, Other),
+                (0x114, Other),
+                (0x117, CondBranch),
+                (0x119, Other),
+                (0x11c, Other),
+                (0x11d, Return),
+                (0x120, Other),
+                (0x121, Other),
+                (0x124, Call),
+                (0x129, Other),
+                (0x12a, Return),
+            ],
+            &[0x100, 0x110, 0x120],
+        )
+        .with_probes(probes)
+        .with_inline(0x100, 0x10e, &[1])
+        .with_inline(0x110, 0x11d, &[2])
+        .with_inline(0x114, 0x114, &[2, 3])
+        .with_inline(0x120, 0x12a, &[4])
+    }
+
+    fn br(source: u64, target: u64) -> Branch {
+        Branch { source, target }
+    }
+
+    fn run(
+        layout: &FakeLayout,
+        shape: KeyShape,
+        samples: &[(PerfSample, u64)],
+    ) -> (CounterSet, UnwindStats) {
+        let kind = if shape.probes {
+            CounterKind::ProbeContext
+        } else {
+            CounterKind::LineContext
+        };
+        let mut counters = CounterSet::new(kind);
+        let mut stats = UnwindStats::default();
+        let mut u = VirtualUnwinder::new(layout, shape);
+        for (s, n) in samples {
+            u.unwind(s, *n, &mut counters, &mut stats);
+        }
+        (counters, stats)
+    }
+
+    fn flat(c: &CounterSet, key: &[u64]) -> (Pairs, Pairs) {
+        let cc = c
+            .contexts
+            .get(key)
+            .unwrap_or_else(|| panic!("no context {key:x?} in {:x?}", c.contexts.keys()));
+        (
+            cc.ranges.iter().map(|(k, v)| (*k, *v)).collect(),
+            cc.branches.iter().map(|(k, v)| (*k, *v)).collect(),
+        )
+    }
+
+    /// main loops calling foo; the sample is in foo's second call:
+    /// call 0x104→0x110 (newest), jcc 0x10b→0x104, ret 0x11d→0x109, jcc 0x117→0x11c,
+    /// call 0x104→0x110.
+    fn loop_sample() -> PerfSample {
+        PerfSample {
+            call_stack: vec![0x110, 0x104],
+            lbr: vec![
+                br(0x104, 0x110),
+                br(0x10b, 0x104),
+                br(0x11d, 0x109),
+                br(0x117, 0x11c),
+                br(0x104, 0x110),
+            ],
+        }
+    }
+
+    #[test]
+    fn probe_call_return_branch() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        let (c, s) = run(&l, shape, &[(loop_sample(), 3)]);
+        assert_eq!(c.contexts.len(), 2);
+        assert_eq!(
+            flat(&c, &[]),
+            (
+                vec![((0x104, 0x104), 3), ((0x109, 0x10b), 3)],
+                vec![((0x104, 0x110), 6), ((0x10b, 0x104), 3)]
+            )
+        );
+        assert_eq!(
+            flat(&c, &[0x104]),
+            (
+                vec![((0x110, 0x117), 3), ((0x11c, 0x11d), 3)],
+                vec![((0x117, 0x11c), 3), ((0x11d, 0x109), 3)]
+            )
+        );
+        assert_eq!(s.total_branches, 5);
+        assert_eq!(s.mismatched_prolog_epilog_branches, 0);
+    }
+
+    #[test]
+    fn line_ranges_split_by_inline_context() {
+        let l = layout(false);
+        let (c, _) = run(&l, KeyShape::default(), &[(loop_sample(), 1)]);
+        let expect: Vec<(Vec<u64>, Pairs, Pairs)> = vec![
+            (
+                vec![0x104],
+                vec![((0x104, 0x104), 1)],
+                vec![((0x104, 0x110), 2)],
+            ),
+            (vec![0x10b], vec![], vec![((0x10b, 0x104), 1)]),
+            (vec![0x109], vec![((0x109, 0x10b), 1)], vec![]),
+            (vec![0x104, 0x11d], vec![], vec![((0x11d, 0x109), 1)]),
+            (vec![0x104, 0x11c], vec![((0x11c, 0x11d), 1)], vec![]),
+            (
+                vec![0x104, 0x117],
+                vec![((0x117, 0x117), 1)],
+                vec![((0x117, 0x11c), 1)],
+            ),
+            (vec![0x104, 0x114], vec![((0x114, 0x114), 1)], vec![]),
+            (vec![0x104, 0x110], vec![((0x110, 0x111), 1)], vec![]),
+        ];
+        assert_eq!(c.contexts.len(), expect.len());
+        for (key, ranges, branches) in expect {
+            assert_eq!(flat(&c, &key), (ranges, branches), "context {key:x?}");
+        }
+    }
+
+    #[test]
+    fn external_frame_truncates_context() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        // foo called back from a library that main called: stack foo, EXT, main.
+        let s = PerfSample {
+            call_stack: vec![0x11c, EXT, 0x104],
+            lbr: vec![
+                br(0x117, 0x11c),
+                br(EXT, 0x110),
+                br(0x104, EXT),
+                br(0x10b, 0x104),
+            ],
+        };
+        let (c, st) = run(&l, shape, &[(s, 1)]);
+        assert_eq!(c.contexts.len(), 1);
+        assert_eq!(
+            flat(&c, &[]),
+            (
+                vec![((0x104, 0x104), 1), ((0x110, 0x117), 1)],
+                vec![((EXT, 0x110), 1), ((0x10b, 0x104), 1), ((0x117, 0x11c), 1)]
+            )
+        );
+        assert_eq!(st.paired_external_addresses, 1);
+        assert_eq!(st.unpaired_external_addresses, 0);
+        assert_eq!(
+            st.untracked_callsites.iter().copied().collect::<Vec<_>>(),
+            vec![EXT]
+        );
+    }
+
+    #[test]
+    fn unpaired_external_invalidates_rest() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        let s = PerfSample {
+            call_stack: vec![0x110, 0x104],
+            lbr: vec![
+                br(0x104, 0x110),
+                br(0x10b, EXT),
+                br(0x117, 0x109),
+                br(0x104, 0x110),
+            ],
+        };
+        let (c, st) = run(&l, shape, &[(s, 1)]);
+        assert_eq!(st.unpaired_external_addresses, 1);
+        // After the invalid point everything is context-less, recorded on the root.
+        assert_eq!(c.contexts.len(), 1);
+        assert_eq!(
+            flat(&c, &[]),
+            (
+                vec![((0x109, 0x10b), 1), ((0x110, 0x117), 1)],
+                vec![((0x104, 0x110), 2), ((0x117, 0x109), 1)]
+            )
+        );
+    }
+
+    #[test]
+    fn bogus_range_invalidates() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        // [0x119, 0x104] is backwards: invalid, the rest is context-less under the root
+        // (where [0x109, 0x10b] is still a valid range).
+        let s = PerfSample {
+            call_stack: vec![0x110, 0x104],
+            lbr: vec![br(0x104, 0x110), br(0x10b, 0x119), br(0x11d, 0x109)],
+        };
+        let (c, st) = run(&l, shape, &[(s, 1)]);
+        assert_eq!(st.unpaired_external_addresses, 0);
+        assert_eq!(c.contexts.len(), 1);
+        assert_eq!(
+            flat(&c, &[]),
+            (
+                vec![((0x109, 0x10b), 1)],
+                vec![
+                    ((0x104, 0x110), 1),
+                    ((0x10b, 0x119), 1),
+                    ((0x11d, 0x109), 1)
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn mismatched_call_site_counts_prolog_epilog() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        // The stack says main called foo, the LBR says main2 did; main2 was entered from
+        // outside (0x11d before 0x120 is not a call: an external call).
+        let s = PerfSample {
+            call_stack: vec![0x110, 0x104],
+            lbr: vec![br(0x124, 0x110), br(EXT, 0x120)],
+        };
+        let (c, st) = run(&l, shape, &[(s, 1)]);
+        assert_eq!(st.mismatched_prolog_epilog_branches, 1);
+        assert_eq!(st.mismatched_ext_call_branches, 1);
+        // The call was replayed as a switch to 0x124 under main's 0x104 frame, so main2's
+        // range and call are keyed [0x104]; the external call switched to an EXT frame.
+        assert_eq!(c.contexts.len(), 2);
+        assert_eq!(
+            flat(&c, &[0x104]),
+            (vec![((0x120, 0x124), 1)], vec![((0x124, 0x110), 1)])
+        );
+        assert_eq!(flat(&c, &[]), (vec![], vec![((EXT, 0x120), 1)]));
+        assert!(st.untracked_callsites.is_empty());
+    }
+
+    #[test]
+    fn bogus_trace_rejected() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        let s = PerfSample {
+            call_stack: vec![0x104],
+            lbr: vec![br(0x10b, 0x110)],
+        };
+        let (c, st) = run(&l, shape, &[(s, 1)]);
+        assert_eq!(st.bogus_traces, 1);
+        assert!(c.contexts.is_empty());
+    }
+
+    /// fib: 0x200 push; 0x201 mov; 0x204 jcc; 0x206 call fib; 0x20b pop; 0x20c ret
+    /// main: 0x210 push; 0x211 mov; 0x214 call fib; 0x219 pop; 0x21a ret
+    fn recursion_layout() -> FakeLayout {
+        use Inst::*;
+        FakeLayout::new(
+            &[
+                (0x200, Other),
+                (0x201, Other),
+                (0x204, CondBranch),
+                (0x206, Call),
+                (0x20b, Other),
+                (0x20c, Return),
+                (0x210, Other),
+                (0x211, Other),
+                (0x214, Call),
+                (0x219, Other),
+                (0x21a, Return),
+            ],
+            &[0x200, 0x210],
+        )
+        .with_probes(true)
+    }
+
+    #[test]
+    fn recursion_compressed_and_trimmed() {
+        let l = recursion_layout();
+        let s = PerfSample {
+            call_stack: vec![0x200, 0x206, 0x206, 0x206, 0x214],
+            lbr: vec![br(0x206, 0x200), br(0x204, 0x206)],
+        };
+        let expect = |c: &CounterSet, key: &[u64]| {
+            assert_eq!(c.contexts.len(), 1);
+            assert_eq!(
+                flat(c, key),
+                (
+                    vec![((0x206, 0x206), 1)],
+                    vec![((0x204, 0x206), 1), ((0x206, 0x200), 1)]
+                )
+            );
+        };
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        expect(&run(&l, shape, &[(s.clone(), 1)]).0, &[0x214, 0x206]);
+        let off = KeyShape {
+            compress_recursion: Some(0),
+            ..shape
+        };
+        expect(&run(&l, off, &[(s.clone(), 1)]).0, &[0x214, 0x206, 0x206]);
+        let trimmed = KeyShape {
+            depth: Some(1),
+            ..shape
+        };
+        expect(&run(&l, trimmed, &[(s.clone(), 1)]).0, &[0x206]);
+        let zero = KeyShape {
+            depth: Some(0),
+            ..shape
+        };
+        expect(&run(&l, zero, &[(s, 1)]).0, &[]);
+    }
+}
