@@ -387,3 +387,64 @@ fn garbage_and_corrupt_headers() {
     std::fs::write(&path, &bytes).unwrap();
     let _ = collector::perf_data::read_perf_data(&path);
 }
+
+/// A two-event file from `perf record` itself (software events, so no PMU needed):
+/// samples are matched to their attr by PERF_SAMPLE_ID, and each (event, time, ip) equals
+/// what `perf script -F event,time,ip -G --ns` prints.
+#[test]
+fn multi_attr_file_from_perf_record() {
+    let path = tmp("multi.data");
+    let p = path.to_str().unwrap();
+    let workload = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done";
+    let Some((_, err)) = perf(&[
+        "record",
+        "-e",
+        "cpu-clock,task-clock",
+        "-g",
+        "-o",
+        p,
+        "--",
+        "sh",
+        "-c",
+        workload,
+    ]) else {
+        eprintln!("perf not installed; skipping");
+        return;
+    };
+    if !path.exists() {
+        eprintln!("perf record failed ({err}); skipping");
+        return;
+    }
+    let (text, _) = perf(&["script", "-i", p, "-F", "event,time,ip", "-G", "--ns"]).unwrap();
+    // " 1763.381688173:  cpu-clock:  ffffffff81b75d9a"
+    let want: Vec<(String, u64, u64)> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut f = l.split(':').map(str::trim);
+            let (time, name, ip) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+            let (s, ns) = time.trim().split_once('.').unwrap();
+            let time = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+            (
+                name.to_string(),
+                time,
+                u64::from_str_radix(ip.trim(), 16).unwrap(),
+            )
+        })
+        .collect();
+    assert!(want.len() > 10, "{text}");
+    let mut reader = collector::perf_data::PerfDataReader::open(&path).unwrap();
+    assert_eq!(reader.attr_count(), 2);
+    let mut got = Vec::new();
+    while let Some((attr, record)) = reader.next_record().unwrap() {
+        if let collector::record::Record::Sample(s) = record {
+            assert_ne!(s.id, 0);
+            got.push((
+                reader.attr_name(attr).unwrap().to_string(),
+                s.sample.time,
+                s.sample.ip,
+            ));
+        }
+    }
+    assert_eq!(got, want);
+}

@@ -32,7 +32,10 @@ fn perf_script(path: &Path) -> Option<String> {
 /// (ip, callchain, [(from, to, mispred|pred|cycles)]) of each sample with a branch stack.
 type Key = (u64, Vec<u64>, Vec<(u64, u64, u64)>);
 
-fn keys(events: &[PerfEvent]) -> (Vec<Key>, Vec<(i32, u64, u64, u64, String)>) {
+/// (pid, addr, len, pgoff, path) of each mapping.
+type MmapKey = (i32, u64, u64, u64, String);
+
+fn keys(events: &[PerfEvent]) -> (Vec<Key>, Vec<MmapKey>) {
     let mut samples = Vec::new();
     let mut mmaps = Vec::new();
     for e in events {

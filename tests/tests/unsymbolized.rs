@@ -5,22 +5,27 @@
 //! (its events, in order, exactly what the text was written from), and the two
 //! unsymbolized profiles must be byte-identical:
 //!
-//! * context-sensitive (hybrid samples, default options) for probe binaries: address
-//!   contexts `[0x7f4 @ 0x7bf]`;
+//! * context-sensitive (hybrid samples, default options): address contexts
+//!   `[0x7f4 @ 0x7bf]` for probe binaries, symbolized contexts `[main:1 @ foo]` for
+//!   line-table binaries (the symbolizer's `expand_line_context` prints them);
 //! * flat (`--ignore-stack-samples`) for both variants.
 //!
-//! The line-based (DWARF) context-sensitive output needs the symbolizer's context strings
-//! and is checked by the symbolizer's tests.
-//!
-//! The binary's code layout comes from `llvm-objdump-19 -d` here (test-only, an oracle
-//! independent of the symbolizer's decoder), so a difference points at the unwinder.
+//! Each comparison runs twice: with the symbolizer's `ProfiledBinary` as the code layout
+//! (the product path), and, for probe and flat counters, with a layout read from
+//! `llvm-objdump-19 -d` (test-only, an oracle independent of the symbolizer's decoder), so
+//! a difference tells whether the unwinder or the binary model is at fault. On a mismatch
+//! our output is written next to llvm-profgen's under `target/corpus/recordings/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
 use e2e::corpus::{self, Variant, PROGRAM_NAMES};
-use exporter::format::unsymbolized::write_unsymbolized;
+use exporter::format::unsymbolized::{write_unsymbolized, LineContextFormatter};
+use symbolizer::generate::cs::expand_line_context;
+use symbolizer::generate::GenerateOptions;
+use symbolizer::profile::SampleContext;
+use symbolizer::ProfiledBinary;
 use unwinder::{unwind_samples, BinaryLoadInfo, CodeLayout, UnwindOptions};
 
 /// x86 instruction classes llvm-profgen distinguishes.
@@ -65,7 +70,9 @@ impl ObjdumpLayout {
             if let Some((addr, rest)) = line.split_once(' ') {
                 if rest.starts_with('<') && rest.ends_with(">:") {
                     synthetic = rest.ends_with("@plt>:");
-                    if let (Ok(a), false, false) = (u64::from_str_radix(addr, 16), synthetic, plt_section) {
+                    if let (Ok(a), false, false) =
+                        (u64::from_str_radix(addr, 16), synthetic, plt_section)
+                    {
                         starts.push(a);
                     }
                     continue;
@@ -75,8 +82,12 @@ impl ObjdumpLayout {
                 continue;
             }
             // "    1764:      \tcallq\t0x1710 <foo>"
-            let Some((addr, rest)) = line.trim_start().split_once(':') else { continue };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            let Some((addr, rest)) = line.trim_start().split_once(':') else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
             let mnemonic = rest.split_whitespace().next().unwrap_or("");
             if mnemonic.is_empty() || mnemonic == "..." {
                 continue;
@@ -112,10 +123,18 @@ impl ObjdumpLayout {
                 }
             }
         }
-        let sections = Command::new("llvm-readelf-19").arg("-SW").arg(binary).output().expect("llvm-readelf-19");
+        let sections = Command::new("llvm-readelf-19")
+            .arg("-SW")
+            .arg(binary)
+            .output()
+            .expect("llvm-readelf-19");
         let sections = String::from_utf8_lossy(&sections.stdout);
         let probes = sections.contains(".pseudo_probe_desc") && sections.contains(".pseudo_probe ");
-        ObjdumpLayout { insts, prolog_epilog, probes }
+        ObjdumpLayout {
+            insts,
+            prolog_epilog,
+            probes,
+        }
     }
 }
 
@@ -131,7 +150,10 @@ impl CodeLayout for ObjdumpLayout {
     }
     fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
         start < end
-            && self.insts.range(start..end).any(|(_, c)| matches!(c, Class::Call | Class::Return | Class::Jump))
+            && self
+                .insts
+                .range(start..end)
+                .any(|(_, c)| matches!(c, Class::Call | Class::Return | Class::Jump))
     }
     fn previous_instruction(&self, addr: u64) -> Option<u64> {
         self.insts.range(..addr).next_back().map(|(a, _)| *a)
@@ -157,7 +179,9 @@ fn load_info(binary: &Path) -> BinaryLoadInfo {
     let mut offsets = Vec::new();
     let mut addrs = Vec::new();
     for ph in elf.elf_program_headers() {
-        if ph.p_type(endian) == object::elf::PT_LOAD && ph.p_flags(endian) & object::elf::PF_X != object::elf::ProgramFlags(0) {
+        if ph.p_type(endian) == object::elf::PT_LOAD
+            && ph.p_flags(endian) & object::elf::PF_X != object::elf::ProgramFlags(0)
+        {
             offsets.push(ph.p_offset(endian) & !0xfff);
             addrs.push(ph.p_vaddr(endian) & !0xfff);
         }
@@ -179,7 +203,11 @@ fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> Str
         .args(extra)
         .output()
         .expect("llvm-profgen-19");
-    assert!(output.status.success(), "llvm-profgen-19 failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "llvm-profgen-19 failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     std::fs::read_to_string(out).unwrap()
 }
 
@@ -189,38 +217,111 @@ fn first_difference(a: &str, b: &str) -> String {
             return format!("line {}: llvm-profgen `{x}` vs ours `{y}`", i + 1);
         }
     }
-    format!("lengths differ: {} vs {} lines", a.lines().count(), b.lines().count())
+    format!(
+        "lengths differ: {} vs {} lines",
+        a.lines().count(),
+        b.lines().count()
+    )
+}
+
+/// Our unsymbolized profile of `recorded` with the binary described by `layout`/`load`.
+fn ours(
+    recorded: &corpus::Recorded,
+    layout: &dyn CodeLayout,
+    load: &BinaryLoadInfo,
+    ignore_stack: bool,
+    line_context: Option<LineContextFormatter<'_>>,
+) -> Result<String, String> {
+    let options = UnwindOptions {
+        ignore_stack_samples: ignore_stack,
+        ..UnwindOptions::default()
+    };
+    let (counters, _stats) = unwind_samples(
+        recorded.recording.events.iter().cloned(),
+        layout,
+        load,
+        &options,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    write_unsymbolized(&mut out, &counters, load.preferred_base, line_context)
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+fn compare(theirs: &str, ours: &str, what: &str, raw: &Path) -> Result<(), String> {
+    if ours == theirs {
+        return Ok(());
+    }
+    let mine = raw.with_extension(format!("{}.ours", what.replace('/', "-")));
+    std::fs::write(&mine, ours).unwrap();
+    Err(format!(
+        "{what}: {} ({} vs {})",
+        first_difference(theirs, ours),
+        raw.display(),
+        mine.display()
+    ))
 }
 
 fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String> {
     let program = corpus::program(name, variant)?;
     let recorded = corpus::record(&program)?;
-    let layout = ObjdumpLayout::load(&program.binary);
-    let load = load_info(&program.binary);
-    let options = UnwindOptions { ignore_stack_samples: ignore_stack, ..UnwindOptions::default() };
-    let (counters, _stats) = unwind_samples(recorded.recording.events.iter().cloned(), &layout, &load, &options)
-        .map_err(|e| format!("{name}/{variant}: {e}"))?;
-    let mut ours = Vec::new();
-    write_unsymbolized(&mut ours, &counters, load.preferred_base, None).map_err(|e| e.to_string())?;
-    let ours = String::from_utf8(ours).unwrap();
-    let out = recorded.perf_script.with_extension(if ignore_stack { "flat.raw" } else { "cs.raw" });
-    let extra: &[&str] = if ignore_stack { &["--ignore-stack-samples"] } else { &[] };
-    let theirs = llvm_profgen(&recorded.perf_script, &program.binary, extra, &out);
-    if ours != theirs {
-        let mine = out.with_extension("ours");
-        std::fs::write(&mine, &ours).unwrap();
-        return Err(format!(
-            "{name}/{variant} ignore_stack={ignore_stack}: {} ({} vs {})",
-            first_difference(&theirs, &ours),
-            out.display(),
-            mine.display()
-        ));
+    let raw = recorded
+        .perf_script
+        .with_extension(if ignore_stack { "flat.raw" } else { "cs.raw" });
+    let extra: &[&str] = if ignore_stack {
+        &["--ignore-stack-samples"]
+    } else {
+        &[]
+    };
+    let theirs = llvm_profgen(&recorded.perf_script, &program.binary, extra, &raw);
+    let what = format!(
+        "{name}/{variant}/{}",
+        if ignore_stack { "flat" } else { "cs" }
+    );
+
+    // The product path: the symbolizer's binary model and context strings.
+    let binary = ProfiledBinary::load(&program.binary).map_err(|e| format!("{what}: {e}"))?;
+    let generate = GenerateOptions::default();
+    let format = |key: &[u64]| {
+        SampleContext::from_frames(expand_line_context(&binary, key, &generate).0).to_string()
+    };
+    let mine = ours(
+        &recorded,
+        &binary,
+        &binary.load_info(),
+        ignore_stack,
+        Some(&format),
+    )
+    .map_err(|e| format!("{what}: {e}"))?;
+    compare(&theirs, &mine, &what, &raw)?;
+
+    // The objdump oracle (no inline frames: probe and flat counters only).
+    if ignore_stack || variant == Variant::Probe {
+        let layout = ObjdumpLayout::load(&program.binary);
+        let mine = ours(
+            &recorded,
+            &layout,
+            &load_info(&program.binary),
+            ignore_stack,
+            None,
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        compare(&theirs, &mine, &format!("{what}/objdump"), &raw)?;
     }
     Ok(())
 }
 
 fn run_all(variants: &[Variant], ignore_stack: bool) {
-    if !corpus::tools_available("unsymbolized", &["clang-19", "llvm-profgen-19", "llvm-objdump-19", "llvm-readelf-19"]) {
+    if !corpus::tools_available(
+        "unsymbolized",
+        &[
+            "clang-19",
+            "llvm-profgen-19",
+            "llvm-objdump-19",
+            "llvm-readelf-19",
+        ],
+    ) {
         return;
     }
     let mut failures = Vec::new();
@@ -231,12 +332,22 @@ fn run_all(variants: &[Variant], ignore_stack: bool) {
             }
         }
     }
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn probe_context_sensitive_counters_match_llvm_profgen() {
     run_all(&[Variant::Probe], false);
+}
+
+#[test]
+fn line_context_sensitive_counters_match_llvm_profgen() {
+    run_all(&[Variant::Lines], false);
 }
 
 #[test]

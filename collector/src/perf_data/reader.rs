@@ -135,6 +135,25 @@ impl PerfDataReader {
         &self.event
     }
 
+    /// Number of attrs (events) in the file; [`Self::next_record`] names them by index.
+    pub fn attr_count(&self) -> usize {
+        self.layouts.len()
+    }
+
+    /// The name of attr `index` (from HEADER_EVENT_DESC), when the file has one.
+    pub fn attr_name(&self, index: usize) -> Option<&str> {
+        self.perf_file
+            .event_attributes()
+            .get(index)?
+            .name
+            .as_deref()
+    }
+
+    /// The record layout of attr `index`.
+    pub fn attr_layout(&self, index: usize) -> Option<&SampleLayout> {
+        self.layouts.get(index)
+    }
+
     /// The HEADER_BUILD_ID entries, in file order.
     pub fn build_ids(&self) -> &[BuildIdEntry] {
         &self.build_ids

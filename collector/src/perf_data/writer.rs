@@ -236,10 +236,16 @@ pub fn write_perf_data(path: &Path, recording: &Recording) -> Result<(), PerfDat
 fn feature_sections(recording: &Recording, attr: &RawAttr) -> Vec<(u32, Vec<u8>)> {
     let mut out = Vec::new();
     let mut s = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for entry in &recording.build_ids {
+        // One entry per (build id, file), however many processes mapped it.
+        if !seen.insert((&entry.build_id, &entry.filename)) {
+            continue;
+        }
         // perf keys build ids by machine: pid -1 is the host (HOST_KERNEL_ID); any other pid
-        // would make perf look for a guest machine. User-space DSOs are cpumode USER.
-        let cpumode = if entry.pid == -1 && entry.filename.starts_with('[') {
+        // would make perf look for a guest machine. Only the kernel image is cpumode KERNEL
+        // ([vdso] is a user-space DSO).
+        let cpumode = if entry.filename.starts_with("[kernel") {
             misc::KERNEL
         } else {
             misc::USER

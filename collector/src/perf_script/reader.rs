@@ -272,7 +272,7 @@ impl<R: BufRead> PerfScriptReader<R> {
 
     /// `extractLBRStack` on the current line, then advances. `None` when the sample is
     /// dropped (invalid leading IP, no valid entry).
-    fn lbr_line(&mut self) -> Result<Option<(Option<u64>, Vec<LbrEntry>)>, PerfScriptError> {
+    fn lbr_line(&mut self) -> Result<Option<LeadingIpAndEntries>, PerfScriptError> {
         let parsed = parse_lbr_line(&self.line);
         let blank = trim_end(&self.line).iter().all(|&b| b == b' ');
         self.advance()?;
@@ -446,6 +446,9 @@ fn split_limited(s: &[u8], max_split: usize) -> Vec<&[u8]> {
     }
     out
 }
+
+/// A branch-stack line's optional leading IP and its entries.
+type LeadingIpAndEntries = (Option<u64>, Vec<LbrEntry>);
 
 enum LbrLine {
     /// The leading token had no `/` and was not hex: the sample is dropped.

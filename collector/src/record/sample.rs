@@ -434,6 +434,43 @@ mod tests {
     }
 
     #[test]
+    fn aux_size_and_regs_too_short() {
+        #[rustfmt::skip]
+        let aux: [u8; 16] = [
+            0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // aux.size = 16 (8 follow)
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // aux.data ...
+        ];
+        assert_eq!(
+            parse_sample(&aux, &SampleLayout::new(AUX, 0, 0, false)),
+            Err(RecordParseError::CountTooLarge {
+                field: "aux.size",
+                offset: 0,
+                value: 16,
+                max: 8
+            })
+        );
+        #[rustfmt::skip]
+        let regs: [u8; 16] = [
+            0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // regs_user.abi = PERF_SAMPLE_REGS_ABI_64
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // regs[0] (the mask asks for 3)
+        ];
+        let layout = SampleLayout::new(REGS_USER, 0, 0, false).with_regs(0x1c0, 0);
+        assert_eq!(
+            parse_sample(&regs, &layout),
+            Err(RecordParseError::TooShort {
+                field: "regs_user",
+                offset: 8,
+                needed: 24,
+                len: 16
+            })
+        );
+        // abi = 0 (PERF_SAMPLE_REGS_ABI_NONE): no registers follow.
+        let mut none = regs;
+        none[0] = 0;
+        assert!(parse_sample(&none[..8], &layout).is_ok());
+    }
+
+    #[test]
     fn hw_idx_precedes_entries() {
         let layout = SampleLayout::new(
             IP | BRANCH_STACK,

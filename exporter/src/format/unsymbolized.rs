@@ -276,18 +276,20 @@ mod tests {
   0
   1
   ffffffffffc00001->540:2
+[0x7f4]
+  1
+  700-710:1
+  0
 [0x7f4 @ 0x7bf]
   2
   5ff-62f:6
   640-645:3
   1
   7bf->760:3
-[0x7f4]
-  1
-  700-710:1
-  0
 ";
 
+    /// Sorted as the strings without brackets: "0x7f4" < "0x7f4 @ 0x7bf" (with brackets
+    /// `]` would sort after ` `).
     #[test]
     fn probe_contexts_sorted_as_strings() {
         let mut out = Vec::new();

@@ -17,8 +17,11 @@ pub enum BranchClass {
     Call,
     /// A direct unconditional jump.
     DirectJump,
-    /// Another jump: indirect or conditional (the binary model does not tell them apart;
-    /// llvm-profgen treats only indirect jumps as tail-call sites).
+    /// An indirect unconditional jump (`isIndirectBranch() && isBarrier()`).
+    IndirectJump,
+    /// A conditional jump, or a jump the binary model cannot classify further
+    /// ([`ProfiledBinary`]'s instruction kinds do not tell indirect jumps from
+    /// conditional ones, so it reports both as this).
     OtherJump,
     /// Anything else (returns included).
     Other,

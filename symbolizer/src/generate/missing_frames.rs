@@ -6,12 +6,17 @@
 //! **unique** chain of sampled tail calls, the tail-call sites of that chain are inserted.
 //!
 //! Edges come from the sampled branches of all contexts, filtered by the static kind of
-//! their source: calls (`CallEdges`), and tail-call sites (`TailCallEdges`): direct `jmp`s
-//! whose target is in another function, and indirect jumps, whose target is in another
-//! function range. The model cannot tell an indirect jump from a conditional one
-//! ([`BranchClass::OtherJump`]); a conditional jump into another function range would
-//! count here and not in llvm-profgen (compilers emit conditional tail calls only when
-//! optimising for size).
+//! their source (`ProfiledBinary::dissassembleSymbol`): calls (`CallEdges`), and tail-call
+//! sites (`TailCallEdges`): direct unconditional `jmp`s whose target is in another
+//! function, and indirect `jmp`s whose sampled target is in another function range.
+//! Conditional jumps never are, even clang's conditional tail calls: on the corpus program
+//! `inline_tail`, `chain_tail` reaches `dispatch_tail` by `je` and by `jmp`, and
+//! llvm-profgen 19 infers the unique path through the `jmp` (`[main:5 @ chain_tail:3 @
+//! dispatch_tail]`), which counting the `je` would make ambiguous.
+//!
+//! [`ProfiledBinary`](crate::ProfiledBinary)'s instruction kinds do not tell indirect jumps
+//! from conditional ones; its [`BranchClass::OtherJump`] is treated as conditional, so
+//! indirect tail calls (`jmp *%rax` to another function) are not inferred through.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -73,11 +78,12 @@ impl MissingFrameInferrer {
                             }
                         }
                     }
-                    BranchClass::OtherJump => {
+                    BranchClass::IndirectJump => {
                         if to_range.map(|r| r.0) != Some(from_range) {
                             sampled_tail_calls.entry(from).or_default().insert(to);
                         }
                     }
+                    BranchClass::OtherJump => {}
                     BranchClass::Other => {}
                 }
             }

@@ -1,0 +1,74 @@
+//! The `pgo-agent` command line as a library: [`run_cli`] parses arguments and runs a
+//! subcommand, so the end-to-end tests drive exactly what users run. Wiring only: every
+//! subcommand lives in its own module and calls into the pipeline crates.
+
+pub mod cli;
+pub mod convert;
+pub mod convert_pipeline;
+pub mod progress;
+pub mod record;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Parses `argv` (including the program name) and runs the subcommand. Errors are printed
+/// to stderr and turn into exit code 1; usage errors exit through clap (code 2).
+pub fn run_cli(argv: Vec<String>) -> ExitCode {
+    let cli = match parse_args(argv) {
+        Ok(cli) => cli,
+        Err(ArgsError::Llvm(err)) => return fail(err),
+        Err(ArgsError::Clap(err)) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    execute(cli).unwrap_or_else(fail)
+}
+
+/// Why the command line was rejected.
+#[derive(Debug)]
+pub enum ArgsError {
+    /// An llvm-profgen option `convert` does not implement.
+    Llvm(anyhow::Error),
+    /// clap's usage error (or a `--help`/`--version` request).
+    Clap(clap::Error),
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::Llvm(e) => write!(f, "{e:#}"),
+            ArgsError::Clap(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ArgsError {}
+
+/// Parses `argv` (including the program name), accepting llvm-profgen's spellings for
+/// `convert`.
+pub fn parse_args(mut argv: Vec<String>) -> Result<cli::Cli, ArgsError> {
+    if argv.get(1).map(String::as_str) == Some("convert") {
+        let rest = convert::normalize_llvm_args(&argv[2..]).map_err(ArgsError::Llvm)?;
+        argv.splice(2.., rest).for_each(drop);
+    }
+    cli::Cli::try_parse_from(argv).map_err(ArgsError::Clap)
+}
+
+/// Runs a parsed command line.
+pub fn execute(cli: cli::Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        cli::Command::Record(args) => record::run(args),
+        cli::Command::Convert(args) => convert::run(args),
+    }
+}
+
+fn fail(err: anyhow::Error) -> ExitCode {
+    eprintln!("pgo-agent: error: {err:#}");
+    ExitCode::from(1)
+}

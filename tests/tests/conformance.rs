@@ -1,0 +1,227 @@
+//! The conformance suite: `pgo-agent convert` against llvm-profgen 19, end to end.
+//!
+//! Every corpus program (tests/programs/), both builds (pseudo probes, line tables), is
+//! recorded once with the software LBR recorder. Then, for the context-sensitive path
+//! (hybrid samples) and the LBR-only path (`--ignore-stack-samples`):
+//!
+//! * unsymbolized counters: `llvm-profgen-19 --perfscript S --skip-symbolization` and
+//!   `pgo-agent convert --perfscript S --skip-symbolization` are byte-identical (both
+//!   sort their output), and so is `pgo-agent convert --perfdata D` on the recorder's
+//!   perf.data (no `perf` binary involved);
+//! * text profiles: `--format=text --csspgo-preinliner=false --gen-cs-nested-profile=false`
+//!   from both tools are identical after `llvm-profdata-19 merge --sample --text`.
+//!
+//! Each check runs the real command line (`daemon::parse_args` + `daemon::execute`), the
+//! same code path as the `pgo-agent` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use e2e::corpus::{self, Variant};
+
+const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
+
+/// Runs `pgo-agent <args>` in-process; panics with the error on failure.
+fn pgo_agent(args: &[&str]) {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let cli = daemon::parse_args(argv.clone())
+        .unwrap_or_else(|e| panic!("pgo-agent {}: {e}", argv[1..].join(" ")));
+    if let Err(e) = daemon::execute(cli) {
+        panic!("pgo-agent {}: {e:#}", argv[1..].join(" "));
+    }
+}
+
+/// Runs an LLVM oracle; panics with its stderr on failure.
+fn llvm(tool: &str, args: &[&str]) {
+    let out = Command::new(tool).args(args).output().expect(tool);
+    assert!(
+        out.status.success(),
+        "{tool} {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `llvm-profdata-19 merge --sample --text`: LLVM's canonical text of a sample profile.
+fn canonical(profile: &Path) -> String {
+    let out = profile.with_extension("canonical.txt");
+    llvm(
+        "llvm-profdata-19",
+        &[
+            "merge",
+            "--sample",
+            "--text",
+            profile.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    read(&out)
+}
+
+/// Prints both texts in full and fails when they differ.
+fn assert_same(what: &str, ours: &str, theirs: &str) {
+    if ours != theirs {
+        let first = ours
+            .lines()
+            .zip(theirs.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(ours.lines().count().min(theirs.lines().count()));
+        panic!(
+            "{what}: pgo-agent and llvm-profgen-19 differ (first at line {}):\n\
+             --- llvm-profgen-19\n{theirs}\n--- pgo-agent\n{ours}",
+            first + 1
+        );
+    }
+}
+
+fn out_dir(name: &str, variant: Variant) -> PathBuf {
+    let dir = corpus::target_dir()
+        .join("conformance")
+        .join(std::process::id().to_string())
+        .join(format!("{name}-{variant}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The whole conformance check of one corpus program and build.
+fn conformance(name: &str, variant: Variant) {
+    if !corpus::tools_available("conformance", TOOLS) {
+        return;
+    }
+    let program = corpus::program(name, variant).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir(name, variant);
+    let binary = program.binary.to_str().unwrap();
+    let script = rec.perf_script.to_str().unwrap();
+    let data = rec.perf_data.to_str().unwrap();
+
+    for (mode, extra) in [("cs", None), ("flat", Some("--ignore-stack-samples"))] {
+        let with = |args: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            v.extend(extra.map(str::to_string));
+            v
+        };
+        let path = |stem: &str| dir.join(format!("{stem}.{mode}"));
+        let (theirs_raw, ours_raw, ours_data_raw) =
+            (path("llvm.raw"), path("ours.raw"), path("ours-perfdata.raw"));
+        let (theirs_txt, ours_txt) = (path("llvm.txt"), path("ours.txt"));
+        let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+
+        let argv = with(&["--perfscript", script, "--binary", binary]);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let raw_args = ["--skip-symbolization", "--output"];
+        llvm(
+            "llvm-profgen-19",
+            &[&argv[..], &raw_args, &[&s(&theirs_raw)]].concat(),
+        );
+        pgo_agent(&[&["convert"], &argv[..], &raw_args, &[&s(&ours_raw)]].concat());
+        assert_same(
+            &format!("{name} ({variant}, {mode}) unsymbolized counters from perf script"),
+            &read(&ours_raw),
+            &read(&theirs_raw),
+        );
+
+        let data_argv = with(&["--perfdata", data, "--binary", binary]);
+        let data_argv: Vec<&str> = data_argv.iter().map(String::as_str).collect();
+        pgo_agent(&[&["convert"], &data_argv[..], &raw_args, &[&s(&ours_data_raw)]].concat());
+        assert_same(
+            &format!("{name} ({variant}, {mode}) unsymbolized counters from perf.data"),
+            &read(&ours_data_raw),
+            &read(&theirs_raw),
+        );
+
+        let text_args = [
+            "--format=text",
+            "--csspgo-preinliner=false",
+            "--gen-cs-nested-profile=false",
+            "--output",
+        ];
+        llvm(
+            "llvm-profgen-19",
+            &[&argv[..], &text_args, &[&s(&theirs_txt)]].concat(),
+        );
+        pgo_agent(&[&["convert"], &argv[..], &text_args, &[&s(&ours_txt)]].concat());
+        let theirs = canonical(&theirs_txt);
+        assert!(
+            !theirs.trim().is_empty(),
+            "{name} ({variant}, {mode}): llvm-profgen-19 wrote an empty profile"
+        );
+        assert_same(
+            &format!("{name} ({variant}, {mode}) text profile (llvm-profdata canonical)"),
+            &canonical(&ours_txt),
+            &theirs,
+        );
+    }
+}
+
+macro_rules! conformance_tests {
+    ($($test:ident: $name:literal, $variant:ident;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                conformance($name, Variant::$variant);
+            }
+        )*
+    };
+}
+
+conformance_tests! {
+    loop_count_probe: "loop_count", Probe;
+    loop_count_lines: "loop_count", Lines;
+    recursion_probe: "recursion", Probe;
+    recursion_lines: "recursion", Lines;
+    inline_tail_probe: "inline_tail", Probe;
+    inline_tail_lines: "inline_tail", Lines;
+    virtual_calls_probe: "virtual_calls", Probe;
+    virtual_calls_lines: "virtual_calls", Lines;
+    interp_probe: "interp", Probe;
+    interp_lines: "interp", Lines;
+    unroll_probe: "unroll", Probe;
+    unroll_lines: "unroll", Lines;
+    shlib_user_probe: "shlib_user", Probe;
+    shlib_user_lines: "shlib_user", Lines;
+}
+
+/// The real Intel Skylake LBR recording (tests/fixtures/propeller_sample_1): read as
+/// perf.data directly, our unsymbolized counters equal llvm-profgen-19's from `perf script`
+/// of the same file.
+#[test]
+fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
+    if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/propeller_sample_1");
+    let data = fixture.join("perf.data");
+    let binary = fixture.join("propeller_sample_1.bin.gen");
+    let dir = out_dir("propeller_sample_1", Variant::Lines);
+    let script = dir.join("perf.script");
+    let out = Command::new("perf")
+        .args(["script", "-F", "ip,brstack", "--show-mmap-events", "-i"])
+        .arg(&data)
+        .output()
+        .expect("perf");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&script, &out.stdout).unwrap();
+    let theirs = dir.join("llvm.raw");
+    let ours = dir.join("ours.raw");
+    let (b, s, d) = (
+        binary.to_str().unwrap(),
+        script.to_str().unwrap(),
+        data.to_str().unwrap(),
+    );
+    llvm(
+        "llvm-profgen-19",
+        &["--perfscript", s, "--binary", b, "--skip-symbolization", "--output", theirs.to_str().unwrap()],
+    );
+    pgo_agent(&["convert", "--perfdata", d, "--binary", b, "--skip-symbolization", "--output", ours.to_str().unwrap()]);
+    let theirs = read(&theirs);
+    // 14 ranges and 13 branches of the program's hot loop (llvm-profgen-19, perf 6.1).
+    assert!(theirs.lines().count() > 20, "llvm-profgen found too few counters:\n{theirs}");
+    assert_same("propeller_sample_1 unsymbolized counters", &read(&ours), &theirs);
+}
