@@ -16,7 +16,7 @@ impl BuildId {
     /// Parses lower- or upper-case hex with an even number of digits.
     pub fn from_hex(s: &str) -> Option<BuildId> {
         let s = s.trim();
-        if s.is_empty() || s.len() % 2 != 0 || s.len() > 128 {
+        if s.is_empty() || !s.len().is_multiple_of(2) || s.len() > 128 {
             return None;
         }
         let bytes = (0..s.len())

@@ -19,6 +19,7 @@
 
 pub mod build_id;
 pub mod event;
+pub mod live;
 pub mod perf_data;
 pub mod perf_script;
 pub mod record;

@@ -18,6 +18,7 @@ pub mod guid;
 pub mod name;
 pub mod probe;
 pub mod profile;
+pub mod quality;
 pub mod symtab;
 
 pub use binary::{BinaryFunction, FrameLocation, FuncRange, LoadOptions, ProfiledBinary};

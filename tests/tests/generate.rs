@@ -13,8 +13,12 @@
 //!   contexts are already symbolized strings), with the symbolizer's `ProfiledBinary` as
 //!   the code layout.
 //!
-//! The extbinary writer is checked on the same profiles: `llvm-profdata-19 show --sample`
-//! must read our extbinary file and dump exactly our text profile.
+//! The extbinary writer is checked on the same profiles: `llvm-profdata-19 merge --sample
+//! --text` must read our extbinary file back to exactly our canonical text profile, and
+//! our file must equal llvm-profgen's own extbinary byte for byte except for the order of
+//! the FuncMetadata records (LLVM writes them in hash-map order), and
+//! `clang -O2 -fprofile-sample-use=OURS.extbinary` must compile the program's source without
+//! any diagnostic.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -173,12 +177,7 @@ fn check(name: &str, mode: Mode) -> Result<(), String> {
     if mode.flat() {
         extra.push("--ignore-stack-samples");
     }
-    llvm_profgen(
-        &recorded.perf_script,
-        &program.binary,
-        &extra,
-        &theirs_file,
-    )?;
+    llvm_profgen(&recorded.perf_script, &program.binary, &extra, &theirs_file)?;
     let theirs = canonical(&theirs_file)?;
     let ours = canonical(&ours_file)?;
     if theirs != ours {
@@ -203,13 +202,169 @@ fn check(name: &str, mode: Mode) -> Result<(), String> {
             ext_file.display()
         ));
     }
+    compare_extbinary(&recorded, mode, &ext_file, &stem)?;
+    compile_with_profile(name, mode, &ext_file)
+}
+
+/// Our extbinary against llvm-profgen's (same flags, `--format=extbinary`): byte-identical
+/// up to the FuncMetadata section, which LLVM writes in `SampleProfileMap` (hash map)
+/// order; its records must be the same multiset.
+fn compare_extbinary(
+    recorded: &corpus::Recorded,
+    mode: Mode,
+    ours: &Path,
+    stem: &Path,
+) -> Result<(), String> {
+    let theirs = stem.with_extension("theirs.extbinary");
+    let mut extra = vec![
+        "--format=extbinary",
+        "--csspgo-preinliner=false",
+        "--gen-cs-nested-profile=false",
+    ];
+    if mode.flat() {
+        extra.push("--ignore-stack-samples");
+    }
+    llvm_profgen(
+        &recorded.perf_script,
+        &recorded.program.binary,
+        &extra,
+        &theirs,
+    )?;
+    let a = std::fs::read(&theirs).map_err(|e| e.to_string())?;
+    let b = std::fs::read(ours).map_err(|e| e.to_string())?;
+    let (offset, size) = metadata_section(ours)?;
+    let what = format!("{} {}", recorded.program.name, mode.tag());
+    if a.len() != b.len() || a[..offset] != b[..offset] {
+        return Err(format!(
+            "{what}: extbinary differs before FuncMetadata ({} vs {})",
+            theirs.display(),
+            ours.display()
+        ));
+    }
+    let probe = mode.variant() == Variant::Probe;
+    let cs = !mode.flat();
+    let records = |bytes: &[u8]| -> Result<Vec<Vec<u64>>, String> {
+        let mut r = MetadataReader {
+            data: &bytes[offset..offset + size],
+            at: 0,
+        };
+        let mut out = Vec::new();
+        while r.at < r.data.len() {
+            let mut rec = Vec::new();
+            r.record(probe, cs, &mut rec)?;
+            out.push(rec);
+        }
+        out.sort();
+        Ok(out)
+    };
+    if records(&a)? != records(&b)? {
+        return Err(format!("{what}: FuncMetadata records differ"));
+    }
+    Ok(())
+}
+
+/// (offset, size) of the FuncMetadata section, from `llvm-profdata-19 show --sample
+/// --show-sec-info-only`.
+fn metadata_section(file: &Path) -> Result<(usize, usize), String> {
+    let out = run(Command::new("llvm-profdata-19")
+        .args(["show", "--sample", "--show-sec-info-only"])
+        .arg(file))?;
+    let text = String::from_utf8_lossy(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("FunctionMetadata"))
+        .ok_or("no FunctionMetadata section")?;
+    let field = |name: &str| -> Result<usize, String> {
+        line.split(name)
+            .nth(1)
+            .and_then(|t| t.split(',').next())
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| format!("cannot parse `{line}`"))
+    };
+    Ok((field("Offset:")?, field("Size:")?))
+}
+
+/// Reads FuncMetadata records (`writeFuncMetadata`): name/context index, checksum (probe),
+/// attributes (CS), and for non-CS profiles the inlined call sites recursively.
+struct MetadataReader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl MetadataReader<'_> {
+    fn uleb(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *self.data.get(self.at).ok_or("truncated FuncMetadata")?;
+            self.at += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("ULEB too long".to_string())
+    }
+
+    fn record(&mut self, probe: bool, cs: bool, out: &mut Vec<u64>) -> Result<(), String> {
+        out.push(self.uleb()?);
+        if probe {
+            out.push(self.uleb()?);
+        }
+        if cs {
+            out.push(self.uleb()?);
+            return Ok(());
+        }
+        let n = self.uleb()?;
+        out.push(n);
+        for _ in 0..n {
+            out.push(self.uleb()?);
+            out.push(self.uleb()?);
+            self.record(probe, cs, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// `clang -O2 -fprofile-sample-use=OURS.extbinary` compiles the program's source without
+/// any diagnostic (a malformed or mismatching profile makes clang warn).
+fn compile_with_profile(name: &str, mode: Mode, profile: &Path) -> Result<(), String> {
+    let src_dir = corpus::sources_dir();
+    let (compiler, src) = if name == "virtual_calls" {
+        ("clang++-19", src_dir.join("virtual_calls.cpp"))
+    } else {
+        ("clang-19", src_dir.join(format!("{name}.c")))
+    };
+    let object = profile.with_extension("o");
+    let mut cmd = Command::new(compiler);
+    cmd.args(["-O2", "-g", "-fdebug-info-for-profiling", "-c"])
+        .arg(format!("-fprofile-sample-use={}", profile.display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&object);
+    if mode.variant() == Variant::Probe {
+        cmd.arg("-fpseudo-probe-for-profiling");
+    }
+    let output = cmd.output().map_err(|e| format!("{compiler}: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() || !stderr.trim().is_empty() {
+        return Err(format!(
+            "{name} {}: {compiler} -fprofile-sample-use={} reported: {stderr}",
+            mode.tag(),
+            profile.display()
+        ));
+    }
     Ok(())
 }
 
 fn run_all(mode: Mode) {
     if !corpus::tools_available(
         "generate",
-        &["clang-19", "llvm-profgen-19", "llvm-profdata-19"],
+        &[
+            "clang-19",
+            "clang++-19",
+            "llvm-profgen-19",
+            "llvm-profdata-19",
+        ],
     ) {
         return;
     }

@@ -13,7 +13,8 @@
 //! Each comparison runs twice: with the symbolizer's `ProfiledBinary` as the code layout
 //! (the product path), and, for probe and flat counters, with a layout read from
 //! `llvm-objdump-19 -d` (test-only, an oracle independent of the symbolizer's decoder), so
-//! a difference tells whether the unwinder or the binary model is at fault. On a mismatch
+//! a difference tells whether the unwinder or the binary model is at fault. The warning
+//! summary ([`unwinder::UnwindStats::warnings`]) must equal llvm-profgen's stderr warnings. On a mismatch
 //! our output is written next to llvm-profgen's under `target/corpus/recordings/`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,7 +27,9 @@ use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
-use unwinder::{unwind_samples, BinaryLoadInfo, CodeLayout, UnwindOptions};
+use unwinder::{
+    unwind_samples, BinaryLoadInfo, CodeLayout, CounterKind, RangeChecks, UnwindOptions,
+};
 
 /// x86 instruction classes llvm-profgen distinguishes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -194,7 +197,9 @@ fn load_info(binary: &Path) -> BinaryLoadInfo {
     }
 }
 
-fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> String {
+/// Runs llvm-profgen-19; returns the unsymbolized profile and its warnings (stderr lines
+/// without the "warning: " prefix).
+fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> (String, Vec<String>) {
     let output = Command::new("llvm-profgen-19")
         .arg(format!("--perfscript={}", script.display()))
         .arg(format!("--binary={}", binary.display()))
@@ -203,12 +208,58 @@ fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> Str
         .args(extra)
         .output()
         .expect("llvm-profgen-19");
-    assert!(
-        output.status.success(),
-        "llvm-profgen-19 failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    std::fs::read_to_string(out).unwrap()
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "llvm-profgen-19 failed: {stderr}");
+    let warnings = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("warning: "))
+        .map(str::to_string)
+        .collect();
+    (std::fs::read_to_string(out).unwrap(), warnings)
+}
+
+/// The symbolizer's binary plus llvm-profgen's range checks (`warnInvalidRange`), so the
+/// warning summary can be compared too.
+struct Checked<'a>(&'a ProfiledBinary);
+
+impl CodeLayout for Checked<'_> {
+    fn is_code(&self, addr: u64) -> bool {
+        self.0.is_code(addr)
+    }
+    fn is_call(&self, addr: u64) -> bool {
+        self.0.is_call(addr)
+    }
+    fn is_return(&self, addr: u64) -> bool {
+        self.0.is_return(addr)
+    }
+    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
+        self.0.range_crosses_uncond_branch(start, end)
+    }
+    fn previous_instruction(&self, addr: u64) -> Option<u64> {
+        self.0.previous_instruction(addr)
+    }
+    fn is_prolog_or_epilog(&self, addr: u64) -> bool {
+        self.0.is_prolog_or_epilog(addr)
+    }
+    fn has_pseudo_probes(&self) -> bool {
+        CodeLayout::has_pseudo_probes(self.0)
+    }
+    fn inline_context_equal(&self, a: u64, b: u64) -> bool {
+        self.0.inline_context_equal(a, b)
+    }
+    fn range_checks(&self) -> Option<&dyn RangeChecks> {
+        Some(self)
+    }
+}
+
+impl RangeChecks for Checked<'_> {
+    fn is_transfer(&self, addr: u64) -> bool {
+        use symbolizer::binary::disasm::{KIND_BRANCH, KIND_CALL, KIND_RETURN};
+        self.0.code().kind(addr) & (KIND_BRANCH | KIND_CALL | KIND_RETURN) != 0
+    }
+    fn function_range(&self, addr: u64) -> Option<(u64, u64)> {
+        self.0.func_range_at(addr).map(|r| (r.start, r.end))
+    }
 }
 
 fn first_difference(a: &str, b: &str) -> String {
@@ -224,19 +275,20 @@ fn first_difference(a: &str, b: &str) -> String {
     )
 }
 
-/// Our unsymbolized profile of `recorded` with the binary described by `layout`/`load`.
+/// Our unsymbolized profile of `recorded` with the binary described by `layout`/`load`,
+/// and our warning summary.
 fn ours(
     recorded: &corpus::Recorded,
     layout: &dyn CodeLayout,
     load: &BinaryLoadInfo,
     ignore_stack: bool,
     line_context: Option<LineContextFormatter<'_>>,
-) -> Result<String, String> {
+) -> Result<(String, Vec<String>), String> {
     let options = UnwindOptions {
         ignore_stack_samples: ignore_stack,
         ..UnwindOptions::default()
     };
-    let (counters, _stats) = unwind_samples(
+    let (counters, mut stats) = unwind_samples(
         recorded.recording.events.iter().cloned(),
         layout,
         load,
@@ -246,7 +298,11 @@ fn ours(
     let mut out = Vec::new();
     write_unsymbolized(&mut out, &counters, load.preferred_base, line_context)
         .map_err(|e| e.to_string())?;
-    Ok(String::from_utf8(out).unwrap())
+    let text = String::from_utf8(out).unwrap();
+    let cs = counters.kind != CounterKind::Flat;
+    // llvm-profgen counts symbolized line contexts: the printed ones.
+    stats.contexts = text.lines().filter(|l| l.starts_with('[')).count() as u64;
+    Ok((text, stats.warnings(cs)))
 }
 
 fn compare(theirs: &str, ours: &str, what: &str, raw: &Path) -> Result<(), String> {
@@ -274,7 +330,8 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
     } else {
         &[]
     };
-    let theirs = llvm_profgen(&recorded.perf_script, &program.binary, extra, &raw);
+    let (theirs, their_warnings) =
+        llvm_profgen(&recorded.perf_script, &program.binary, extra, &raw);
     let what = format!(
         "{name}/{variant}/{}",
         if ignore_stack { "flat" } else { "cs" }
@@ -286,20 +343,23 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
     let format = |key: &[u64]| {
         SampleContext::from_frames(expand_line_context(&binary, key, &generate).0).to_string()
     };
-    let mine = ours(
+    let (mine, warnings) = ours(
         &recorded,
-        &binary,
+        &Checked(&binary),
         &binary.load_info(),
         ignore_stack,
         Some(&format),
     )
     .map_err(|e| format!("{what}: {e}"))?;
     compare(&theirs, &mine, &what, &raw)?;
+    if warnings != their_warnings {
+        return Err(format!("{what}: warnings differ:\n  llvm-profgen {their_warnings:?}\n  ours         {warnings:?}"));
+    }
 
     // The objdump oracle (no inline frames: probe and flat counters only).
     if ignore_stack || variant == Variant::Probe {
         let layout = ObjdumpLayout::load(&program.binary);
-        let mine = ours(
+        let (mine, _) = ours(
             &recorded,
             &layout,
             &load_info(&program.binary),

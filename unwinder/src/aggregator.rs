@@ -92,9 +92,18 @@ impl<'a> Aggregator<'a> {
     /// Prepares one sample with the current placement and aggregates it
     /// (`HybridPerfReader::parseSample` / `LBRPerfReader::parseSample`).
     pub fn feed_sample(&mut self, sample: &Sample) -> Result<(), UnwindError> {
+        if let Some(pids) = &self.options.sample_pids {
+            if !pids.contains(&sample.pid) {
+                self.stats.filtered_by_pid += 1;
+                return Ok(());
+            }
+        }
         let index = self.sample_index;
         self.sample_index += 1;
-        self.stats.total_samples += 1;
+        self.stats.samples_seen += 1;
+        // perf script prints an empty line before a sample with a call chain, which
+        // llvm-profgen's reader counts as a sample too (see UnwindStats::total_samples).
+        self.stats.total_samples += if sample.callchain.is_empty() { 1 } else { 2 };
         let mut call_stack = Vec::new();
         if self.content == PerfContent::LbrStack {
             let mut notes = StackNotes::default();
@@ -159,8 +168,7 @@ impl<'a> Aggregator<'a> {
         let samples = std::mem::take(&mut self.samples);
         self.stats.aggregated_samples += samples.len() as u64;
         for (sample, &count) in &samples {
-            // `warnInvalidRange`'s total: every pair of consecutive entries.
-            self.stats.total_range_samples += count * sample.lbr.len().saturating_sub(1) as u64;
+            self.check_ranges(sample, count);
         }
         match kind {
             CounterKind::Flat => {
@@ -183,6 +191,35 @@ impl<'a> Aggregator<'a> {
             }
         }
         counters
+    }
+
+    /// `warnInvalidRange` over one aggregated sample: every pair of consecutive entries is
+    /// a range `[target_i, source_{i-1}]` (whatever its validity).
+    fn check_ranges(&mut self, sample: &PerfSample, count: u64) {
+        let checks = self.layout.range_checks();
+        self.stats.range_checks_done |= checks.is_some();
+        for pair in sample.lbr.windows(2) {
+            let (start, end) = (pair[1].target, pair[0].source);
+            self.stats.total_range_samples += count;
+            let Some(checks) = checks else { continue };
+            let (start_code, end_code) = (self.layout.is_code(start), self.layout.is_code(end));
+            if !start_code && !end_code {
+                continue;
+            }
+            if !start_code || !checks.is_transfer(end) {
+                self.stats.ranges_not_on_boundary += count;
+            }
+            let Some((_, func_end)) = checks.function_range(start) else {
+                self.stats.ranges_outside_functions += count;
+                continue;
+            };
+            if end >= func_end {
+                self.stats.ranges_crossing_functions += count;
+            }
+            if start_code && end_code && !self.layout.is_valid_fall_through_range(start, end) {
+                self.stats.bogus_ranges += count;
+            }
+        }
     }
 
     /// Flushes and returns the counters with the final statistics.
@@ -338,6 +375,7 @@ mod tests {
             ]
         );
         assert_eq!(s.total_samples, 2);
+        assert_eq!(s.samples_seen, 2);
         assert_eq!(s.aggregated_samples, 1);
         assert_eq!(s.total_range_samples, 6);
         assert!(s.missing_mmap_warning.as_deref().unwrap().starts_with(
@@ -356,6 +394,7 @@ mod tests {
         let (c, s) =
             unwind_samples(events.clone(), &l, &load(), &UnwindOptions::default()).unwrap();
         assert_eq!(c.kind, CounterKind::ProbeContext);
+        assert_eq!((s.samples_seen, s.total_samples), (2, 4));
         assert_eq!(s.aggregated_samples, 1);
         assert!(s.missing_mmap_warning.is_none());
         // foo's loop under main's call site; main's range and the external call at [].
@@ -460,6 +499,66 @@ mod tests {
         agg.feed(&events[2]).unwrap();
         merged.merge(&agg.flush());
         assert_eq!(merged, all);
+    }
+
+    #[test]
+    fn invalid_range_checks() {
+        // Functions main [0x1000, 0x100c), foo [0x1010, 0x1019); 0x100c..0x1010 is padding.
+        let l = layout(false).with_function_ranges(&[(0x1000, 0x100c), (0x1010, 0x1019)]);
+        let lbr = |pairs: &[(u64, u64)]| -> Vec<LbrEntry> {
+            pairs
+                .iter()
+                .map(|&(from, to)| LbrEntry { from, to, flags: 0 })
+                .collect()
+        };
+        let events = vec![
+            // Ranges: [0x1010, 0x1015] fine; [0x1000, 0x1004] fine.
+            PerfEvent::Sample(Sample {
+                lbr: lbr(&[(0x1015, 0x1010), (0x1004, 0x1010), (0x1009, 0x1000)]),
+                count: 2,
+                ..Sample::default()
+            }),
+            // [0x1000, 0x1014]: ends on a non-branch and crosses main's end and the call;
+            // [0x1017, 0x1009]: backwards (bogus) — its start is foo's, end before foo.
+            PerfEvent::Sample(Sample {
+                lbr: lbr(&[(0x1014, 0x1010), (0x1009, 0x1000), (0x1015, 0x1017)]),
+                count: 1,
+                ..Sample::default()
+            }),
+        ];
+        let (_, s) = unwind_samples(events, &l, &load(), &UnwindOptions::default()).unwrap();
+        assert!(s.range_checks_done);
+        assert_eq!(s.total_range_samples, 6);
+        assert_eq!(s.ranges_not_on_boundary, 1);
+        assert_eq!(s.ranges_outside_functions, 0);
+        assert_eq!(s.ranges_crossing_functions, 1);
+        assert_eq!(s.bogus_ranges, 2);
+        assert_eq!(
+            s.warnings(false)[1..],
+            [
+                "16.67%(1/6) of samples are from ranges that are not on instruction boundary.",
+                "16.67%(1/6) of samples are from ranges that do cross function boundaries.",
+                "33.33%(2/6) of samples are from ranges that have range start after or too far from range end acrossing the unconditinal jmp.",
+            ]
+        );
+    }
+
+    #[test]
+    fn sample_pid_filter() {
+        let l = layout(false);
+        let mut other = sample(0x5000, false, 1);
+        if let PerfEvent::Sample(s) = &mut other {
+            s.pid = 6;
+        }
+        let events = vec![mmap(0x5000), sample(0x5000, false, 1), other];
+        let pids = crate::processes_mapping(&events, "prog", None);
+        let options = UnwindOptions {
+            sample_pids: Some(pids),
+            ..UnwindOptions::default()
+        };
+        let (c, s) = unwind_samples(events, &l, &load(), &options).unwrap();
+        assert_eq!((s.samples_seen, s.filtered_by_pid), (1, 1));
+        assert_eq!(c.contexts[&vec![]].branches[&(0x1004, 0x1010)], 1);
     }
 
     #[test]

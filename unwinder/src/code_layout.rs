@@ -38,6 +38,13 @@ pub trait CodeLayout {
         start <= end && !self.range_crosses_uncond_branch(start, end)
     }
 
+    /// The branch classes and function ranges llvm-profgen's `warnInvalidRange` checks
+    /// sampled ranges against, when the implementation knows them; `None` (the default)
+    /// leaves those warnings out of [`crate::UnwindStats`].
+    fn range_checks(&self) -> Option<&dyn RangeChecks> {
+        None
+    }
+
     /// The call instruction a return address returns to (`getCallAddrFromFrameAddr`):
     /// the previous instruction if it is a call, else `None`. The external sentinel maps
     /// to itself.
@@ -48,4 +55,16 @@ pub trait CodeLayout {
         let prev = self.previous_instruction(ret)?;
         self.is_call(prev).then_some(prev)
     }
+}
+
+/// What llvm-profgen 19's `warnInvalidRange` needs besides a [`CodeLayout`]: it counts
+/// the sampled fall-through ranges that do not start on an instruction or end on a
+/// branch, that lie outside every function, that cross a function's end, or that cross an
+/// unconditional branch.
+pub trait RangeChecks {
+    /// `addressIsTransfer`: the instruction at `addr` is a branch (conditional or not), a
+    /// call or a return.
+    fn is_transfer(&self, addr: u64) -> bool;
+    /// `findFuncRange`: the `[start, end)` function range (from DWARF) containing `addr`.
+    fn function_range(&self, addr: u64) -> Option<(u64, u64)>;
 }

@@ -1,6 +1,8 @@
 //! [`UnwindOptions`] and [`PerfContent`]: what the caller decides about a conversion.
 
-use collector::PerfEvent;
+use std::collections::BTreeSet;
+
+use collector::{PerfEvent, SideBandEvent};
 
 /// What the samples of an input carry, decided once per input the way llvm-profgen's
 /// `checkPerfScriptType` does: the first sample with a branch stack tells.
@@ -56,6 +58,30 @@ pub struct UnwindOptions {
     /// The input's content; `None` detects it from the first sample with a branch stack
     /// ([`PerfContent::detect`]).
     pub content: Option<PerfContent>,
+    /// Only samples of these processes are used (`None`: all). llvm-profgen's perf.data
+    /// path runs `perf script --pid` with the processes that mapped the binary (see
+    /// [`processes_mapping`]); its perf script path does not filter samples.
+    pub sample_pids: Option<BTreeSet<u32>>,
+}
+
+/// The processes with an MMAP2 event of the binary named `binary_name` (basename match),
+/// restricted to `pid` when given: what llvm-profgen's `convertPerfDataToTrace` collects in
+/// its first `perf script` pass (empty: "No relevant mmap event is found in perf data.").
+pub fn processes_mapping<'a>(
+    events: impl IntoIterator<Item = &'a PerfEvent>,
+    binary_name: &str,
+    pid: Option<u32>,
+) -> BTreeSet<u32> {
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            PerfEvent::SideBand(SideBandEvent::Mmap2(m)) => Some(m),
+            _ => None,
+        })
+        .filter(|m| m.filename.rsplit('/').next() == Some(binary_name))
+        .filter_map(|m| u32::try_from(m.pid).ok())
+        .filter(|p| pid.is_none_or(|want| want == *p))
+        .collect()
 }
 
 impl UnwindOptions {
@@ -96,6 +122,33 @@ mod tests {
         let events = [sample(vec![0x10], 1), sample(vec![], 1)];
         assert_eq!(PerfContent::detect(&events), Some(PerfContent::Lbr));
         assert_eq!(PerfContent::detect(&[sample(vec![1], 0)]), None);
+    }
+
+    #[test]
+    fn processes_mapping_matches_basename_and_pid() {
+        let mmap = |pid: i32, path: &str| {
+            PerfEvent::SideBand(SideBandEvent::Mmap2(collector::Mmap2Event {
+                pid,
+                filename: path.into(),
+                ..Default::default()
+            }))
+        };
+        let events = [
+            mmap(3, "/a/prog"),
+            mmap(4, "/lib/libc.so.6"),
+            mmap(5, "prog"),
+            mmap(-1, "prog"),
+            mmap(6, "/x/prog2"),
+        ];
+        assert_eq!(
+            processes_mapping(&events, "prog", None),
+            BTreeSet::from([3, 5])
+        );
+        assert_eq!(
+            processes_mapping(&events, "prog", Some(5)),
+            BTreeSet::from([5])
+        );
+        assert!(processes_mapping(&events, "prog", Some(4)).is_empty());
     }
 
     #[test]

@@ -6,8 +6,14 @@ use std::collections::BTreeSet;
 /// Counters gathered while preparing, aggregating and unwinding samples.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct UnwindStats {
-    /// Every sample seen (llvm-profgen's `NumTotalSample`).
+    /// llvm-profgen's `NumTotalSample`, the denominator of the first warnings: it counts
+    /// parse attempts, so the empty line `perf script` prints before each sample with a
+    /// call chain counts as one more sample (a hybrid sample counts 2).
     pub total_samples: u64,
+    /// Samples fed, really (those filtered by pid excluded).
+    pub samples_seen: u64,
+    /// Samples skipped by [`crate::UnwindOptions::sample_pids`].
+    pub filtered_by_pid: u64,
     /// Samples whose leaf frame is outside the binary (`NumLeafExternalFrame`).
     pub leaf_external_frames: u64,
     /// Samples with a leading outgoing LBR (`NumLeadingOutgoingLBR`; llvm-profgen 19 never
@@ -25,6 +31,17 @@ pub struct UnwindStats {
     /// Sum of the counts of the fall-through ranges of the aggregated samples (the total
     /// of `warnInvalidRange`); 0 means "No samples in perf script!".
     pub total_range_samples: u64,
+    /// Range samples not starting on an instruction or not ending on a branch
+    /// (`warnInvalidRange`'s `InstNotBoundary`; needs [`crate::code_layout::RangeChecks`]).
+    pub ranges_not_on_boundary: u64,
+    /// Range samples starting outside every function (`UnmatchedRange`).
+    pub ranges_outside_functions: u64,
+    /// Range samples crossing the end of their function (`RangeCrossFunc`).
+    pub ranges_crossing_functions: u64,
+    /// Range samples that are not valid fall-throughs (`BogusRange`).
+    pub bogus_ranges: u64,
+    /// True when the range checks above were computed.
+    pub range_checks_done: bool,
     /// The "No relevant mmap event is matched" warning, once, when it was emitted.
     pub missing_mmap_warning: Option<String>,
     /// Samples whose stack leaf is before or too far from the LBR tip ("Bogus trace").
@@ -65,6 +82,8 @@ impl UnwindStats {
     /// Adds the counts of `other` (e.g. of another batch).
     pub fn merge(&mut self, other: &UnwindStats) {
         self.total_samples += other.total_samples;
+        self.samples_seen += other.samples_seen;
+        self.filtered_by_pid += other.filtered_by_pid;
         self.leaf_external_frames += other.leaf_external_frames;
         self.leading_outgoing_lbr += other.leading_outgoing_lbr;
         self.invalid_return_addresses
@@ -73,6 +92,11 @@ impl UnwindStats {
         self.dropped_empty_lbr_samples += other.dropped_empty_lbr_samples;
         self.aggregated_samples += other.aggregated_samples;
         self.total_range_samples += other.total_range_samples;
+        self.ranges_not_on_boundary += other.ranges_not_on_boundary;
+        self.ranges_outside_functions += other.ranges_outside_functions;
+        self.ranges_crossing_functions += other.ranges_crossing_functions;
+        self.bogus_ranges += other.bogus_ranges;
+        self.range_checks_done |= other.range_checks_done;
         if self.missing_mmap_warning.is_none() {
             self.missing_mmap_warning = other.missing_mmap_warning.clone();
         }
@@ -90,8 +114,10 @@ impl UnwindStats {
     }
 
     /// The warnings llvm-profgen 19 prints while reading samples and unwinding, in its
-    /// order, without the "warning: " prefix. The range checks of `warnInvalidRange` that
-    /// need function ranges are the symbolizer's; "No samples in perf script!" is here.
+    /// order, without the "warning: " prefix (the per-sample "Bogus trace" lines aside).
+    /// The `warnInvalidRange` percentages appear when the layout offered
+    /// [`crate::code_layout::RangeChecks`]. For line contexts llvm-profgen's context count
+    /// is the number of symbolized contexts: set [`UnwindStats::contexts`] to it first.
     pub fn warnings(&self, context_sensitive: bool) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(w) = &self.missing_mmap_warning {
@@ -115,6 +141,25 @@ impl UnwindStats {
         );
         if self.total_range_samples == 0 {
             out.push("No samples in perf script!".to_string());
+        } else if self.range_checks_done {
+            let total = self.total_range_samples;
+            let mut push = |num, msg: &str| out.extend(warning_summary(num, total, msg));
+            push(
+                self.ranges_not_on_boundary,
+                "of samples are from ranges that are not on instruction boundary.",
+            );
+            push(
+                self.ranges_outside_functions,
+                "of samples are from ranges that do not belong to any functions.",
+            );
+            push(
+                self.ranges_crossing_functions,
+                "of samples are from ranges that do cross function boundaries.",
+            );
+            push(
+                self.bogus_ranges,
+                "of samples are from ranges that have range start after or too far from range end acrossing the unconditinal jmp.",
+            );
         }
         if !context_sensitive {
             return out;

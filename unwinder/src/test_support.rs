@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::CodeLayout;
+use crate::{CodeLayout, RangeChecks};
 
 /// The kind of a fake instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +28,7 @@ pub struct FakeLayout {
     prolog_epilog: BTreeSet<u64>,
     inline_frames: BTreeMap<u64, Vec<u64>>,
     probes: bool,
+    function_ranges: Vec<(u64, u64)>,
 }
 
 impl FakeLayout {
@@ -59,6 +60,7 @@ impl FakeLayout {
             prolog_epilog,
             inline_frames: BTreeMap::new(),
             probes: false,
+            function_ranges: Vec::new(),
         }
     }
 
@@ -75,6 +77,13 @@ impl FakeLayout {
         for a in addrs {
             self.inline_frames.insert(a, frames.to_vec());
         }
+        self
+    }
+
+    /// Sets `[start, end)` function ranges; the layout then offers [`RangeChecks`].
+    pub fn with_function_ranges(mut self, ranges: &[(u64, u64)]) -> FakeLayout {
+        self.function_ranges = ranges.to_vec();
+        self.function_ranges.sort_unstable();
         self
     }
 
@@ -116,5 +125,19 @@ impl CodeLayout for FakeLayout {
             }
             _ => false,
         }
+    }
+    fn range_checks(&self) -> Option<&dyn RangeChecks> {
+        (!self.function_ranges.is_empty()).then_some(self as &dyn RangeChecks)
+    }
+}
+
+impl RangeChecks for FakeLayout {
+    fn is_transfer(&self, addr: u64) -> bool {
+        matches!(self.kind(addr), Some(k) if k != Inst::Other)
+    }
+    fn function_range(&self, addr: u64) -> Option<(u64, u64)> {
+        let i = self.function_ranges.partition_point(|r| r.0 <= addr);
+        let r = *self.function_ranges.get(i.checked_sub(1)?)?;
+        (addr < r.1).then_some(r)
     }
 }

@@ -44,6 +44,8 @@ pub struct Tracee {
     pid: Pid,
     pending_signal: Option<Signal>,
     alive: bool,
+    /// Threads or processes auto-attached by a clone/fork event, reaped on drop.
+    attached: Vec<Pid>,
 }
 
 /// Finds `program` the way `execvp` would: as given when it contains `/`, else in `$PATH`.
@@ -107,6 +109,7 @@ impl Tracee {
                     pid: child,
                     pending_signal: None,
                     alive: true,
+                    attached: Vec::new(),
                 };
                 tracee.wait_exec(program)?;
                 let options = Options::PTRACE_O_EXITKILL
@@ -165,6 +168,15 @@ impl Tracee {
                 Ok(StepOutcome::Signal(sig))
             }
             WaitStatus::PtraceEvent(_, _, event) => {
+                if matches!(
+                    event,
+                    libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK
+                ) {
+                    // The new thread or process is traced by us too; drop kills and reaps it.
+                    if let Ok(new) = ptrace::getevent(self.pid) {
+                        self.attached.push(Pid::from_raw(new as i32));
+                    }
+                }
                 let what = match event {
                     libc::PTRACE_EVENT_CLONE => "created a thread",
                     libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => "forked",
@@ -219,9 +231,22 @@ impl Tracee {
 impl Drop for Tracee {
     fn drop(&mut self) {
         if self.alive {
-            // Error paths: do not leave a stopped child behind.
-            let _ = ptrace::kill(self.pid);
-            let _ = waitpid(self.pid, None);
+            // Error paths: do not leave a stopped child (or its auto-attached new thread or
+            // child process) behind. SIGKILL works in every ptrace stop; then reap the
+            // process (__WALL: its threads are traced too).
+            let _ = nix::sys::signal::kill(self.pid, Signal::SIGKILL);
+            for &pid in &self.attached {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            }
+            // A thread group leader is reaped only after its other threads: reap those first.
+            for &pid in self.attached.iter().chain(std::iter::once(&self.pid)) {
+                loop {
+                    match waitpid(pid, Some(nix::sys::wait::WaitPidFlag::__WALL)) {
+                        Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+            }
         }
     }
 }

@@ -2,4 +2,5 @@
 
 pub mod extbinary;
 pub mod llvm_text;
+pub mod llvm_text_reader;
 pub mod unsymbolized;

@@ -114,7 +114,15 @@ pub fn generate_cs_probe_trie<B: BinaryView>(
     keys.sort();
     for key in keys {
         let cc = &counters.contexts[key];
-        populate_body_with_probes(&mut trie, binary, key, cc, opts, &node_probes, inferrer.as_ref());
+        populate_body_with_probes(
+            &mut trie,
+            binary,
+            key,
+            cc,
+            opts,
+            &node_probes,
+            inferrer.as_ref(),
+        );
         populate_boundary_with_probes(&mut trie, binary, key, cc, opts, inferrer.as_ref());
     }
     trie

@@ -60,7 +60,10 @@ impl BinaryView for FakeBinary {
         })
     }
     fn branch_class(&self, addr: u64) -> BranchClass {
-        self.branches.get(&addr).copied().unwrap_or(BranchClass::Other)
+        self.branches
+            .get(&addr)
+            .copied()
+            .unwrap_or(BranchClass::Other)
     }
     fn uses_fs_discriminator(&self) -> bool {
         false

@@ -178,10 +178,8 @@ pub fn generate_flat_line<B: BinaryView>(
         let frames = binary.inline_frames(src);
         if let Some(leaf) = frames.last() {
             let f = leaf_profile(&mut profiles, binary, frames, 0, fs);
-            let loc = LineLocation::new(
-                leaf.line_offset,
-                base_discriminator(leaf.discriminator, fs),
-            );
+            let loc =
+                LineLocation::new(leaf.line_offset, base_discriminator(leaf.discriminator, fs));
             f.add_called_target_samples(loc, callee, c);
         }
         profiles.top_level(callee).add_head_samples(c);
@@ -190,21 +188,27 @@ pub fn generate_flat_line<B: BinaryView>(
     profiles.into_profile(fs, false)
 }
 
+/// Identity of a decoded probe within a binary: (address, inline-tree node, index,
+/// discriminator, is call). Two probes with the same key are the same probe.
+pub(crate) type ProbeKey = (u64, u32, u32, u32, bool);
+
 /// `extractProbesFromRange` over already-disjoint ranges: every probe (block and call) at
-/// an instruction of a range gets the range's count. Keyed by the probe's position in
-/// [`BinaryView::probes`], so the map order is address order.
+/// an instruction of a range gets the range's count; in address order.
 pub(crate) fn probe_counts<'b, B: BinaryView>(
     binary: &'b B,
     ranges: &BTreeMap<(u64, u64), u64>,
-) -> BTreeMap<usize, (&'b PseudoProbe, u64)> {
-    let all = binary.probes();
-    let base = all.as_ptr() as usize;
-    let size = std::mem::size_of::<PseudoProbe>().max(1);
-    let mut counts: HashMap<usize, (&PseudoProbe, u64)> = HashMap::new();
+) -> BTreeMap<ProbeKey, (&'b PseudoProbe, u64)> {
+    let mut counts: HashMap<ProbeKey, (&PseudoProbe, u64)> = HashMap::new();
     for (&(b, e), &c) in ranges {
         for (addr, _) in binary.instructions_in(b, e) {
             for p in binary.probes_at(addr) {
-                let key = (p as *const PseudoProbe as usize - base) / size;
+                let key = (
+                    p.address,
+                    p.node,
+                    p.index,
+                    p.discriminator,
+                    p.kind.is_call(),
+                );
                 let v = counts.entry(key).or_insert((p, 0));
                 v.1 = v.1.saturating_add(c);
             }

@@ -300,4 +300,19 @@ mod tests {
         // bar is reachable through the unique path go:0x28.
         assert_eq!(inf.infer(&b, &[0x14], 0x48), vec![0x14, 0x28]);
     }
+
+    #[test]
+    fn conditional_jumps_are_not_tail_calls() {
+        let mut b = binary();
+        // go reaches foo by a conditional jump (0x22) and a jmp (0x24): only the jmp
+        // counts, so the path is unique.
+        b.branches.insert(0x22, BranchClass::OtherJump);
+        let set = counters(&[(0x14, 0x20), (0x22, 0x30), (0x24, 0x30)]);
+        let inf = MissingFrameInferrer::new(&b, &set);
+        assert_eq!(inf.infer(&b, &[0x14], 0x34), vec![0x14, 0x24]);
+        // An indirect jump to foo does count: two paths, nothing inferred.
+        b.branches.insert(0x22, BranchClass::IndirectJump);
+        let inf = MissingFrameInferrer::new(&b, &set);
+        assert_eq!(inf.infer(&b, &[0x14], 0x34), vec![0x14]);
+    }
 }

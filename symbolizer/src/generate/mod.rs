@@ -1,10 +1,15 @@
 //! Profile generation from counters: CS probe, CS line, flat line (AutoFDO), flat probe,
 //! as llvm-profgen 19's `ProfileGenerator` / `CSProfileGenerator` do it.
 //!
-//! Entry point: [`generate_profile`]. Generation asks the binary only what
-//! [`BinaryView`] lists. Post-processing runs with the flags the conformance suite uses
-//! (`--csspgo-preinliner=false --gen-cs-nested-profile=false`); the pre-inliner and the
-//! nested conversion belong in [`post`] and are not implemented yet.
+//! Entry point: [`generate_profile`], for any [`BinaryView`] (the real
+//! [`crate::ProfiledBinary`] implements it). CS probe generation infers tail-call frames
+//! ([`MissingFrameInferrer`], `--infer-missing-frames`). Post-processing runs with the flags
+//! the conformance suite uses (`--csspgo-preinliner=false --gen-cs-nested-profile=false`);
+//! the pre-inliner, the nested conversion, `--fill-zero-for-all-funcs` and the density
+//! warning are not implemented.
+//!
+//! Checked against llvm-profgen-19 on the corpus (tests/tests/generate.rs): identical
+//! canonical text for all four profile kinds.
 
 pub mod binary_view;
 pub mod context_shape;

@@ -3,10 +3,10 @@
 
 use unwinder::{CounterKind, CounterSet};
 
-use crate::guid::function_guid;
-use crate::probe::{InlineTreeNode, ProbeDesc, ProbeKind, PseudoProbe};
 use super::fake_binary::{fr, FakeBinary};
 use super::{generate_profile, GenerateOptions};
+use crate::guid::function_guid;
+use crate::probe::{InlineTreeNode, ProbeDesc, ProbeKind, PseudoProbe};
 use crate::profile::{LineLocation, SampleContext};
 
 fn loc(l: u32, d: u32) -> LineLocation {
@@ -143,7 +143,11 @@ fn probe_binary() -> FakeBinary {
         site,
         parent,
     };
-    b.nodes = vec![node("main", 0, None), node("bar", 4, Some(0)), node("foo", 1, None)];
+    b.nodes = vec![
+        node("main", 0, None),
+        node("bar", 4, Some(0)),
+        node("foo", 1, None),
+    ];
     for (name, hash) in [("main", 100), ("bar", 200), ("foo", 300)] {
         let guid = function_guid(name);
         b.descs.insert(

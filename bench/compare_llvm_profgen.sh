@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Convert benchmark: `pgo-agent convert` against `llvm-profgen-19` on the same hybrid perf
+# script (LBR + call stacks, >= 200,000 samples), in the same run, best of RUNS each.
+#
+# Usage: bench/compare_llvm_profgen.sh            (from anywhere; writes under target/bench/)
+# Environment: RUNS (default 3), ROUNDS (program argument, default 350), PERIOD (default 2),
+#              MIN_SAMPLES (default 200000).
+#
+# Steps:
+#  1. builds pgo-agent (release) and bench/programs/mix.c with clang-19 (pseudo-probe flags);
+#  2. records the program with the software LBR recorder (`pgo-agent record --script`); the
+#     recording is cached in target/bench/ keyed by the program binary's hash, PERIOD and
+#     ROUNDS, so reruns skip this (it takes minutes: one ptrace stop per instruction);
+#  3. for two variants — the full profile (`--format=extbinary --csspgo-preinliner=false
+#     --gen-cs-nested-profile=false`) and `--skip-symbolization` — runs both tools RUNS
+#     times, interleaved, and keeps each one's best wall time;
+#  4. checks the outputs are equivalent (extbinary: `llvm-profdata-19 merge --sample --text`
+#     of both is identical; unsymbolized: byte-identical) and prints ours / llvm-profgen.
+# Exits non-zero if a tool fails or the outputs differ. It does not fail on the ratio: it is
+# a measurement, not a test.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNS="${RUNS:-3}"
+ROUNDS="${ROUNDS:-350}"
+PERIOD="${PERIOD:-2}"
+MIN_SAMPLES="${MIN_SAMPLES:-200000}"
+OUT="$ROOT/target/bench"
+CC=clang-19
+PROFGEN=llvm-profgen-19
+PROFDATA=llvm-profdata-19
+
+for tool in "$CC" "$PROFGEN" "$PROFDATA" cargo sha256sum awk; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool not found" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+
+echo "== building pgo-agent (release)" >&2
+cargo build --release -p daemon --manifest-path "$ROOT/Cargo.toml" >&2
+AGENT="$ROOT/target/release/pgo-agent"
+
+echo "== building bench/programs/mix.c" >&2
+PROG="$OUT/mix"
+"$CC" -O2 -g -fpseudo-probe-for-profiling -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
+  -fdebug-info-for-profiling -fPIE -pie -Wl,--build-id -o "$PROG.tmp" "$ROOT/bench/programs/mix.c"
+mv "$PROG.tmp" "$PROG"
+
+KEY="$(sha256sum "$PROG" | cut -c1-16)-p$PERIOD-r$ROUNDS"
+SCRIPT="$OUT/mix-$KEY.perfscript"
+if [ -s "$SCRIPT" ]; then
+  echo "== using cached recording $SCRIPT" >&2
+else
+  echo "== recording (period $PERIOD, $ROUNDS rounds; takes a few minutes)" >&2
+  rm -f "$OUT"/mix-*.perfscript
+  "$AGENT" record --period "$PERIOD" --script "$SCRIPT.tmp" -- "$PROG" "$ROUNDS" >/dev/null
+  mv "$SCRIPT.tmp" "$SCRIPT"
+fi
+
+# One sample = its call-stack lines, then one line of LBR entries (` 0xFROM/0xTO/...`).
+SAMPLES="$(grep -c '^ *0x[0-9a-f]*/0x' "$SCRIPT" || true)"
+BYTES="$(stat -c %s "$SCRIPT")"
+echo "input: $SCRIPT" >&2
+if [ "$SAMPLES" -lt "$MIN_SAMPLES" ]; then
+  echo "bench: only $SAMPLES samples (< $MIN_SAMPLES): raise ROUNDS" >&2
+  exit 1
+fi
+
+now() { date +%s.%N; }
+
+# best_of NAME CMD...: runs CMD, keeps the fastest wall time in BEST[NAME]; fails loudly.
+declare -A BEST
+run_timed() {
+  local name="$1"; shift
+  local start end t
+  start="$(now)"
+  if ! "$@" >"$OUT/$name.stdout" 2>"$OUT/$name.stderr"; then
+    echo "bench: failed: $*" >&2
+    cat "$OUT/$name.stderr" >&2
+    exit 1
+  fi
+  end="$(now)"
+  t="$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", e - s }')"
+  if [ -z "${BEST[$name]:-}" ] || awk -v a="$t" -v b="${BEST[$name]}" 'BEGIN { exit !(a < b) }'; then
+    BEST[$name]="$t"
+  fi
+  echo "  $name: ${t}s" >&2
+}
+
+FULL=(--format=extbinary --csspgo-preinliner=false --gen-cs-nested-profile=false)
+SKIP=(--skip-symbolization)
+
+for i in $(seq 1 "$RUNS"); do
+  echo "== run $i/$RUNS" >&2
+  run_timed profgen_full "$PROFGEN" --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/theirs.extbinary" "${FULL[@]}"
+  run_timed ours_full "$AGENT" convert --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/ours.extbinary" "${FULL[@]}"
+  run_timed profgen_skip "$PROFGEN" --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/theirs.unsymbolized" "${SKIP[@]}"
+  run_timed ours_skip "$AGENT" convert --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/ours.unsymbolized" "${SKIP[@]}"
+done
+
+echo "== checking outputs" >&2
+"$PROFDATA" merge --sample --text "$OUT/theirs.extbinary" -o "$OUT/theirs.canonical.txt"
+"$PROFDATA" merge --sample --text "$OUT/ours.extbinary" -o "$OUT/ours.canonical.txt"
+if ! cmp -s "$OUT/theirs.canonical.txt" "$OUT/ours.canonical.txt"; then
+  echo "bench: profiles differ: diff $OUT/theirs.canonical.txt $OUT/ours.canonical.txt" >&2
+  exit 1
+fi
+if ! cmp -s "$OUT/theirs.unsymbolized" "$OUT/ours.unsymbolized"; then
+  echo "bench: unsymbolized outputs differ: diff $OUT/theirs.unsymbolized $OUT/ours.unsymbolized" >&2
+  exit 1
+fi
+echo "outputs equivalent (extbinary: same canonical text; unsymbolized: byte-identical)" >&2
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+echo
+printf 'input: %d samples, %.1f MB perf script (mix %s, period %s), %s cores, best of %s\n' \
+  "$SAMPLES" "$(awk -v b="$BYTES" 'BEGIN { print b / 1e6 }')" "$ROUNDS" "$PERIOD" "$(nproc)" "$RUNS"
+printf '%-22s %14s %14s %8s\n' variant llvm-profgen-19 pgo-agent ratio
+printf '%-22s %13ss %13ss %8s\n' "extbinary profile" "${BEST[profgen_full]}" "${BEST[ours_full]}" \
+  "$(ratio "${BEST[ours_full]}" "${BEST[profgen_full]}")"
+printf '%-22s %13ss %13ss %8s\n' "--skip-symbolization" "${BEST[profgen_skip]}" "${BEST[ours_skip]}" \
+  "$(ratio "${BEST[ours_skip]}" "${BEST[profgen_skip]}")"

@@ -1,0 +1,197 @@
+//! The daemon's TOML configuration. The embedded default is `systemd/pgo-agent.toml`,
+//! which documents every option; a config file overrides any subset of it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use collector::live::SamplingMode;
+use serde::Deserialize;
+
+/// The embedded default configuration (`systemd/pgo-agent.toml`).
+pub const DEFAULT_CONFIG: &str = include_str!("../../systemd/pgo-agent.toml");
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[sampling]`.
+    pub sampling: SamplingConfig,
+    /// `[collector]`.
+    pub collector: CollectorConfig,
+    /// `[aggregation]`.
+    pub aggregation: AggregationConfig,
+    /// `[filters]`.
+    pub filters: FilterConfig,
+    /// `[output]`.
+    pub output: OutputConfig,
+}
+
+/// `[sampling]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingConfig {
+    /// Allowed modes, preferred first.
+    pub modes: Vec<SamplingMode>,
+    /// Fixed period of branch sampling.
+    pub branch_period_events: u64,
+    /// cpu-clock samples per second per CPU.
+    pub cpu_clock_frequency_hz: u64,
+    /// `sample_max_stack`.
+    pub max_stack_frames: u16,
+}
+
+/// `[collector]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CollectorConfig {
+    /// Data pages per ring.
+    pub ring_buffer_pages: usize,
+    /// Reader sleep when idle.
+    pub reader_poll_interval_ms: u64,
+    /// Events per batch.
+    pub reader_batch_events: usize,
+    /// Reader → router channel capacity.
+    pub channel_capacity_batches: usize,
+    /// Sample the daemon itself.
+    pub sample_self: bool,
+}
+
+/// `[aggregation]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AggregationConfig {
+    /// Worker threads.
+    pub unwind_workers: usize,
+    /// Window length.
+    pub window_secs: u64,
+    /// Windows kept.
+    pub retained_windows: usize,
+    /// Per-binary sample budget per window.
+    pub max_samples_per_binary_per_window: u64,
+    /// Memory budget of all counters.
+    pub memory_budget_bytes: u64,
+}
+
+/// `[filters]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FilterConfig {
+    /// Executable path globs.
+    pub exe_path_globs: Vec<String>,
+    /// Process names.
+    pub comms: Vec<String>,
+    /// cgroup path prefixes.
+    pub cgroup_prefixes: Vec<String>,
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// State directory.
+    pub state_dir: PathBuf,
+    /// Flush period.
+    pub flush_interval_secs: u64,
+    /// HTTP listen address (for the exporter).
+    pub listen_address: String,
+}
+
+/// A partial config as a file may give it: every table and option optional. Parsed as a
+/// `toml::Table` and merged over the default, so a file names only what it changes.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+impl Config {
+    /// The embedded default.
+    pub fn embedded() -> Config {
+        Config::parse(DEFAULT_CONFIG, Path::new("<embedded default>"))
+            .expect("the embedded default config is valid (tested)")
+    }
+
+    /// Parses a config text over the embedded default; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &Path) -> anyhow::Result<Config> {
+        let mut base: toml::Table = DEFAULT_CONFIG.parse().context("embedded default config")?;
+        let over: toml::Table = text
+            .parse()
+            .with_context(|| format!("parsing config {}", origin.display()))?;
+        merge(&mut base, over);
+        let config: Config = toml::Value::Table(base)
+            .try_into()
+            .with_context(|| format!("config {}", origin.display()))?;
+        config.validate().with_context(|| format!("config {}", origin.display()))?;
+        Ok(config)
+    }
+
+    /// Reads a config file (over the embedded default).
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        Config::parse(&text, path)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let c = &self.collector;
+        anyhow::ensure!(
+            c.ring_buffer_pages.is_power_of_two() && c.ring_buffer_pages <= 1 << 18,
+            "collector.ring_buffer_pages = {} must be a power of two up to 262144",
+            c.ring_buffer_pages
+        );
+        anyhow::ensure!(!self.sampling.modes.is_empty(), "sampling.modes is empty");
+        anyhow::ensure!(self.sampling.branch_period_events > 0, "sampling.branch_period_events must be > 0");
+        anyhow::ensure!(
+            (1..=100_000).contains(&self.sampling.cpu_clock_frequency_hz),
+            "sampling.cpu_clock_frequency_hz must be in 1..=100000"
+        );
+        anyhow::ensure!(c.reader_batch_events > 0 && c.channel_capacity_batches > 0, "collector batch sizes must be > 0");
+        let a = &self.aggregation;
+        anyhow::ensure!((1..=64).contains(&a.unwind_workers), "aggregation.unwind_workers must be in 1..=64");
+        anyhow::ensure!(a.window_secs > 0 && a.retained_windows > 0, "aggregation windows must be > 0");
+        anyhow::ensure!(self.output.flush_interval_secs > 0, "output.flush_interval_secs must be > 0");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let c = Config::embedded();
+        assert_eq!(c.sampling.modes, SamplingMode::ALL.to_vec());
+        assert_eq!(c.collector.ring_buffer_pages, 64);
+        assert_eq!(c.output.flush_interval_secs, 60);
+        assert_eq!(c.output.state_dir, PathBuf::from("/var/lib/pgo-agent"));
+        assert!(c.filters.comms.is_empty());
+    }
+
+    #[test]
+    fn file_overrides_a_subset() {
+        let c = Config::parse(
+            "[sampling]\nmodes = [\"cpu_clock\"]\n[filters]\ncomms = [\"spin\"]\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.sampling.modes, vec![SamplingMode::CpuClock]);
+        assert_eq!(c.filters.comms, vec!["spin".to_string()]);
+        assert_eq!(c.sampling.cpu_clock_frequency_hz, 999);
+    }
+
+    #[test]
+    fn unknown_option_and_bad_values_are_errors() {
+        let e = Config::parse("[output]\nflush_interval = 3\n", Path::new("t.toml")).unwrap_err();
+        assert!(format!("{e:#}").contains("flush_interval"), "{e:#}");
+        let e = Config::parse("[collector]\nring_buffer_pages = 3\n", Path::new("t.toml")).unwrap_err();
+        assert!(format!("{e:#}").contains("power of two"), "{e:#}");
+        let e = Config::parse("[sampling]\nmodes = [\"lbr\"]\n", Path::new("t.toml")).unwrap_err();
+        assert!(format!("{e:#}").contains("unknown variant"), "{e:#}");
+    }
+}

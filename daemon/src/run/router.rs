@@ -1,0 +1,304 @@
+//! [`Router`]: the one thread between the per-CPU readers and the workers. It keeps the
+//! [`ProcessTable`] from side-band events, applies the process filter, finds the binary
+//! (build id) each sample belongs to, and groups samples per (binary, process) for the
+//! worker that owns the binary (binaries are sharded by build id, so no aggregate is
+//! shared between threads).
+//!
+//! Which binaries a sample goes to:
+//! * cpu-clock: the binary mapped at the leading IP;
+//! * branch stacks: every binary mapped at a source or target of its LBR entries —
+//!   llvm-profgen converts every sample against each binary, and a sample touching none of
+//!   a binary's addresses yields nothing for it, so this gives each binary exactly the
+//!   counters `convert` would.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use collector::live::proc_scan::binary_candidates;
+use collector::recorder::process_maps::{read_maps, ElfFacts, MAX_ELF_BYTES};
+use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
+
+use super::filters::{ProcessFacts, ProcessFilter};
+use super::process_table::ProcessTable;
+
+/// A binary that samples hit: its build id and the bytes to load it from (taken by the
+/// worker that loads it).
+#[derive(Debug)]
+pub struct BinaryRef {
+    /// The GNU build id.
+    pub build_id: BuildId,
+    /// The path as mapped (for reports).
+    pub path: String,
+    /// Where the bytes were read from.
+    pub opened_from: PathBuf,
+    /// The file's bytes, until a worker takes them.
+    pub bytes: Mutex<Option<Arc<Vec<u8>>>>,
+}
+
+/// Samples of one process for one binary.
+#[derive(Debug)]
+pub struct SampleGroup {
+    /// The binary.
+    pub binary: Arc<BinaryRef>,
+    /// The process.
+    pub pid: u32,
+    /// The process's mappings of the binary.
+    pub mappings: Vec<Mmap2Event>,
+    /// The samples, in arrival order.
+    pub samples: Vec<Sample>,
+    /// Daemon time (seconds since start) when routed.
+    pub now_secs: u64,
+}
+
+/// How samples are attributed to binaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteBy {
+    /// The binary at the leading IP (cpu-clock).
+    LeadingIp,
+    /// Every binary at an LBR source or target.
+    BranchStack,
+}
+
+/// What the router did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RouterStats {
+    /// Samples received.
+    pub samples: u64,
+    /// Samples of processes the filter excludes (or the daemon itself).
+    pub filtered: u64,
+    /// Samples with no executable file mapping at their address(es).
+    pub unmapped: u64,
+    /// Samples in binaries without a build id or that could not be read.
+    pub unresolved_binary: u64,
+    /// Branch-stack samples without branch entries.
+    pub empty_branch_stack: u64,
+    /// Sample groups handed to workers.
+    pub groups: u64,
+    /// Side-band events applied.
+    pub side_band: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum FileKey {
+    BuildId(BuildId),
+    Inode { maj: u32, min: u32, ino: u64, path: String },
+}
+
+/// See the module docs.
+pub struct Router {
+    proc: PathBuf,
+    table: ProcessTable,
+    filter: ProcessFilter,
+    binaries: HashMap<FileKey, Option<Arc<BinaryRef>>>,
+    route_by: RouteBy,
+    workers: usize,
+    skip_pid: Option<u32>,
+    stats: RouterStats,
+}
+
+/// The worker that owns `build_id` among `workers`.
+pub fn worker_for(build_id: &BuildId, workers: usize) -> usize {
+    let mut h = DefaultHasher::new();
+    build_id.hash(&mut h);
+    (h.finish() % workers.max(1) as u64) as usize
+}
+
+impl Router {
+    /// A router over procfs at `proc`; `skip_pid` (the daemon) is never sampled.
+    pub fn new(proc: &Path, filter: ProcessFilter, route_by: RouteBy, workers: usize, skip_pid: Option<u32>) -> Router {
+        Router {
+            proc: proc.to_path_buf(),
+            table: ProcessTable::default(),
+            filter,
+            binaries: HashMap::new(),
+            route_by,
+            workers: workers.max(1),
+            skip_pid,
+            stats: RouterStats::default(),
+        }
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> &RouterStats {
+        &self.stats
+    }
+
+    /// The process table.
+    pub fn table(&self) -> &ProcessTable {
+        &self.table
+    }
+
+    /// Replaces the filter (SIGHUP); verdicts are recomputed.
+    pub fn reload(&mut self, filter: ProcessFilter) {
+        self.filter = filter;
+        self.table.clear_verdicts();
+    }
+
+    /// Drops exited processes (called at each flush).
+    pub fn collect_exited(&mut self) {
+        self.table.collect_exited();
+    }
+
+    /// Applies side-band events and routes samples; returns the groups per worker index.
+    pub fn route(&mut self, events: Vec<PerfEvent>, now_secs: u64) -> Vec<(usize, SampleGroup)> {
+        let mut groups: HashMap<(BuildId, u32), SampleGroup> = HashMap::new();
+        let mut order = Vec::new();
+        for event in events {
+            match event {
+                PerfEvent::SideBand(e) => {
+                    self.stats.side_band += 1;
+                    self.table.apply(&e);
+                }
+                PerfEvent::Sample(s) => {
+                    self.stats.samples += 1;
+                    for binary in self.binaries_of(&s) {
+                        let key = (binary.build_id.clone(), s.pid);
+                        let group = groups.entry(key.clone()).or_insert_with(|| {
+                            order.push(key);
+                            let mappings = self
+                                .table
+                                .get(s.pid)
+                                .map(|p| p.mappings.iter().filter(|m| m.filename == binary.path).cloned().collect())
+                                .unwrap_or_default();
+                            SampleGroup { binary, pid: s.pid, mappings, samples: Vec::new(), now_secs }
+                        });
+                        group.samples.push(s.clone());
+                    }
+                }
+            }
+        }
+        self.stats.groups += order.len() as u64;
+        order
+            .into_iter()
+            .filter_map(|k| groups.remove(&k))
+            .map(|g| (worker_for(&g.binary.build_id, self.workers), g))
+            .collect()
+    }
+
+    /// Applies synthesised side-band events (the /proc scan).
+    pub fn apply_all(&mut self, events: &[PerfEvent]) {
+        for e in events {
+            if let PerfEvent::SideBand(e) = e {
+                self.table.apply(e);
+            }
+        }
+    }
+
+    fn sampled(&mut self, pid: u32) -> bool {
+        if Some(pid) == self.skip_pid || pid == 0 {
+            return false;
+        }
+        if self.table.get(pid).is_none_or(|p| p.mappings.is_empty() && !p.rescanned) {
+            // A process we have not heard of (its MMAP2s were lost, or it started between
+            // the /proc scan and the events' enabling): read its maps once.
+            self.rescan(pid);
+        }
+        if let Some(v) = self.table.get(pid).and_then(|p| p.sampled) {
+            return v;
+        }
+        let verdict = self.filter.matches_all() || {
+            let comm = self.table.get(pid).map(|p| p.comm.clone()).unwrap_or_default();
+            self.filter.matches(&ProcessFacts::read(&self.proc, pid, &comm))
+        };
+        self.table.entry(pid).sampled = Some(verdict);
+        verdict
+    }
+
+    fn rescan(&mut self, pid: u32) {
+        let p = self.table.entry(pid);
+        p.rescanned = true;
+        if let Ok(maps) = read_maps(pid as i32) {
+            if p.comm.is_empty() {
+                p.comm = std::fs::read_to_string(self.proc.join(pid.to_string()).join("comm"))
+                    .map(|c| c.trim_end().to_string())
+                    .unwrap_or_default();
+            }
+            for m in maps.iter().filter(|m| m.is_executable() && m.path.starts_with('/')) {
+                self.table.apply(&SideBandEvent::Mmap2(m.to_mmap2(pid as i32, pid as i32)));
+            }
+        }
+    }
+
+    fn binaries_of(&mut self, s: &Sample) -> Vec<Arc<BinaryRef>> {
+        if !self.sampled(s.pid) {
+            self.stats.filtered += 1;
+            return Vec::new();
+        }
+        let mut addrs: Vec<u64> = match self.route_by {
+            RouteBy::LeadingIp => vec![s.ip],
+            RouteBy::BranchStack => {
+                if s.lbr.is_empty() {
+                    self.stats.empty_branch_stack += 1;
+                    return Vec::new();
+                }
+                s.lbr.iter().flat_map(|e| [e.from, e.to]).collect()
+            }
+        };
+        addrs.sort_unstable();
+        let Some(process) = self.table.get(s.pid) else {
+            self.stats.unmapped += 1;
+            return Vec::new();
+        };
+        let mut hit: Vec<Mmap2Event> = Vec::new();
+        for a in addrs {
+            if hit.last().is_some_and(|m| a >= m.addr && a < m.addr + m.len) {
+                continue;
+            }
+            if let Some(m) = process.mapping_at(a) {
+                if !hit.iter().any(|h| h.filename == m.filename) {
+                    hit.push(m.clone());
+                }
+            }
+        }
+        if hit.is_empty() {
+            self.stats.unmapped += 1;
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(hit.len());
+        for m in hit {
+            match self.resolve(&m) {
+                Some(b) => {
+                    if !out.iter().any(|o: &Arc<BinaryRef>| o.build_id == b.build_id) {
+                        out.push(b);
+                    }
+                }
+                None => self.stats.unresolved_binary += 1,
+            }
+        }
+        out
+    }
+
+    fn resolve(&mut self, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
+        let key = match &m.build_id {
+            Some(b) => FileKey::BuildId(b.clone()),
+            None => FileKey::Inode { maj: m.maj, min: m.min, ino: m.ino, path: m.filename.clone() },
+        };
+        if let Some(r) = self.binaries.get(&key) {
+            return r.clone();
+        }
+        let found = binary_candidates(&self.proc, m.pid, m.addr, m.addr.saturating_add(m.len), &m.filename)
+            .into_iter()
+            .find_map(|path| {
+                let len = std::fs::metadata(&path).ok()?.len();
+                if len > MAX_ELF_BYTES {
+                    return None;
+                }
+                let data = std::fs::read(&path).ok()?;
+                let id = ElfFacts::parse(&data).build_id;
+                if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
+                    return None;
+                }
+                Some(Arc::new(BinaryRef {
+                    build_id: id,
+                    path: m.filename.clone(),
+                    opened_from: path,
+                    bytes: Mutex::new(Some(Arc::new(data))),
+                }))
+            });
+        self.binaries.insert(key, found.clone());
+        found
+    }
+}

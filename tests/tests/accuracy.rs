@@ -1,0 +1,244 @@
+//! Accuracy report: how close the block counts of a probe-based profile are to the exact
+//! block counts of the recorded run (`symbolizer::quality`, the weighted relative
+//! block-count delta), for `pgo-agent convert` and for llvm-profgen-19 on the same samples.
+//!
+//! Per corpus program (probe build), recorded once by the software LBR recorder:
+//! * both tools convert the hybrid perf script to text with `--csspgo-preinliner=false
+//!   --gen-cs-nested-profile=false`, context-sensitive and flat (`--ignore-stack-samples`);
+//! * both profiles are read back with `exporter::format::llvm_text_reader` (and that reader is
+//!   checked: reading `llvm-profdata-19 merge --sample --text` output and writing it with our
+//!   writer reproduces it byte for byte);
+//! * the metric is computed against the recorder's ground truth, printed (`--nocapture`),
+//!   and ours must be no worse than llvm-profgen's, and below a sanity bound.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use e2e::corpus::{self, Variant};
+use exporter::format::{llvm_text, llvm_text_reader};
+use symbolizer::quality::{self, QualityReport};
+use symbolizer::ProfiledBinary;
+
+const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
+
+/// The largest delta accepted from either tool. Measured (period 97, LBR depth 32): see
+/// /work/notes/accuracy-readme.md; the bound leaves room for recorder changes but fails on
+/// a profile that puts its counts in the wrong blocks.
+const SANITY_BOUND: f64 = 0.25;
+
+/// Runs `pgo-agent <args>` in-process; panics with the error on failure.
+fn pgo_agent(args: &[String]) {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().cloned());
+    let cli = daemon::parse_args(argv.clone())
+        .unwrap_or_else(|e| panic!("pgo-agent {}: {e}", argv[1..].join(" ")));
+    if let Err(e) = daemon::execute(cli) {
+        panic!("pgo-agent {}: {e:#}", argv[1..].join(" "));
+    }
+}
+
+/// Runs an LLVM oracle; panics with its stderr on failure.
+fn llvm(tool: &str, args: &[String]) {
+    let out = Command::new(tool).args(args).output().expect(tool);
+    assert!(
+        out.status.success(),
+        "{tool} {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn s(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}
+
+/// Reads `profile` with our reader; checks that LLVM's canonical text of it survives our
+/// read → write unchanged, and returns the profile read from the tool's own output.
+fn read_and_check_reader(profile: &Path) -> symbolizer::profile::SampleProfile {
+    let canonical_path = profile.with_extension("canonical.txt");
+    llvm(
+        "llvm-profdata-19",
+        &[
+            "merge".into(),
+            "--sample".into(),
+            "--text".into(),
+            s(profile),
+            "-o".into(),
+            s(&canonical_path),
+        ],
+    );
+    let canonical = read(&canonical_path);
+    let reread = llvm_text_reader::read(&canonical)
+        .unwrap_or_else(|e| panic!("{}: {e}", canonical_path.display()));
+    let written = llvm_text::to_string(&reread);
+    if written != canonical {
+        let line = written
+            .lines()
+            .zip(canonical.lines())
+            .position(|(a, b)| a != b)
+            .map_or(0, |i| i + 1);
+        panic!(
+            "{}: read → write differs from llvm-profdata's text (line {line}):\n--- llvm-profdata\n\
+             {canonical}\n--- ours\n{written}",
+            canonical_path.display()
+        );
+    }
+    let own = read(profile);
+    let parsed =
+        llvm_text_reader::read(&own).unwrap_or_else(|e| panic!("{}: {e}", profile.display()));
+    assert_eq!(
+        llvm_text::to_string(&parsed),
+        canonical,
+        "{}: the tool's text, read and written, differs from llvm-profdata's",
+        profile.display()
+    );
+    parsed
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = corpus::target_dir()
+        .join("accuracy")
+        .join(std::process::id().to_string())
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn print_report(who: &str, mode: &str, name: &str, r: &QualityReport) {
+    eprintln!(
+        "accuracy {name} {mode:4} {who:15} delta {:.4}  function-weighted {:.4}  \
+         blocks {}  truth {}  profile {}  unmatched {}",
+        r.delta,
+        r.function_weighted_delta,
+        r.blocks,
+        r.truth_total,
+        r.profile_total,
+        r.unmatched_profile_total
+    );
+    for f in &r.functions {
+        eprintln!(
+            "    {:24} blocks {:3}  truth {:9}  profile {:7}  delta {}",
+            f.func,
+            f.blocks,
+            f.truth_total,
+            f.profile_total,
+            f.delta.map_or("-".to_string(), |d| format!("{d:.4}"))
+        );
+    }
+}
+
+/// Converts `name`'s recording with both tools, both modes; returns (mode, ours, theirs).
+fn accuracy(name: &str) -> Vec<(&'static str, QualityReport, QualityReport)> {
+    let program = corpus::program(name, Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir(name);
+    let binary = ProfiledBinary::load(&program.binary).expect("binary loads");
+    let file_name = program.binary.file_name().unwrap().to_str().unwrap();
+    let truth = rec
+        .truth
+        .binary(file_name)
+        .unwrap_or_else(|| panic!("no truth for {file_name}"));
+    let executions = quality::instruction_counts(truth).unwrap();
+    let truth_blocks = quality::truth_block_counts(&binary, &executions).unwrap();
+    eprintln!(
+        "accuracy {name}: {} samples, {} block probes ({} copies, {} at a copy's address, {} shared by blocks)",
+        rec.truth.totals.samples,
+        truth_blocks.counts.len(),
+        truth_blocks.probe_copies,
+        truth_blocks.same_address_copies,
+        truth_blocks.shared_addresses
+    );
+
+    let mut out = Vec::new();
+    for (mode, extra) in [("cs", None), ("flat", Some("--ignore-stack-samples"))] {
+        let ours_txt = dir.join(format!("ours.{mode}.txt"));
+        let theirs_txt = dir.join(format!("llvm.{mode}.txt"));
+        let args = |output: &Path| -> Vec<String> {
+            let mut v: Vec<String> = [
+                "--perfscript",
+                rec.perf_script.to_str().unwrap(),
+                "--binary",
+                program.binary.to_str().unwrap(),
+                "--format=text",
+                "--csspgo-preinliner=false",
+                "--gen-cs-nested-profile=false",
+                "--output",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            v.push(s(output));
+            v.extend(extra.map(str::to_string));
+            v
+        };
+        llvm("llvm-profgen-19", &args(&theirs_txt));
+        let mut ours_args = vec!["convert".to_string()];
+        ours_args.extend(args(&ours_txt));
+        pgo_agent(&ours_args);
+
+        let ours_profile = read_and_check_reader(&ours_txt);
+        let theirs_profile = read_and_check_reader(&theirs_txt);
+        assert!(ours_profile.is_probe_based && theirs_profile.is_probe_based);
+        assert_eq!(ours_profile.is_cs, mode == "cs");
+        let ours = quality::compare(
+            &truth_blocks.counts,
+            &quality::profile_block_counts(&ours_profile),
+        )
+        .unwrap();
+        let theirs = quality::compare(
+            &truth_blocks.counts,
+            &quality::profile_block_counts(&theirs_profile),
+        )
+        .unwrap();
+        // The one-call path gives the same figures.
+        assert_eq!(
+            quality::block_count_quality(&binary, truth, &ours_profile).unwrap(),
+            ours
+        );
+        print_report("pgo-agent", mode, name, &ours);
+        print_report("llvm-profgen-19", mode, name, &theirs);
+        out.push((mode, ours, theirs));
+    }
+    out
+}
+
+fn check(name: &str) {
+    if !corpus::tools_available("accuracy", TOOLS) {
+        return;
+    }
+    for (mode, ours, theirs) in accuracy(name) {
+        assert!(
+            ours.delta <= theirs.delta + 1e-12,
+            "{name} {mode}: pgo-agent's delta {} is worse than llvm-profgen-19's {}",
+            ours.delta,
+            theirs.delta
+        );
+        for (who, r) in [("pgo-agent", &ours), ("llvm-profgen-19", &theirs)] {
+            assert!(
+                r.delta < SANITY_BOUND,
+                "{name} {mode}: {who}'s delta {} exceeds the sanity bound {SANITY_BOUND}",
+                r.delta
+            );
+            assert!(r.blocks > 10 && r.profile_total > 0, "{name} {mode}: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn interp_probe_accuracy() {
+    check("interp");
+}
+
+#[test]
+fn recursion_probe_accuracy() {
+    check("recursion");
+}
+
+#[test]
+fn unroll_probe_accuracy() {
+    check("unroll");
+}

@@ -1,0 +1,234 @@
+//! Leading-IP counting for samples without a branch stack (the daemon's cpu-clock mode).
+//!
+//! llvm-profgen's `--leading-ip-only` turns each sample into one pseudo range `(IP, IP)`
+//! ("produce the single pseudo entry (IP, IP) if IP is code"), counted flat. Here the
+//! frame-pointer call chain is kept as the context, with the same shaping the virtual
+//! unwinder gives a range that lies in the leaf frame:
+//!
+//! * the chain is prepared like a hybrid sample's ([`extract_call_stack`]: rebased,
+//!   return addresses → call addresses, external frames collapsed, truncated at a return
+//!   address that follows no call, rejected when the leaf is in a prolog/epilog);
+//! * [`CounterKind::LineContext`]: the key is the frame addresses root first, leaf (the IP)
+//!   included, as `collectSamplesFromFrameTrie` builds it for the leaf frame;
+//! * [`CounterKind::ProbeContext`]: the key is the call sites above the leaf (a range is
+//!   recorded on the parent frame), recursion-compressed and trimmed;
+//! * an external frame truncates the context: only the frames below it are kept (the
+//!   frame trie walk restarts with an empty stack there);
+//! * [`CounterKind::Flat`] (no call chain, or `ignore_stack_samples`): the empty context.
+//!
+//! Counts are samples (not periods): `ranges[(ip, ip)] += sample.count`. No branch
+//! counters are produced, so call targets and head samples stay empty in this mode.
+
+use collector::Sample;
+
+use crate::context::{compress_recursion, trim_context};
+use crate::sample_prep::{extract_call_stack, StackNotes};
+use crate::{BinaryPlacement, CodeLayout, CounterKind, CounterSet, UnwindOptions, EXTERNAL_ADDR};
+
+/// What happened to one sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeadingIpOutcome {
+    /// Counted.
+    Counted,
+    /// The IP is not an instruction of the binary.
+    NotCode,
+    /// The call stack was rejected (leaf in a prolog/epilog).
+    BadStack,
+}
+
+/// The counter kind leading-IP counting produces for a binary.
+pub fn leading_ip_kind(
+    layout: &dyn CodeLayout,
+    options: &UnwindOptions,
+    has_callchain: bool,
+) -> CounterKind {
+    if options.ignore_stack_samples || !has_callchain {
+        CounterKind::Flat
+    } else if layout.has_pseudo_probes() {
+        CounterKind::ProbeContext
+    } else {
+        CounterKind::LineContext
+    }
+}
+
+/// Counts one sample into `counters` (whose kind decides the key shape).
+pub fn count_leading_ip(
+    sample: &Sample,
+    placement: &BinaryPlacement,
+    layout: &dyn CodeLayout,
+    options: &UnwindOptions,
+    counters: &mut CounterSet,
+) -> LeadingIpOutcome {
+    let ip = placement.canonical(sample.ip);
+    if !layout.is_code(ip) {
+        return LeadingIpOutcome::NotCode;
+    }
+    let key = match counters.kind {
+        CounterKind::Flat => Vec::new(),
+        kind => {
+            let mut chain = Vec::with_capacity(sample.callchain.len() + 1);
+            if sample.callchain.first() != Some(&sample.ip) {
+                chain.push(sample.ip);
+            }
+            chain.extend_from_slice(&sample.callchain);
+            let mut notes = StackNotes::default();
+            let Ok(stack) = extract_call_stack(&chain, placement, layout, &mut notes) else {
+                return LeadingIpOutcome::BadStack;
+            };
+            // Root first; the leaf frame is the IP itself.
+            let frames: Vec<u64> = stack.iter().rev().copied().collect();
+            let owner = if kind == CounterKind::ProbeContext {
+                &frames[..frames.len() - 1]
+            } else {
+                &frames[..]
+            };
+            let start = owner
+                .iter()
+                .rposition(|&a| a == EXTERNAL_ADDR)
+                .map_or(0, |i| i + 1);
+            let mut key = owner[start..].to_vec();
+            if kind == CounterKind::ProbeContext {
+                compress_recursion(&mut key, options.compress_recursion);
+                trim_context(&mut key, options.probe_context_depth());
+            }
+            key
+        }
+    };
+    *counters
+        .context_mut(&key)
+        .ranges
+        .entry((ip, ip))
+        .or_default() += sample.count.max(1);
+    LeadingIpOutcome::Counted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{FakeLayout, Inst};
+    use crate::BinaryLoadInfo;
+
+    /// main: 0x1000 push, 0x1001 mov, 0x1004 call foo, 0x1009 add, 0x100d ret
+    /// foo:  0x1010 push, 0x1011 mov, 0x1014 nop, 0x1015 call foo, 0x101a pop, 0x101b ret
+    fn layout(probes: bool) -> FakeLayout {
+        FakeLayout::new(
+            &[
+                (0x1000, Inst::Other),
+                (0x1001, Inst::Other),
+                (0x1004, Inst::Call),
+                (0x1009, Inst::Other),
+                (0x100d, Inst::Return),
+                (0x1010, Inst::Other),
+                (0x1011, Inst::Other),
+                (0x1014, Inst::Other),
+                (0x1015, Inst::Call),
+                (0x101a, Inst::Other),
+                (0x101b, Inst::Return),
+            ],
+            &[0x1000, 0x1010],
+        )
+        .with_probes(probes)
+    }
+
+    fn placement() -> BinaryPlacement {
+        let mut p = BinaryPlacement::new(
+            BinaryLoadInfo {
+                name: "p".into(),
+                preferred_base: 0x1000,
+                text_segment_offsets: vec![0],
+                preferred_text_segment_addresses: vec![0x1000],
+            },
+            None,
+        )
+        .unwrap();
+        p.observe(&collector::Mmap2Event {
+            addr: 0x7000,
+            pgoff: 0,
+            filename: "/x/p".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        p
+    }
+
+    fn sample(ip: u64, callers: &[u64]) -> Sample {
+        let mut callchain = vec![ip];
+        callchain.extend_from_slice(callers);
+        Sample {
+            ip,
+            callchain,
+            count: 1,
+            ..Sample::default()
+        }
+    }
+
+    fn ranges(c: &CounterSet, key: &[u64]) -> Vec<((u64, u64), u64)> {
+        c.contexts[key]
+            .ranges
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect()
+    }
+
+    #[test]
+    fn line_context_includes_the_leaf() {
+        let l = layout(false);
+        let p = placement();
+        let o = UnwindOptions::default();
+        let mut c = CounterSet::new(leading_ip_kind(&l, &o, true));
+        assert_eq!(c.kind, CounterKind::LineContext);
+        // foo's 0x1014 called from main's call at 0x1004 (return address 0x1009), twice.
+        for _ in 0..2 {
+            assert_eq!(
+                count_leading_ip(&sample(0x7014, &[0x7009]), &p, &l, &o, &mut c),
+                LeadingIpOutcome::Counted
+            );
+        }
+        assert_eq!(ranges(&c, &[0x1004, 0x1014]), vec![((0x1014, 0x1014), 2)]);
+        assert_eq!(
+            count_leading_ip(&sample(0x9999, &[]), &p, &l, &o, &mut c),
+            LeadingIpOutcome::NotCode
+        );
+        // A leaf at a function's first instruction is a prolog: rejected.
+        assert_eq!(
+            count_leading_ip(&sample(0x7010, &[0x7009]), &p, &l, &o, &mut c),
+            LeadingIpOutcome::BadStack
+        );
+    }
+
+    #[test]
+    fn probe_context_is_the_call_sites_compressed() {
+        let l = layout(true);
+        let p = placement();
+        let o = UnwindOptions::default();
+        let mut c = CounterSet::new(leading_ip_kind(&l, &o, true));
+        assert_eq!(c.kind, CounterKind::ProbeContext);
+        // foo recursing twice under main: call sites 0x1004, 0x1015, 0x1015 → compressed.
+        count_leading_ip(
+            &sample(0x7014, &[0x701a, 0x701a, 0x7009]),
+            &p,
+            &l,
+            &o,
+            &mut c,
+        );
+        assert_eq!(ranges(&c, &[0x1004, 0x1015]), vec![((0x1014, 0x1014), 1)]);
+        // An external frame at the bottom of the stack is stripped.
+        count_leading_ip(&sample(0x7014, &[0x701a, 0x5555_0000]), &p, &l, &o, &mut c);
+        assert_eq!(ranges(&c, &[0x1015]), vec![((0x1014, 0x1014), 1)]);
+    }
+
+    #[test]
+    fn flat_without_callchain() {
+        let l = layout(true);
+        let p = placement();
+        let o = UnwindOptions::default();
+        let mut c = CounterSet::new(leading_ip_kind(&l, &o, false));
+        let s = Sample {
+            ip: 0x7014,
+            count: 3,
+            ..Sample::default()
+        };
+        count_leading_ip(&s, &p, &l, &o, &mut c);
+        assert_eq!(ranges(&c, &[]), vec![((0x1014, 0x1014), 3)]);
+    }
+}

@@ -1,0 +1,277 @@
+//! [`BinaryShard`]: the live aggregate of one binary (one build id), owned by exactly one
+//! worker thread, so the hot path takes no lock.
+//!
+//! Samples arrive per process, with that process's mappings of the binary: the placement
+//! is rebuilt from those MMAP2 events for each group (processes of the same binary load it
+//! at different bases), exactly as llvm-profgen rebases on each MMAP2 event it reads.
+//!
+//! * Branch-stack samples go through the [`Aggregator`] (the code `convert` runs): each
+//!   group is aggregated and flushed into the current window. Flushes merge, so the sum
+//!   equals one conversion of all the samples.
+//! * cpu-clock samples are counted by [`count_leading_ip`].
+//!
+//! Limits: at most `max_samples_per_window` samples per window (the rest are counted as
+//! over budget and dropped).
+
+use std::sync::Arc;
+
+use collector::{Mmap2Event, Sample};
+
+use crate::leading_ip::{count_leading_ip, leading_ip_kind, LeadingIpOutcome};
+use crate::window::{WindowSettings, WindowedCounters};
+use crate::{
+    Aggregator, BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, PerfContent,
+    UnwindError, UnwindOptions, UnwindStats,
+};
+
+/// What the shard's samples carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardInput {
+    /// LBR (+ call stack when `Lbr(PerfContent::LbrStack)`): the virtual unwinder.
+    Lbr(PerfContent),
+    /// No branch stack: leading IP + call stack (`has_callchain` false: flat).
+    LeadingIp {
+        /// Samples carry call chains.
+        has_callchain: bool,
+    },
+}
+
+/// Counters of what the shard did with its samples.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Samples offered.
+    pub offered: u64,
+    /// Samples counted.
+    pub counted: u64,
+    /// Leading-IP samples whose IP was not an instruction of the binary.
+    pub not_code: u64,
+    /// Samples whose stack was rejected (or LBR samples dropped by the unwinder).
+    pub bad_stack: u64,
+    /// Samples refused by the per-window sample budget.
+    pub over_budget: u64,
+    /// The unwinder's statistics (LBR mode).
+    pub unwind: UnwindStats,
+}
+
+/// The live aggregate of one binary.
+pub struct BinaryShard {
+    layout: Arc<dyn CodeLayout + Send + Sync>,
+    load: BinaryLoadInfo,
+    input: ShardInput,
+    options: UnwindOptions,
+    windows: WindowedCounters,
+    max_samples_per_window: Option<u64>,
+    stats: ShardStats,
+}
+
+impl BinaryShard {
+    /// A shard for the binary described by `layout` and `load`.
+    pub fn new(
+        layout: Arc<dyn CodeLayout + Send + Sync>,
+        load: BinaryLoadInfo,
+        input: ShardInput,
+        options: UnwindOptions,
+        windows: WindowSettings,
+        max_samples_per_window: Option<u64>,
+    ) -> Result<BinaryShard, UnwindError> {
+        // Validates the load description once.
+        BinaryPlacement::new(load.clone(), None)?;
+        let kind = match input {
+            ShardInput::LeadingIp { has_callchain } => {
+                leading_ip_kind(&*layout, &options, has_callchain)
+            }
+            ShardInput::Lbr(content) => {
+                if content == PerfContent::Lbr || options.ignore_stack_samples {
+                    CounterKind::Flat
+                } else if layout.has_pseudo_probes() {
+                    CounterKind::ProbeContext
+                } else {
+                    CounterKind::LineContext
+                }
+            }
+        };
+        Ok(BinaryShard {
+            layout,
+            load,
+            input,
+            options,
+            windows: WindowedCounters::new(kind, windows),
+            max_samples_per_window,
+            stats: ShardStats::default(),
+        })
+    }
+
+    /// What the counters' keys mean.
+    pub fn kind(&self) -> CounterKind {
+        self.windows.kind()
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> &ShardStats {
+        &self.stats
+    }
+
+    /// The windows.
+    pub fn windows(&self) -> &WindowedCounters {
+        &self.windows
+    }
+
+    /// Every retained window merged, and the samples they hold.
+    pub fn snapshot(&self) -> (CounterSet, u64) {
+        self.windows.merged()
+    }
+
+    /// Drops windows past retention.
+    pub fn expire(&mut self, now_secs: u64) {
+        self.windows.expire(now_secs);
+    }
+
+    /// Feeds the samples of one process, whose mappings of this binary are `mappings`
+    /// (MMAP2 events, any order), at time `now_secs`.
+    pub fn feed(
+        &mut self,
+        mappings: &[Mmap2Event],
+        samples: &[Sample],
+        now_secs: u64,
+    ) -> Result<(), UnwindError> {
+        self.stats.offered += samples.len() as u64;
+        let mut samples = samples;
+        if let Some(max) = self.max_samples_per_window {
+            let room = max.saturating_sub(self.windows.samples_in_window(now_secs)) as usize;
+            if samples.len() > room {
+                self.stats.over_budget += (samples.len() - room) as u64;
+                samples = &samples[..room];
+            }
+        }
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let mut sorted: Vec<&Mmap2Event> = mappings.iter().collect();
+        sorted.sort_by_key(|m| m.pgoff);
+        let mut counters = CounterSet::new(self.windows.kind());
+        let counted = match self.input {
+            ShardInput::Lbr(content) => {
+                let mut agg = Aggregator::new(
+                    &*self.layout,
+                    self.load.clone(),
+                    content,
+                    self.options.clone(),
+                )?;
+                for m in sorted {
+                    // A mapping inconsistent with the others is ignored, as a broken
+                    // MMAP2 stream would be.
+                    let _ = agg.feed_mmap(m);
+                }
+                for s in samples {
+                    agg.feed_sample(s)?;
+                }
+                let (c, stats) = agg.finish();
+                counters = c;
+                let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
+                self.stats.bad_stack += dropped;
+                self.stats.unwind.merge(&stats);
+                samples.len() as u64 - dropped.min(samples.len() as u64)
+            }
+            ShardInput::LeadingIp { .. } => {
+                let mut placement = BinaryPlacement::new(self.load.clone(), None)?;
+                for m in sorted {
+                    let _ = placement.observe(m);
+                }
+                let mut n = 0;
+                for s in samples {
+                    match count_leading_ip(
+                        s,
+                        &placement,
+                        &*self.layout,
+                        &self.options,
+                        &mut counters,
+                    ) {
+                        LeadingIpOutcome::Counted => n += 1,
+                        LeadingIpOutcome::NotCode => self.stats.not_code += 1,
+                        LeadingIpOutcome::BadStack => self.stats.bad_stack += 1,
+                    }
+                }
+                n
+            }
+        };
+        self.stats.counted += counted;
+        self.windows.add(now_secs, &counters, counted);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{FakeLayout, Inst};
+
+    fn layout() -> Arc<dyn CodeLayout + Send + Sync> {
+        Arc::new(
+            FakeLayout::new(
+                &[
+                    (0x1000, Inst::Other),
+                    (0x1001, Inst::Other),
+                    (0x1004, Inst::Call),
+                    (0x1009, Inst::Other),
+                    (0x100d, Inst::Return),
+                ],
+                &[0x1000],
+            )
+            .with_probes(true),
+        )
+    }
+
+    fn load() -> BinaryLoadInfo {
+        BinaryLoadInfo {
+            name: "p".into(),
+            preferred_base: 0x1000,
+            text_segment_offsets: vec![0],
+            preferred_text_segment_addresses: vec![0x1000],
+        }
+    }
+
+    fn mmap(pid: i32, addr: u64) -> Mmap2Event {
+        Mmap2Event {
+            pid,
+            addr,
+            pgoff: 0,
+            prot: 5,
+            filename: "/bin/p".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn two_processes_at_different_bases_land_on_the_same_address() {
+        let mut s = BinaryShard::new(
+            layout(),
+            load(),
+            ShardInput::LeadingIp {
+                has_callchain: false,
+            },
+            UnwindOptions::default(),
+            WindowSettings::default(),
+            Some(3),
+        )
+        .unwrap();
+        let at = |ip| Sample {
+            ip,
+            count: 1,
+            ..Sample::default()
+        };
+        s.feed(&[mmap(1, 0x5000)], &[at(0x5004), at(0x5009)], 0)
+            .unwrap();
+        s.feed(&[mmap(2, 0x9000)], &[at(0x9004), at(0x9777)], 1)
+            .unwrap();
+        let (c, n) = s.snapshot();
+        assert_eq!(n, 3);
+        assert_eq!(c.contexts[&vec![]].ranges[&(0x1004, 0x1004)], 2);
+        assert_eq!(c.contexts[&vec![]].ranges[&(0x1009, 0x1009)], 1);
+        // The budget of 3 per window let one sample of the second group through (0x9004);
+        // the second was refused.
+        assert_eq!(
+            (s.stats().offered, s.stats().over_budget, s.stats().not_code),
+            (4, 1, 0)
+        );
+    }
+}

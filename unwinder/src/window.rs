@@ -1,0 +1,177 @@
+//! [`WindowedCounters`]: counters kept per time window (e.g. 10 minutes), merged on read,
+//! old windows dropped by retention. Time is passed in (seconds on any monotonic clock),
+//! so the behaviour is testable without waiting.
+
+use std::collections::VecDeque;
+
+use crate::{CounterKind, CounterSet};
+
+/// Window length and retention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// Length of one window in seconds (at least 1).
+    pub window_secs: u64,
+    /// How many windows are kept, the current one included (at least 1).
+    pub retained_windows: usize,
+}
+
+impl Default for WindowSettings {
+    fn default() -> Self {
+        WindowSettings {
+            window_secs: 600,
+            retained_windows: 6,
+        }
+    }
+}
+
+/// One window's counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Start time (a multiple of the window length).
+    pub start_secs: u64,
+    /// The counters added in this window.
+    pub counters: CounterSet,
+    /// Samples counted into it.
+    pub samples: u64,
+}
+
+/// Counters of one binary, per window.
+#[derive(Clone, Debug)]
+pub struct WindowedCounters {
+    settings: WindowSettings,
+    kind: CounterKind,
+    windows: VecDeque<Window>,
+}
+
+impl WindowedCounters {
+    /// No windows yet.
+    pub fn new(kind: CounterKind, settings: WindowSettings) -> Self {
+        WindowedCounters {
+            settings: WindowSettings {
+                window_secs: settings.window_secs.max(1),
+                retained_windows: settings.retained_windows.max(1),
+            },
+            kind,
+            windows: VecDeque::new(),
+        }
+    }
+
+    /// What the counters' keys mean.
+    pub fn kind(&self) -> CounterKind {
+        self.kind
+    }
+
+    /// Start of the window containing `now_secs`.
+    pub fn window_start(&self, now_secs: u64) -> u64 {
+        now_secs - now_secs % self.settings.window_secs
+    }
+
+    /// The current window (created at `now_secs` if needed); older windows beyond the
+    /// retention are dropped.
+    pub fn current(&mut self, now_secs: u64) -> &mut Window {
+        let start = self.window_start(now_secs);
+        if self.windows.back().is_none_or(|w| w.start_secs < start) {
+            self.windows.push_back(Window {
+                start_secs: start,
+                counters: CounterSet::new(self.kind),
+                samples: 0,
+            });
+        }
+        self.expire(now_secs);
+        self.windows.back_mut().expect("pushed above")
+    }
+
+    /// Adds `counters` standing for `samples` samples at `now_secs`.
+    pub fn add(&mut self, now_secs: u64, counters: &CounterSet, samples: u64) {
+        let w = self.current(now_secs);
+        w.counters.merge(counters);
+        w.samples += samples;
+    }
+
+    /// Drops windows that started before the retained range ending at `now_secs`.
+    pub fn expire(&mut self, now_secs: u64) {
+        let span = self.settings.window_secs * self.settings.retained_windows as u64;
+        let oldest = self
+            .window_start(now_secs)
+            .saturating_sub(span - self.settings.window_secs);
+        while self.windows.front().is_some_and(|w| w.start_secs < oldest) {
+            self.windows.pop_front();
+        }
+    }
+
+    /// Samples in the window containing `now_secs` (0 if it has none yet).
+    pub fn samples_in_window(&self, now_secs: u64) -> u64 {
+        let start = self.window_start(now_secs);
+        self.windows
+            .back()
+            .filter(|w| w.start_secs == start)
+            .map_or(0, |w| w.samples)
+    }
+
+    /// Every retained window merged (the sum of their counters) and their sample total.
+    pub fn merged(&self) -> (CounterSet, u64) {
+        let mut out = CounterSet::new(self.kind);
+        let mut samples = 0;
+        for w in &self.windows {
+            out.merge(&w.counters);
+            samples += w.samples;
+        }
+        (out, samples)
+    }
+
+    /// The retained windows, oldest first.
+    pub fn windows(&self) -> impl Iterator<Item = &Window> {
+        self.windows.iter()
+    }
+
+    /// A rough size of the counters in bytes (keys, map entries), for the memory budget.
+    pub fn approx_bytes(&self) -> usize {
+        self.windows
+            .iter()
+            .flat_map(|w| w.counters.contexts.iter())
+            .map(|(k, c)| 64 + 8 * k.len() + 48 * (c.ranges.len() + c.branches.len()))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(range: (u64, u64), n: u64) -> CounterSet {
+        let mut c = CounterSet::new(CounterKind::Flat);
+        c.context_mut(&[]).ranges.insert(range, n);
+        c
+    }
+
+    #[test]
+    fn windows_merge_on_read_and_expire() {
+        let mut w = WindowedCounters::new(
+            CounterKind::Flat,
+            WindowSettings {
+                window_secs: 10,
+                retained_windows: 2,
+            },
+        );
+        w.add(3, &one((1, 1), 2), 2);
+        w.add(9, &one((1, 1), 1), 1);
+        w.add(12, &one((2, 2), 5), 5);
+        assert_eq!(
+            w.windows().map(|x| x.start_secs).collect::<Vec<_>>(),
+            vec![0, 10]
+        );
+        assert_eq!(w.samples_in_window(15), 5);
+        let (m, n) = w.merged();
+        assert_eq!(n, 8);
+        assert_eq!(m.contexts[&vec![]].ranges[&(1, 1)], 3);
+        assert_eq!(m.contexts[&vec![]].ranges[&(2, 2)], 5);
+        // At t=25 the window [0,10) falls out of the 2-window retention.
+        w.add(25, &one((3, 3), 1), 1);
+        assert_eq!(
+            w.windows().map(|x| x.start_secs).collect::<Vec<_>>(),
+            vec![10, 20]
+        );
+        assert_eq!(w.merged().1, 6);
+        assert_eq!(w.samples_in_window(31), 0);
+    }
+}
