@@ -21,4 +21,7 @@ pub enum Command {
     /// Convert LBR samples (perf script text, perf.data or an unsymbolized profile) into a
     /// sample profile, with llvm-profgen's flag spellings.
     Convert(crate::convert::ConvertArgs),
+    /// Run the profiling daemon: sample every CPU (Intel LBR, AMD branch sampling, or
+    /// cpu-clock), aggregate per binary build id, write the aggregates to the state dir.
+    Run(crate::run::RunArgs),
 }

@@ -36,7 +36,8 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub skip_symbolization: bool,
-    /// Only use mmap events and samples of this process id (0: all).
+    /// Only MMAP2 events of this process id place the binary (0: any process), as in
+    /// llvm-profgen.
     #[arg(long, value_name = "PID", default_value_t = 0)]
     pub pid: u32,
     /// Ignore call stacks of hybrid samples: produce a flat (non-CS) profile from the LBRs.

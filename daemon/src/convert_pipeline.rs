@@ -107,8 +107,16 @@ fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<
     } else if let Some(path) = &args.perfdata {
         let mut reader = PerfDataReader::open(path)
             .with_context(|| format!("reading perf.data {}", path.display()))?;
-        let events = std::iter::from_fn(|| reader.next_event().transpose());
-        unwind(events, binary, &load, &options, path)?
+        let progress = Progress::for_events(path);
+        let (started, mut count) = (std::time::Instant::now(), 0u64);
+        let events = std::iter::from_fn(|| {
+            count += 1;
+            progress.events_read(count, started);
+            reader.next_event().transpose()
+        });
+        let result = unwind(events, binary, &load, &options, path);
+        progress.finish();
+        result?
     } else {
         bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
     };

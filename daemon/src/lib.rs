@@ -3,10 +3,13 @@
 //! subcommand lives in its own module and calls into the pipeline crates.
 
 pub mod cli;
+pub mod config;
 pub mod convert;
 pub mod convert_pipeline;
 pub mod progress;
 pub mod record;
+pub mod run;
+pub mod signals;
 
 use std::process::ExitCode;
 
@@ -65,6 +68,7 @@ pub fn execute(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Record(args) => record::run(args),
         cli::Command::Convert(args) => convert::run(args),
+        cli::Command::Run(args) => run::run(args),
     }
 }
 

@@ -42,6 +42,35 @@ impl Progress {
         }
     }
 
+    /// Progress for an input read record by record (perf.data): a spinner counting events,
+    /// shown on a terminal once the input has taken more than a second.
+    pub fn for_events(path: &Path) -> Progress {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}: {human_pos} events ({per_sec})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        Progress { bar }
+    }
+
+    /// Counts events of a [`Progress::for_events`] bar; `started` is when reading began.
+    pub fn events_read(&self, count: u64, started: Instant) {
+        if count % 4096 == 0 {
+            self.bar.set_position(count);
+            if self.bar.is_hidden()
+                && started.elapsed() > Duration::from_secs(1)
+                && std::io::stderr().is_terminal()
+            {
+                self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        }
+    }
+
     /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();

@@ -21,10 +21,18 @@ use symbolizer::ProfiledBinary;
 
 const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
 
-/// The largest delta accepted from either tool. Measured (period 97, LBR depth 32): see
-/// /work/notes/accuracy-readme.md; the bound leaves room for recorder changes but fails on
-/// a profile that puts its counts in the wrong blocks.
-const SANITY_BOUND: f64 = 0.25;
+/// The largest delta accepted from either tool, per program: about three times what both
+/// tools measure on the deterministic recording (period 97, LBR depth 32, no ASLR; figures in
+/// /work/notes/accuracy-readme.md), so a profile that moves counts to the wrong blocks fails.
+/// `recursion` is high because llvm-profgen drops every sample whose leaf frame is in a
+/// prolog, and the is_even/is_odd tail-call chain is sampled only at function entries.
+fn sanity_bound(name: &str) -> f64 {
+    match name {
+        "interp" => 0.005,
+        "unroll" => 0.015,
+        _ => 0.4,
+    }
+}
 
 /// Runs `pgo-agent <args>` in-process; panics with the error on failure.
 fn pgo_agent(args: &[String]) {
@@ -218,9 +226,10 @@ fn check(name: &str) {
             theirs.delta
         );
         for (who, r) in [("pgo-agent", &ours), ("llvm-profgen-19", &theirs)] {
+            let bound = sanity_bound(name);
             assert!(
-                r.delta < SANITY_BOUND,
-                "{name} {mode}: {who}'s delta {} exceeds the sanity bound {SANITY_BOUND}",
+                r.delta < bound,
+                "{name} {mode}: {who}'s delta {} exceeds the sanity bound {bound}",
                 r.delta
             );
             assert!(r.blocks > 10 && r.profile_total > 0, "{name} {mode}: {r:?}");

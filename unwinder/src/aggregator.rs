@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
+use crate::fx_hash::FxBuildHasher;
 use crate::lbr_counter::count_lbr_sample;
 use crate::sample_prep::{extract_call_stack, extract_lbr_stack, PerfSample, StackNotes};
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
@@ -22,7 +23,7 @@ pub struct Aggregator<'a> {
     placement: BinaryPlacement,
     options: UnwindOptions,
     content: PerfContent,
-    samples: HashMap<PerfSample, u64>,
+    samples: HashMap<PerfSample, u64, FxBuildHasher>,
     stats: UnwindStats,
     sample_index: u64,
 }
@@ -41,7 +42,7 @@ impl<'a> Aggregator<'a> {
             placement: BinaryPlacement::new(load, options.pid)?,
             options,
             content,
-            samples: HashMap::new(),
+            samples: HashMap::default(),
             stats: UnwindStats::default(),
             sample_index: 0,
         })

@@ -30,6 +30,7 @@ pub mod context;
 pub mod counters;
 pub mod error;
 pub mod frame_trie;
+pub mod fx_hash;
 pub mod lbr_counter;
 pub mod leading_ip;
 pub mod options;

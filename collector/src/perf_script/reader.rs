@@ -470,7 +470,21 @@ fn parse_lbr_line(line: &[u8]) -> LbrLine {
     let mut state = 0u8;
     let mut ip = None;
     let mut entries = Vec::with_capacity(32);
-    while let Some(token) = next_token(line, &mut pos) {
+    loop {
+        if state == 2 {
+            // Hot path: most tokens are well-formed entries, parsed in one pass.
+            while pos < line.len() && line[pos] == b' ' {
+                pos += 1;
+            }
+            if let Some((entry, end)) = fast_lbr_entry(line, pos) {
+                entries.push(entry);
+                pos = end;
+                continue;
+            }
+        }
+        let Some(token) = next_token(line, &mut pos) else {
+            break;
+        };
         if state < 2 {
             if state == 0 && token.ends_with(b":") {
                 state = 1;
@@ -521,6 +535,77 @@ fn next_token<'a>(line: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
     Some(&line[start..i])
 }
 
+/// Hex digit values of bytes; `0xff` for bytes that are not hex digits.
+static HEX_DIGIT: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// `0x` then 1 to 16 hex digits at `line[*pos..]` (at most 16 digits cannot overflow); the
+/// value, with `*pos` on the byte after the digits. `None` for anything else.
+#[inline]
+fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut i = *pos;
+    if line.get(i..i + 2)? != b"0x" {
+        return None;
+    }
+    i += 2;
+    let digits_start = i;
+    let mut v = 0u64;
+    while let Some(&b) = line.get(i) {
+        let d = HEX_DIGIT[b as usize];
+        if d == 0xff {
+            break;
+        }
+        v = (v << 4) | u64::from(d);
+        i += 1;
+    }
+    if i == digits_start || i - digits_start > 16 {
+        return None;
+    }
+    *pos = i;
+    Some(v)
+}
+
+/// The common well-formed entry token starting at `line[start]`, `0xFROM/0xTO[/FLAGS...]`,
+/// parsed in one pass; the entry and the token's end. `None` for any other shape, where the
+/// general `next_token` + [`parse_lbr_entry`] path decides (and decides the same for tokens
+/// this accepts).
+#[inline]
+fn fast_lbr_entry(line: &[u8], start: usize) -> Option<(LbrEntry, usize)> {
+    let mut i = start;
+    let from = fast_prefixed_hex(line, &mut i)?;
+    if line.get(i) != Some(&b'/') {
+        return None;
+    }
+    i += 1;
+    let to = fast_prefixed_hex(line, &mut i)?;
+    let mut flags = 0;
+    match line.get(i) {
+        None | Some(b' ') => {}
+        Some(b'/') => {
+            let rest_start = i + 1;
+            while i < line.len() && line[i] != b' ' {
+                i += 1;
+            }
+            flags = parse_lbr_flags(line[rest_start..i].split(|&b| b == b'/'));
+        }
+        Some(_) => return None,
+    }
+    Some((LbrEntry { from, to, flags }, i))
+}
+
 /// One `0xFROM/0xTO/P/-/-/CYCLES[/TYPE]` token. Like llvm-profgen, the first two characters of
 /// FROM and TO are skipped unchecked. The flag word is rebuilt from the optional fields
 /// (`M` bit 0, `P` bit 1, `X` bit 2, `A` bit 3, cycles in bits 4..19); llvm-profgen ignores them.
@@ -528,24 +613,31 @@ fn parse_lbr_entry(token: &[u8]) -> Option<LbrEntry> {
     let mut parts = token.split(|&b| b == b'/');
     let from = parse_hex(parts.next()?.get(2..)?)?;
     let to = parse_hex(parts.next()?.get(2..)?)?;
-    let mut flags = 0u64;
-    if let Some(p) = parts.next() {
-        match p {
-            b"M" => flags |= 1,
-            b"P" => flags |= 2,
-            _ => {}
-        }
-        if parts.next() == Some(b"X") {
-            flags |= 4;
-        }
-        if parts.next() == Some(b"A") {
-            flags |= 8;
-        }
-        if let Some(cycles) = parts.next().and_then(parse_dec) {
-            flags |= cycles.min(0xffff) << 4;
-        }
-    }
+    let flags = parse_lbr_flags(parts);
     Some(LbrEntry { from, to, flags })
+}
+
+/// The flag word from the `/`-separated fields after FROM and TO (`M`/`P`, `X`, `A`, cycles).
+fn parse_lbr_flags<'a>(mut parts: impl Iterator<Item = &'a [u8]>) -> u64 {
+    let mut flags = 0u64;
+    let Some(p) = parts.next() else {
+        return 0;
+    };
+    match p {
+        b"M" => flags |= 1,
+        b"P" => flags |= 2,
+        _ => {}
+    }
+    if parts.next() == Some(b"X") {
+        flags |= 4;
+    }
+    if parts.next() == Some(b"A") {
+        flags |= 8;
+    }
+    if let Some(cycles) = parts.next().and_then(parse_dec) {
+        flags |= cycles.min(0xffff) << 4;
+    }
+    flags
 }
 
 /// Parses an MMAP or MMAP2 line as llvm-profgen's regexes do; `None` if it does not match.
@@ -1014,5 +1106,53 @@ mod tests {
         assert_eq!(parse_dec(b"123"), Some(123));
         assert_eq!(parse_dec(b" 123"), None);
         assert_eq!(parse_dec(b"18446744073709551616"), None);
+    }
+
+    #[test]
+    fn fast_entry_path_agrees_with_the_general_parser() {
+        let tokens: &[&[u8]] = &[
+            b"0x4005f0/0x400600/P/-/-/0/",
+            b"0x4005f0/0x400600/M/X/A/17/",
+            b"0x4005f0/0x400600/P/-/-/70000",
+            b"0x4005f0/0x400600",
+            b"0x4005f0/0x400600/",
+            b"0xffffffffffffffff/0x1/-/-/-/3/CALL",
+            b"0x0000000000000000ff/0x1/P/-/-/0/",
+            b"0x1ffffffffffffffff/0x1/P/-/-/0/",
+            b"Xy4005f0/0x400600/P/-/-/0/",
+            b"0x4005g0/0x400600/P/-/-/0/",
+            b"0x4005f0",
+            b"0x/0x1/P",
+            b"0x4005f0/0x",
+            b"0x4005f0/0x12\tz",
+        ];
+        for &t in tokens {
+            let fast = fast_lbr_entry(t, 0);
+            if let Some((e, end)) = fast {
+                assert_eq!(end, t.len(), "{}", String::from_utf8_lossy(t));
+                assert_eq!(Some(e), parse_lbr_entry(t), "{}", String::from_utf8_lossy(t));
+            }
+        }
+        // Accepted shapes really take the fast path, with exact values.
+        assert_eq!(
+            fast_lbr_entry(b"  0x10/0x20/M/-/-/5/ 0x30/0x40", 2),
+            Some((
+                LbrEntry {
+                    from: 0x10,
+                    to: 0x20,
+                    flags: 1 | (5 << 4)
+                },
+                19
+            ))
+        );
+        assert_eq!(fast_lbr_entry(b"0x1ffffffffffffffff/0x1", 0), None);
+        match parse_lbr_line(b" 0x1/0x2/P/-/-/0/  0x3/0x4/P/-/-/0/ 0x5/0xz/P ") {
+            LbrLine::Entries {
+                ip: None,
+                entries,
+                truncated: true,
+            } => assert_eq!(entries.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>(), [(1, 2), (3, 4)]),
+            _ => panic!("expected two entries, then truncation"),
+        }
     }
 }

@@ -1,0 +1,332 @@
+//! `pgo-agent run`: the daemon. Wiring only:
+//!
+//! ```text
+//! per-CPU reader threads ──try_send──▶ router ──send──▶ workers (one BinaryShard per build id)
+//!   (collector::live)     EventBatch   (process table,   SampleGroup   windows; flush → state dir
+//!                                       filter, binary)
+//! ```
+//!
+//! Start: load the config, open the sampling plan (the startup report says which mode and
+//! why), scan /proc for running processes, spawn the threads, enable the events. Every
+//! `flush_interval_secs` the workers write each changed aggregate. SIGINT/SIGTERM (or
+//! `--duration-secs`): disable the events, drain the rings, final flush, exit. SIGHUP:
+//! re-read the config file's `[filters]`.
+
+pub mod filters;
+pub mod process_table;
+pub mod router;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use collector::live::proc_scan::scan_processes;
+use collector::live::{
+    run_reader, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats, SampleRate, SamplingMode,
+};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use unwinder::shard::ShardInput;
+use unwinder::window::WindowSettings;
+use unwinder::{PerfContent, UnwindOptions};
+
+use crate::config::Config;
+use filters::ProcessFilter;
+use router::{RouteBy, Router, RouterStats};
+use worker::{BinarySummary, WorkItem, Worker, WorkerSettings, WorkerStats};
+
+/// `pgo-agent run` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// TOML config file (over the embedded default, `systemd/pgo-agent.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// State directory for the aggregates (overrides `output.state_dir`).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// Stop after this many seconds (tests and demos); default: until SIGINT/SIGTERM.
+    #[arg(long)]
+    pub duration_secs: Option<u64>,
+    /// HTTP listen address (overrides `output.listen_address`; served by the exporter).
+    #[arg(long)]
+    pub listen: Option<String>,
+}
+
+/// Stop/reload requests for [`run_daemon`] (signals set them in `run`; tests directly).
+#[derive(Debug, Default)]
+pub struct RunControl {
+    /// Stop: final flush, then return.
+    pub stop: AtomicBool,
+    /// Re-read the filters from the config file.
+    pub reload: AtomicBool,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunSummary {
+    /// The sampling mode used.
+    pub mode: &'static str,
+    /// The startup report lines.
+    pub report: Vec<String>,
+    /// Reader counters.
+    #[serde(skip)]
+    pub readers: ReaderCounts,
+    /// Router counters.
+    pub router: RouterStats,
+    /// Worker counters, per worker.
+    pub workers: Vec<WorkerStats>,
+    /// One entry per binary.
+    pub binaries: Vec<BinarySummary>,
+}
+
+/// Runs `pgo-agent run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::embedded(),
+    };
+    crate::signals::install()?;
+    let control = Arc::new(RunControl::default());
+    let watcher = {
+        let control = control.clone();
+        std::thread::spawn(move || loop {
+            match crate::signals::pending() {
+                Some(crate::signals::Signal::Shutdown) => {
+                    control.stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                Some(crate::signals::Signal::Reload) => control.reload.store(true, Ordering::SeqCst),
+                None => {}
+            }
+            if control.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        })
+    };
+    let summary = run_daemon(&config, &args, &control)?;
+    control.stop.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+    eprintln!(
+        "pgo-agent: stopped; {} samples read, {} lost (ring full), {} dropped (queue full); {} binaries written",
+        summary.readers.samples,
+        summary.readers.lost_events,
+        summary.readers.events_dropped,
+        summary.binaries.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan_settings(c: &Config) -> PlanSettings {
+    PlanSettings {
+        allowed: c.sampling.modes.clone(),
+        branch_period: c.sampling.branch_period_events,
+        cpu_clock_rate: SampleRate::Frequency(c.sampling.cpu_clock_frequency_hz),
+        max_stack: c.sampling.max_stack_frames,
+    }
+}
+
+/// Runs the daemon until `control.stop` or `args.duration_secs`; returns what it did.
+pub fn run_daemon(config: &Config, args: &RunArgs, control: &RunControl) -> anyhow::Result<RunSummary> {
+    let start = Instant::now();
+    let now_secs = || start.elapsed().as_secs();
+    let state_dir = args.state_dir.clone().unwrap_or_else(|| config.output.state_dir.clone());
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state dir {}", state_dir.display()))?;
+
+    let cpus = collector::live::online_cpus();
+    let mut session = LiveSession::open(&plan_settings(config), &cpus, config.collector.ring_buffer_pages)
+        .context("opening perf events (needs root or CAP_PERFMON)")?;
+    for line in &session.report {
+        eprintln!("pgo-agent: {line}");
+    }
+    let mode = session.plan.mode;
+    let (route_by, input) = match mode {
+        SamplingMode::CpuClock => (RouteBy::LeadingIp, ShardInput::LeadingIp { has_callchain: true }),
+        _ => (RouteBy::BranchStack, ShardInput::Lbr(PerfContent::LbrStack)),
+    };
+    let agg = &config.aggregation;
+    let workers_n = agg.unwind_workers;
+    let self_pid = (!config.collector.sample_self).then(std::process::id);
+    let mut router = Router::new(
+        Path::new("/proc"),
+        ProcessFilter::new(config.filters.clone()),
+        route_by,
+        workers_n,
+        self_pid,
+    );
+    let scan = scan_processes(Path::new("/proc"), self_pid);
+    router.apply_all(&scan.events);
+    eprintln!(
+        "pgo-agent: /proc scan: {} processes ({} unreadable); state dir {}; flush every {} s",
+        scan.processes,
+        scan.unreadable,
+        state_dir.display(),
+        config.output.flush_interval_secs
+    );
+
+    // Workers.
+    let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
+    let mut worker_handles = Vec::new();
+    for _ in 0..workers_n {
+        let (tx, rx) = bounded::<WorkItem>(1024);
+        let settings = WorkerSettings {
+            input,
+            options: UnwindOptions::default(),
+            windows: WindowSettings {
+                window_secs: agg.window_secs,
+                retained_windows: agg.retained_windows,
+            },
+            max_samples_per_window: agg.max_samples_per_binary_per_window,
+            memory_budget_bytes: agg.memory_budget_bytes / workers_n as u64,
+            state_dir: state_dir.clone(),
+        };
+        worker_txs.push(tx);
+        worker_handles.push(std::thread::Builder::new().name("pgo-worker".into()).spawn(move || {
+            let mut w = Worker::new(settings);
+            for item in rx {
+                w.handle(item);
+            }
+            (w.summaries(), w.stats().clone())
+        })?);
+    }
+
+    // Router.
+    let (batch_tx, batch_rx) = bounded(config.collector.channel_capacity_batches);
+    let (ctl_tx, ctl_rx) = bounded::<RouterCtl>(16);
+    let router_handle = {
+        let worker_txs = worker_txs.clone();
+        std::thread::Builder::new()
+            .name("pgo-router".into())
+            .spawn(move || router_loop(router, batch_rx, ctl_rx, worker_txs, start))?
+    };
+    drop(worker_txs);
+
+    // Readers.
+    let stats = Arc::new(ReaderStats::default());
+    let stop_readers = Arc::new(AtomicBool::new(false));
+    let reader_settings = ReaderSettings {
+        batch_events: config.collector.reader_batch_events,
+        poll_interval: Duration::from_millis(config.collector.reader_poll_interval_ms.max(1)),
+        ..ReaderSettings::default()
+    };
+    let mut reader_handles = Vec::new();
+    for s in session.streams.iter_mut() {
+        let ring = s.ring.take().context("ring already taken")?;
+        let (cpu, decoder, tx, stats, stop) = (s.cpu, s.decoder, batch_tx.clone(), stats.clone(), stop_readers.clone());
+        reader_handles.push(
+            std::thread::Builder::new()
+                .name(format!("pgo-reader-{cpu}"))
+                .spawn(move || run_reader(cpu, ring, decoder, tx, stats, stop, reader_settings))?,
+        );
+    }
+    drop(batch_tx);
+    session.enable().context("enabling perf events")?;
+    eprintln!("pgo-agent: sampling {} CPUs", session.streams.len());
+
+    let flush_every = Duration::from_secs(config.output.flush_interval_secs);
+    let mut next_flush = Instant::now() + flush_every;
+    let deadline = args.duration_secs.map(|d| start + Duration::from_secs(d));
+    loop {
+        if control.stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if control.reload.swap(false, Ordering::SeqCst) {
+            match &args.config {
+                Some(p) => match Config::load(p) {
+                    Ok(c) => {
+                        let _ = ctl_tx.send(RouterCtl::Reload(ProcessFilter::new(c.filters)));
+                        eprintln!("pgo-agent: SIGHUP: filters reloaded from {}", p.display());
+                    }
+                    Err(e) => eprintln!("pgo-agent: SIGHUP: keeping the old filters: {e:#}"),
+                },
+                None => eprintln!("pgo-agent: SIGHUP: no --config file; filters unchanged"),
+            }
+        }
+        if Instant::now() >= next_flush {
+            next_flush += flush_every;
+            let _ = ctl_tx.send(RouterCtl::Flush(now_secs()));
+            let r = stats.snapshot();
+            eprintln!(
+                "pgo-agent: flush at {} s: {} samples, {} lost records ({} events), {} batches dropped",
+                now_secs(),
+                r.samples,
+                r.lost_records,
+                r.lost_events,
+                r.batches_dropped
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Shutdown: stop sampling, drain the rings, final flush.
+    session.disable();
+    stop_readers.store(true, Ordering::Release);
+    for h in reader_handles {
+        let _ = h.join();
+    }
+    drop(ctl_tx);
+    let router_stats = router_handle.join().map_err(|_| anyhow::anyhow!("router thread panicked"))?;
+    let mut binaries = Vec::new();
+    let mut worker_stats = Vec::new();
+    for h in worker_handles {
+        let (b, s) = h.join().map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+        binaries.extend(b);
+        worker_stats.push(s);
+    }
+    binaries.sort_by(|a, b| b.samples.cmp(&a.samples));
+    let summary = RunSummary {
+        mode: mode.name(),
+        report: session.report.clone(),
+        readers: stats.snapshot(),
+        router: router_stats,
+        workers: worker_stats,
+        binaries,
+    };
+    Ok(summary)
+}
+
+enum RouterCtl {
+    Flush(u64),
+    Reload(ProcessFilter),
+}
+
+fn router_loop(
+    mut router: Router,
+    batches: Receiver<collector::live::EventBatch>,
+    ctl: Receiver<RouterCtl>,
+    workers: Vec<Sender<WorkItem>>,
+    start: Instant,
+) -> RouterStats {
+    let flush_all = |now_secs| {
+        for w in &workers {
+            let _ = w.send(WorkItem::Flush { now_secs });
+        }
+    };
+    let mut ctl_open = true;
+    loop {
+        crossbeam_channel::select! {
+            recv(batches) -> b => match b {
+                Ok(b) => {
+                    for (i, g) in router.route(b.events, start.elapsed().as_secs()) {
+                        let _ = workers[i].send(WorkItem::Samples(g));
+                    }
+                }
+                Err(_) => break,
+            },
+            recv(if ctl_open { ctl.clone() } else { crossbeam_channel::never() }) -> c => match c {
+                Ok(RouterCtl::Flush(now)) => {
+                    router.collect_exited();
+                    flush_all(now);
+                }
+                Ok(RouterCtl::Reload(f)) => router.reload(f),
+                Err(_) => ctl_open = false,
+            },
+        }
+    }
+    flush_all(start.elapsed().as_secs());
+    router.stats().clone()
+}
