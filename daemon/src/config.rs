@@ -126,7 +126,9 @@ impl Config {
         let config: Config = toml::Value::Table(base)
             .try_into()
             .with_context(|| format!("config {}", origin.display()))?;
-        config.validate().with_context(|| format!("config {}", origin.display()))?;
+        config
+            .validate()
+            .with_context(|| format!("config {}", origin.display()))?;
         Ok(config)
     }
 
@@ -145,16 +147,31 @@ impl Config {
             c.ring_buffer_pages
         );
         anyhow::ensure!(!self.sampling.modes.is_empty(), "sampling.modes is empty");
-        anyhow::ensure!(self.sampling.branch_period_events > 0, "sampling.branch_period_events must be > 0");
+        anyhow::ensure!(
+            self.sampling.branch_period_events > 0,
+            "sampling.branch_period_events must be > 0"
+        );
         anyhow::ensure!(
             (1..=100_000).contains(&self.sampling.cpu_clock_frequency_hz),
             "sampling.cpu_clock_frequency_hz must be in 1..=100000"
         );
-        anyhow::ensure!(c.reader_batch_events > 0 && c.channel_capacity_batches > 0, "collector batch sizes must be > 0");
+        anyhow::ensure!(
+            c.reader_batch_events > 0 && c.channel_capacity_batches > 0,
+            "collector batch sizes must be > 0"
+        );
         let a = &self.aggregation;
-        anyhow::ensure!((1..=64).contains(&a.unwind_workers), "aggregation.unwind_workers must be in 1..=64");
-        anyhow::ensure!(a.window_secs > 0 && a.retained_windows > 0, "aggregation windows must be > 0");
-        anyhow::ensure!(self.output.flush_interval_secs > 0, "output.flush_interval_secs must be > 0");
+        anyhow::ensure!(
+            (1..=64).contains(&a.unwind_workers),
+            "aggregation.unwind_workers must be in 1..=64"
+        );
+        anyhow::ensure!(
+            a.window_secs > 0 && a.retained_windows > 0,
+            "aggregation windows must be > 0"
+        );
+        anyhow::ensure!(
+            self.output.flush_interval_secs > 0,
+            "output.flush_interval_secs must be > 0"
+        );
         Ok(())
     }
 }
@@ -189,7 +206,8 @@ mod tests {
     fn unknown_option_and_bad_values_are_errors() {
         let e = Config::parse("[output]\nflush_interval = 3\n", Path::new("t.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("flush_interval"), "{e:#}");
-        let e = Config::parse("[collector]\nring_buffer_pages = 3\n", Path::new("t.toml")).unwrap_err();
+        let e =
+            Config::parse("[collector]\nring_buffer_pages = 3\n", Path::new("t.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("power of two"), "{e:#}");
         let e = Config::parse("[sampling]\nmodes = [\"lbr\"]\n", Path::new("t.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("unknown variant"), "{e:#}");

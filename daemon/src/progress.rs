@@ -60,7 +60,7 @@ impl Progress {
 
     /// Counts events of a [`Progress::for_events`] bar; `started` is when reading began.
     pub fn events_read(&self, count: u64, started: Instant) {
-        if count % 4096 == 0 {
+        if count.is_multiple_of(4096) {
             self.bar.set_position(count);
             if self.bar.is_hidden()
                 && started.elapsed() > Duration::from_secs(1)

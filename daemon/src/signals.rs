@@ -31,8 +31,16 @@ extern "C" fn on_reload(_: libc::c_int) {
 
 /// Installs the handlers.
 pub fn install() -> anyhow::Result<()> {
-    let shutdown = SigAction::new(SigHandler::Handler(on_shutdown), SaFlags::SA_RESTART, SigSet::empty());
-    let reload = SigAction::new(SigHandler::Handler(on_reload), SaFlags::SA_RESTART, SigSet::empty());
+    let shutdown = SigAction::new(
+        SigHandler::Handler(on_shutdown),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    let reload = SigAction::new(
+        SigHandler::Handler(on_reload),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
     // SAFETY: the handlers only touch atomics (and _exit).
     unsafe {
         sigaction(NixSignal::SIGINT, &shutdown)?;

@@ -9,7 +9,10 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 
 use collector::live::{ReaderStats, RecordDecoder, RingBuffer};
-use collector::record::{branch_sample_type as bst, sample_type as st, RecordWriter, SampleId, SampleLayout, SampleRecord};
+use collector::record::{
+    branch_sample_type as bst, sample_type as st, RecordWriter, SampleId, SampleLayout,
+    SampleRecord,
+};
 use collector::{PerfEvent, SideBandEvent};
 use daemon::config::Config;
 use daemon::run::filters::ProcessFilter;
@@ -50,8 +53,19 @@ fn spin_binary() -> PathBuf {
             let out = out_dir.join(format!("spin-{}", std::process::id()));
             let src = corpus::sources_dir().join("live/spin.c");
             let status = Command::new("clang-19")
-                .args(["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer"])
-                .args(["-fpseudo-probe-for-profiling", "-fPIE", "-pie", "-Wl,--build-id", "-o"])
+                .args([
+                    "-O2",
+                    "-g",
+                    "-fno-omit-frame-pointer",
+                    "-mno-omit-leaf-frame-pointer",
+                ])
+                .args([
+                    "-fpseudo-probe-for-profiling",
+                    "-fPIE",
+                    "-pie",
+                    "-Wl,--build-id",
+                    "-o",
+                ])
                 .arg(&out)
                 .arg(&src)
                 .status()
@@ -68,7 +82,9 @@ fn spin_binary() -> PathBuf {
 /// (measured with clock_gettime), yet perf puts ~99% of the samples in cold_work. The
 /// daemon must agree with the kernel's samples, so the oracle names the hot function.
 fn oracle_hot_function() -> String {
-    let data = corpus::target_dir().join("live").join(format!("oracle-{}.data", std::process::id()));
+    let data = corpus::target_dir()
+        .join("live")
+        .join(format!("oracle-{}.data", std::process::id()));
     let ok = Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-o"])
         .arg(&data)
@@ -95,11 +111,15 @@ fn oracle_hot_function() -> String {
 }
 
 fn spawn_spin(secs: f64) -> Child {
-    Command::new(spin_binary()).arg(secs.to_string()).spawn().unwrap()
+    Command::new(spin_binary())
+        .arg(secs.to_string())
+        .spawn()
+        .unwrap()
 }
 
 fn config(extra: &str) -> Config {
-    let text = format!("[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n{extra}");
+    let text =
+        format!("[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n{extra}");
     Config::parse(&text, Path::new("live-test.toml")).unwrap()
 }
 
@@ -114,7 +134,9 @@ fn run_for(config: &Config, secs: u64, state: &Path) -> RunSummary {
 }
 
 fn state_dir(name: &str) -> PathBuf {
-    let d = corpus::target_dir().join("live").join(format!("{name}-{}", std::process::id()));
+    let d = corpus::target_dir()
+        .join("live")
+        .join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -133,19 +155,31 @@ fn samples_per_function(summary: &RunSummary) -> Vec<(String, u64)> {
     assert_eq!(entry.kind, "probe_context");
     let text = std::fs::read_to_string(&entry.profile).unwrap();
     let base = binary.preferred_base();
-    let counters = read_unsymbolized(&text, base).unwrap().to_counter_set(base).unwrap();
+    let counters = read_unsymbolized(&text, base)
+        .unwrap()
+        .to_counter_set(base)
+        .unwrap();
     let data = std::fs::read(&spin).unwrap();
     let obj = object::File::parse(&*data).unwrap();
     let funcs: Vec<(u64, u64, String)> = obj
         .symbols()
         .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
-        .map(|s| (s.address(), s.address() + s.size(), s.name().unwrap_or("").to_string()))
+        .map(|s| {
+            (
+                s.address(),
+                s.address() + s.size(),
+                s.name().unwrap_or("").to_string(),
+            )
+        })
         .collect();
     let mut per: std::collections::BTreeMap<String, u64> = Default::default();
     for c in counters.contexts.values() {
         for (&(start, end), &n) in &c.ranges {
             assert_eq!(start, end, "cpu-clock ranges are single IPs");
-            let f = funcs.iter().find(|f| start >= f.0 && start < f.1).map_or("?".into(), |f| f.2.clone());
+            let f = funcs
+                .iter()
+                .find(|f| start >= f.0 && start < f.1)
+                .map_or("?".into(), |f| f.2.clone());
             *per.entry(f).or_default() += n;
         }
     }
@@ -209,9 +243,7 @@ fn loss_is_counted_and_the_daemon_keeps_running() {
     let state = state_dir("loss");
     // One 4 KiB data page per CPU, the maximum rate, and a reader that sleeps 300 ms:
     // the ring is full long before it is drained.
-    let cfg = config(
-        "[collector]\nring_buffer_pages = 1\nreader_poll_interval_ms = 300\n",
-    );
+    let cfg = config("[collector]\nring_buffer_pages = 1\nreader_poll_interval_ms = 300\n");
     let mut cfg = cfg;
     cfg.sampling.cpu_clock_frequency_hz = 50000;
     let summary = run_for(&cfg, 2, &state);
@@ -219,7 +251,10 @@ fn loss_is_counted_and_the_daemon_keeps_running() {
     eprintln!("readers: {:?}", summary.readers);
     assert!(summary.readers.lost_records > 0, "{:?}", summary.readers);
     assert!(summary.readers.lost_events > 0);
-    assert!(summary.readers.samples > 0, "the daemon kept reading after the losses");
+    assert!(
+        summary.readers.samples > 0,
+        "the daemon kept reading after the losses"
+    );
 }
 
 /// LBR records from the software recorder, written with the kernel's layout into an
@@ -236,7 +271,14 @@ fn replayed_lbr_records_equal_convert() {
     let rec = &recorded.recording;
 
     let layout = SampleLayout::new(
-        st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN | st::BRANCH_STACK,
+        st::IDENTIFIER
+            | st::IP
+            | st::TID
+            | st::TIME
+            | st::CPU
+            | st::PERIOD
+            | st::CALLCHAIN
+            | st::BRANCH_STACK,
         bst::USER | bst::ANY | bst::HW_INDEX,
         0,
         true,
@@ -246,13 +288,27 @@ fn replayed_lbr_records_equal_convert() {
     for e in &rec.events {
         match e {
             PerfEvent::Sample(s) => {
-                let r = SampleRecord { sample: s.clone(), id: 7, period: 97, hw_idx: Some(31), ..SampleRecord::default() };
+                let r = SampleRecord {
+                    sample: s.clone(),
+                    id: 7,
+                    period: 97,
+                    hw_idx: Some(31),
+                    ..SampleRecord::default()
+                };
                 w.write_sample(&mut bytes, 2, &r).unwrap();
             }
-            PerfEvent::SideBand(SideBandEvent::Mmap2(m)) => w.write_mmap2(&mut bytes, m, &SampleId::default()).unwrap(),
-            PerfEvent::SideBand(SideBandEvent::Comm(c)) => w.write_comm(&mut bytes, c, &SampleId::default()).unwrap(),
-            PerfEvent::SideBand(SideBandEvent::Fork(t)) => w.write_fork(&mut bytes, t, &SampleId::default()).unwrap(),
-            PerfEvent::SideBand(SideBandEvent::Exit(t)) => w.write_exit(&mut bytes, t, &SampleId::default()).unwrap(),
+            PerfEvent::SideBand(SideBandEvent::Mmap2(m)) => {
+                w.write_mmap2(&mut bytes, m, &SampleId::default()).unwrap()
+            }
+            PerfEvent::SideBand(SideBandEvent::Comm(c)) => {
+                w.write_comm(&mut bytes, c, &SampleId::default()).unwrap()
+            }
+            PerfEvent::SideBand(SideBandEvent::Fork(t)) => {
+                w.write_fork(&mut bytes, t, &SampleId::default()).unwrap()
+            }
+            PerfEvent::SideBand(SideBandEvent::Exit(t)) => {
+                w.write_exit(&mut bytes, t, &SampleId::default()).unwrap()
+            }
         }
     }
     // 4 pages: far smaller than the recording, so the ring wraps many times.
@@ -276,7 +332,13 @@ fn replayed_lbr_records_equal_convert() {
     // The daemon's LBR path: router (by LBR addresses) → worker shard.
     let binary = ProfiledBinary::load(&program.binary).unwrap();
     let id = binary.build_id().unwrap().clone();
-    let mut router = Router::new(Path::new("/proc"), ProcessFilter::default(), RouteBy::BranchStack, 1, None);
+    let mut router = Router::new(
+        Path::new("/proc"),
+        ProcessFilter::default(),
+        RouteBy::BranchStack,
+        1,
+        None,
+    );
     let mut worker = Worker::new(WorkerSettings {
         input: ShardInput::Lbr(PerfContent::LbrStack),
         options: UnwindOptions::default(),
@@ -290,10 +352,17 @@ fn replayed_lbr_records_equal_convert() {
             worker.handle(WorkItem::Samples(g));
         }
     }
-    let live = worker.counters(&id).expect("the recursion binary was aggregated");
+    let live = worker
+        .counters(&id)
+        .expect("the recursion binary was aggregated");
 
-    let options = UnwindOptions { content: Some(PerfContent::LbrStack), ..UnwindOptions::default() };
-    let (convert, _) = unwinder::unwind_samples(rec.events.clone(), &binary, &binary.load_info(), &options).unwrap();
+    let options = UnwindOptions {
+        content: Some(PerfContent::LbrStack),
+        ..UnwindOptions::default()
+    };
+    let (convert, _) =
+        unwinder::unwind_samples(rec.events.clone(), &binary, &binary.load_info(), &options)
+            .unwrap();
     assert_eq!(live.kind, convert.kind);
     assert!(!convert.contexts.is_empty());
     assert_eq!(live, convert);

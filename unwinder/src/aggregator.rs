@@ -143,10 +143,13 @@ impl<'a> Aggregator<'a> {
             // "Canonicalize stack leaf to avoid 'random' IP from leaf frame skew LBR ranges".
             call_stack[0] = lbr[0].target;
         }
-        *self
+        // Counts wrap like llvm-profgen's uint64_t (a hostile pre-aggregated count must not
+        // panic).
+        let n = self
             .samples
             .entry(PerfSample { call_stack, lbr })
-            .or_default() += sample.count;
+            .or_default();
+        *n = n.wrapping_add(sample.count);
         Ok(())
     }
 
@@ -201,24 +204,27 @@ impl<'a> Aggregator<'a> {
         self.stats.range_checks_done |= checks.is_some();
         for pair in sample.lbr.windows(2) {
             let (start, end) = (pair[1].target, pair[0].source);
-            self.stats.total_range_samples += count;
+            self.stats.total_range_samples = self.stats.total_range_samples.wrapping_add(count);
             let Some(checks) = checks else { continue };
             let (start_code, end_code) = (self.layout.is_code(start), self.layout.is_code(end));
             if !start_code && !end_code {
                 continue;
             }
             if !start_code || !checks.is_transfer(end) {
-                self.stats.ranges_not_on_boundary += count;
+                self.stats.ranges_not_on_boundary =
+                    self.stats.ranges_not_on_boundary.wrapping_add(count);
             }
             let Some((_, func_end)) = checks.function_range(start) else {
-                self.stats.ranges_outside_functions += count;
+                self.stats.ranges_outside_functions =
+                    self.stats.ranges_outside_functions.wrapping_add(count);
                 continue;
             };
             if end >= func_end {
-                self.stats.ranges_crossing_functions += count;
+                self.stats.ranges_crossing_functions =
+                    self.stats.ranges_crossing_functions.wrapping_add(count);
             }
             if start_code && end_code && !self.layout.is_valid_fall_through_range(start, end) {
-                self.stats.bogus_ranges += count;
+                self.stats.bogus_ranges = self.stats.bogus_ranges.wrapping_add(count);
             }
         }
     }
@@ -560,6 +566,16 @@ mod tests {
         let (c, s) = unwind_samples(events, &l, &load(), &options).unwrap();
         assert_eq!((s.samples_seen, s.filtered_by_pid), (1, 1));
         assert_eq!(c.contexts[&vec![]].branches[&(0x1004, 0x1010)], 1);
+    }
+
+    #[test]
+    fn huge_counts_wrap_instead_of_panicking() {
+        let l = layout(true);
+        let events = vec![sample(0x1000, true, u64::MAX), sample(0x1000, true, 2)];
+        let (c, s) = unwind_samples(events, &l, &load(), &UnwindOptions::default()).unwrap();
+        assert_eq!(s.aggregated_samples, 1);
+        assert_eq!(c.contexts[&vec![0x1004]].ranges[&(0x1010, 0x1015)], 1);
+        assert_eq!(s.total_range_samples, 2);
     }
 
     #[test]

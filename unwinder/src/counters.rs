@@ -40,10 +40,12 @@ impl ContextCounters {
     /// Adds every counter of `other` into `self`.
     pub fn merge(&mut self, other: &ContextCounters) {
         for (k, v) in &other.ranges {
-            *self.ranges.entry(*k).or_default() += v;
+            let e = self.ranges.entry(*k).or_default();
+            *e = e.wrapping_add(*v);
         }
         for (k, v) in &other.branches {
-            *self.branches.entry(*k).or_default() += v;
+            let e = self.branches.entry(*k).or_default();
+            *e = e.wrapping_add(*v);
         }
     }
 

@@ -20,11 +20,13 @@ pub fn count_lbr_sample(
     for br in &sample.lbr {
         let target_is_code = layout.is_code(br.target);
         if target_is_code {
-            *out.branches.entry((br.source, br.target)).or_default() += repeat;
+            let e = out.branches.entry((br.source, br.target)).or_default();
+            *e = e.wrapping_add(repeat);
         }
         let start = br.target;
         if target_is_code && layout.is_code(end) && layout.is_valid_fall_through_range(start, end) {
-            *out.ranges.entry((start, end)).or_default() += repeat;
+            let e = out.ranges.entry((start, end)).or_default();
+            *e = e.wrapping_add(repeat);
         }
         end = br.source;
     }

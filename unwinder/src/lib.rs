@@ -21,6 +21,51 @@
 //!
 //! It does not symbolize: line contexts stay address stacks until the symbolizer expands
 //! them into inline frames.
+//!
+//! `convert` calls [`unwind_samples`] once; the live daemon keeps an [`Aggregator`] per
+//! binary, feeds it batches and calls [`Aggregator::flush`] periodically (flushed counter
+//! sets merge into exactly what one conversion of all samples gives).
+//!
+//! ```
+//! use collector::{LbrEntry, PerfEvent, Sample};
+//! use unwinder::test_support::{FakeLayout, Inst};
+//! use unwinder::{unwind_samples, BinaryLoadInfo, CounterKind, UnwindOptions};
+//!
+//! // main: 0x1000 push; 0x1001 mov; 0x1004 call foo; 0x1009 ret
+//! // foo:  0x1010 push; 0x1011 mov; 0x1014 jcc 0x1011; 0x1016 pop; 0x1017 ret
+//! let layout = FakeLayout::new(
+//!     &[(0x1000, Inst::Other), (0x1001, Inst::Other), (0x1004, Inst::Call), (0x1009, Inst::Return),
+//!       (0x1010, Inst::Other), (0x1011, Inst::Other), (0x1014, Inst::CondBranch),
+//!       (0x1016, Inst::Other), (0x1017, Inst::Return)],
+//!     &[0x1000, 0x1010],
+//! )
+//! .with_probes(true);
+//! let load = BinaryLoadInfo {
+//!     name: "prog".into(),
+//!     preferred_base: 0x1000,
+//!     text_segment_offsets: vec![0],
+//!     preferred_text_segment_addresses: vec![0x1000],
+//! };
+//! // Sampled in foo's loop (called from main at 0x1004), newest branch first.
+//! let sample = Sample {
+//!     callchain: vec![0x1014, 0x1009],
+//!     lbr: vec![
+//!         LbrEntry { from: 0x1014, to: 0x1011, flags: 0 },
+//!         LbrEntry { from: 0x1004, to: 0x1010, flags: 0 },
+//!     ],
+//!     count: 1,
+//!     ..Sample::default()
+//! };
+//! let (counters, _stats) =
+//!     unwind_samples([PerfEvent::Sample(sample)], &layout, &load, &UnwindOptions::default()).unwrap();
+//! assert_eq!(counters.kind, CounterKind::ProbeContext);
+//! // foo's range [0x1010, 0x1014] and its back edge, keyed by main's call site.
+//! let foo = &counters.contexts[&vec![0x1004]];
+//! assert_eq!(foo.ranges[&(0x1010, 0x1014)], 1);
+//! assert_eq!(foo.branches[&(0x1014, 0x1011)], 1);
+//! // The call itself belongs to main, the root context.
+//! assert_eq!(counters.contexts[&vec![]].branches[&(0x1004, 0x1010)], 1);
+//! ```
 #![deny(missing_docs)]
 
 pub mod aggregator;

@@ -267,10 +267,12 @@ impl<'a> VirtualUnwinder<'a> {
         }
         let c = counters.context_mut(&key);
         for &(s, e, n) in &f.ranges {
-            *c.ranges.entry((s, e)).or_default() += n;
+            let e = c.ranges.entry((s, e)).or_default();
+            *e = e.wrapping_add(n);
         }
         for &(s, t, n) in &f.branches {
-            *c.branches.entry((s, t)).or_default() += n;
+            let e = c.branches.entry((s, t)).or_default();
+            *e = e.wrapping_add(n);
         }
     }
 }

@@ -151,8 +151,17 @@ mod tests {
         assert_eq!(u64_at(&b, 24), 0x109a7);
         // disabled 0, exclude_kernel 5, exclude_hv 6, mmap 8, comm 9, task 13,
         // precise_ip 15-16 = 3, sample_id_all 18, mmap2 23, comm_exec 24, build_id 34.
-        let flags = 1 | 1 << 5 | 1 << 6 | 1 << 8 | 1 << 9 | 1 << 13 | 3 << 15 | 1 << 18
-            | 1 << 23 | 1 << 24 | 1 << 34;
+        let flags = 1
+            | 1 << 5
+            | 1 << 6
+            | 1 << 8
+            | 1 << 9
+            | 1 << 13
+            | 3 << 15
+            | 1 << 18
+            | 1 << 23
+            | 1 << 24
+            | 1 << 34;
         assert_eq!(u64_at(&b, 40), flags);
         assert_eq!(u64_at(&b, 72), 1 | 1 << 3 | 1 << 17);
         assert_eq!(u16::from_le_bytes(b[108..110].try_into().unwrap()), 127);

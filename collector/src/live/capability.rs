@@ -100,8 +100,8 @@ impl PmuCapabilities {
     /// Reads capabilities from a sysfs `devices` directory and a procfs root (tests pass
     /// fixture trees).
     pub fn detect_at(devices: &Path, proc: &Path) -> PmuCapabilities {
-        let paranoid = read_trim(&proc.join("sys/kernel/perf_event_paranoid"))
-            .and_then(|s| s.parse().ok());
+        let paranoid =
+            read_trim(&proc.join("sys/kernel/perf_event_paranoid")).and_then(|s| s.parse().ok());
         let mut all_pmus: Vec<String> = std::fs::read_dir(devices)
             .map(|d| {
                 d.filter_map(|e| e.ok())
@@ -238,7 +238,13 @@ pub fn candidate_plans(
                         } else {
                             INTEL_NEAR_TAKEN
                         };
-                        let mut e = event(format!("{}/r{config:x}/u", p.name), p.type_, config, rate, settings);
+                        let mut e = event(
+                            format!("{}/r{config:x}/u", p.name),
+                            p.type_,
+                            config,
+                            rate,
+                            settings,
+                        );
                         e.precise_ip = p.max_precise.unwrap_or(0).min(3);
                         e.branch_sample_type = bst::USER | bst::ANY | bst::HW_INDEX;
                         e
@@ -303,11 +309,8 @@ mod tests {
     }
 
     fn tree(files: &[(&str, &str)]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "pgo-caps-{}-{}",
-            std::process::id(),
-            files.len()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("pgo-caps-{}-{}", std::process::id(), files.len()));
         let _ = std::fs::remove_dir_all(&dir);
         for (path, text) in files {
             let p = dir.join(path);
@@ -348,8 +351,20 @@ mod tests {
         let caps = PmuCapabilities {
             paranoid: Some(-1),
             pmus: vec![
-                PmuInfo { name: "cpu_core".into(), type_: 8, pmu_name: Some("alderlake_hybrid".into()), branches: Some(32), max_precise: Some(3) },
-                PmuInfo { name: "cpu_atom".into(), type_: 10, pmu_name: None, branches: Some(32), max_precise: Some(2) },
+                PmuInfo {
+                    name: "cpu_core".into(),
+                    type_: 8,
+                    pmu_name: Some("alderlake_hybrid".into()),
+                    branches: Some(32),
+                    max_precise: Some(3),
+                },
+                PmuInfo {
+                    name: "cpu_atom".into(),
+                    type_: 10,
+                    pmu_name: None,
+                    branches: Some(32),
+                    max_precise: Some(2),
+                },
             ],
             all_pmus: vec![],
             vendor: CpuVendor::Intel,
@@ -359,8 +374,22 @@ mod tests {
         let lbr = &plans[0];
         assert_eq!(lbr.mode, SamplingMode::IntelLbr);
         assert_eq!(lbr.events.len(), 2);
-        assert_eq!((lbr.events[0].type_, lbr.events[0].config, lbr.events[0].precise_ip), (8, 0x20c4, 3));
-        assert_eq!((lbr.events[1].type_, lbr.events[1].config, lbr.events[1].precise_ip), (10, 0xc0c4, 2));
+        assert_eq!(
+            (
+                lbr.events[0].type_,
+                lbr.events[0].config,
+                lbr.events[0].precise_ip
+            ),
+            (8, 0x20c4, 3)
+        );
+        assert_eq!(
+            (
+                lbr.events[1].type_,
+                lbr.events[1].config,
+                lbr.events[1].precise_ip
+            ),
+            (10, 0xc0c4, 2)
+        );
         assert!(lbr.events[0].side_band && !lbr.events[1].side_band);
         assert_eq!(lbr.events[0].branch_sample_type, 1 | 8 | 1 << 17);
         assert_eq!(lbr.events[0].rate, SampleRate::Period(200003));
@@ -371,7 +400,11 @@ mod tests {
     fn intel_without_branches_says_why() {
         let caps = PmuCapabilities {
             paranoid: Some(2),
-            pmus: vec![PmuInfo { name: "cpu".into(), type_: 4, ..PmuInfo::default() }],
+            pmus: vec![PmuInfo {
+                name: "cpu".into(),
+                type_: 4,
+                ..PmuInfo::default()
+            }],
             all_pmus: vec![],
             vendor: CpuVendor::Intel,
         };
@@ -379,6 +412,9 @@ mod tests {
         s.allowed = vec![SamplingMode::IntelLbr];
         let (plans, skipped) = candidate_plans(&caps, &s);
         assert!(plans.is_empty());
-        assert_eq!(skipped, vec!["intel_lbr: LBR not available: no caps/branches for PMU cpu".to_string()]);
+        assert_eq!(
+            skipped,
+            vec!["intel_lbr: LBR not available: no caps/branches for PMU cpu".to_string()]
+        );
     }
 }

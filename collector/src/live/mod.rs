@@ -26,6 +26,8 @@ pub use attr::{EventAttr, SampleRate};
 pub use capability::{PlanSettings, PmuCapabilities, SamplingMode, SamplingPlan};
 pub use error::LiveError;
 pub use perf_event::PerfEventFd;
-pub use reader::{run_reader, EventBatch, ReaderCounts, ReaderSettings, ReaderStats, RecordDecoder};
+pub use reader::{
+    run_reader, EventBatch, ReaderCounts, ReaderSettings, ReaderStats, RecordDecoder,
+};
 pub use ring::{RecordHeader, RingBuffer};
 pub use session::{online_cpus, CpuStream, LiveSession};

@@ -60,7 +60,9 @@ fn scan_one(proc: &Path, pid: u32, out: &mut Vec<PerfEvent>) -> bool {
         if !(m.path.starts_with('/') || m.path == "[vdso]") {
             continue;
         }
-        out.push(PerfEvent::SideBand(SideBandEvent::Mmap2(m.to_mmap2(pid as i32, pid as i32))));
+        out.push(PerfEvent::SideBand(SideBandEvent::Mmap2(
+            m.to_mmap2(pid as i32, pid as i32),
+        )));
     }
     true
 }
@@ -73,7 +75,11 @@ pub fn binary_candidates(proc: &Path, pid: i32, start: u64, end: u64, path: &str
     if pid > 0 {
         let base = proc.join(pid.to_string());
         out.push(base.join("map_files").join(format!("{start:x}-{end:x}")));
-        if let Some(rel) = path.strip_suffix(" (deleted)").unwrap_or(path).strip_prefix('/') {
+        if let Some(rel) = path
+            .strip_suffix(" (deleted)")
+            .unwrap_or(path)
+            .strip_prefix('/')
+        {
             out.push(base.join("root").join(rel));
         }
     }

@@ -106,7 +106,12 @@ impl RecordDecoder {
     }
 
     /// Decodes one record; LOST/LOST_SAMPLES and parse failures are counted in `stats`.
-    pub fn decode(&self, header: RecordHeader, body: &[u8], stats: &ReaderStats) -> Option<PerfEvent> {
+    pub fn decode(
+        &self,
+        header: RecordHeader,
+        body: &[u8],
+        stats: &ReaderStats,
+    ) -> Option<PerfEvent> {
         add(&stats.records, 1);
         match parse_record(header.record_type, header.misc, body, &self.layout) {
             Ok(Record::Lost(l)) => {
@@ -217,7 +222,13 @@ pub fn run_reader(
     let mut events = Vec::with_capacity(settings.batch_events);
     loop {
         let stopping = stop.load(Ordering::Acquire);
-        let bytes = decoder.drain(&mut ring, &mut scratch, settings.max_drain_bytes, &mut events, &stats);
+        let bytes = decoder.drain(
+            &mut ring,
+            &mut scratch,
+            settings.max_drain_bytes,
+            &mut events,
+            &stats,
+        );
         if events.len() >= settings.batch_events || (bytes == 0 && !events.is_empty()) || stopping {
             let batch = EventBatch {
                 cpu,
@@ -244,17 +255,44 @@ mod tests {
 
     #[test]
     fn lost_records_are_counted_and_samples_decoded() {
-        let layout = SampleLayout::new(st::IDENTIFIER | st::IP | st::TID | st::CALLCHAIN, 0, 0, true);
+        let layout = SampleLayout::new(
+            st::IDENTIFIER | st::IP | st::TID | st::CALLCHAIN,
+            0,
+            0,
+            true,
+        );
         let w = RecordWriter::new(layout);
         let mut bytes = Vec::new();
         let sample = SampleRecord {
-            sample: Sample { pid: 7, tid: 8, ip: 0x401000, callchain: vec![0x401000, 0x401234], count: 1, ..Sample::default() },
+            sample: Sample {
+                pid: 7,
+                tid: 8,
+                ip: 0x401000,
+                callchain: vec![0x401000, 0x401234],
+                count: 1,
+                ..Sample::default()
+            },
             id: 42,
             ..SampleRecord::default()
         };
         w.write_sample(&mut bytes, 2, &sample).unwrap();
-        w.write_lost(&mut bytes, &LostEvent { id: 42, lost: 17 }, &SampleId::default()).unwrap();
-        w.write_comm(&mut bytes, &crate::CommEvent { pid: 7, tid: 7, comm: "spin".into(), exec: true }, &SampleId::default()).unwrap();
+        w.write_lost(
+            &mut bytes,
+            &LostEvent { id: 42, lost: 17 },
+            &SampleId::default(),
+        )
+        .unwrap();
+        w.write_comm(
+            &mut bytes,
+            &crate::CommEvent {
+                pid: 7,
+                tid: 7,
+                comm: "spin".into(),
+                exec: true,
+            },
+            &SampleId::default(),
+        )
+        .unwrap();
         let mut ring = RingBuffer::in_memory(1, 4096).unwrap();
         assert!(ring.reset_position(4096 - 8));
         assert_eq!(ring.write_as_kernel(&bytes), bytes.len());
@@ -263,9 +301,20 @@ mod tests {
         RecordDecoder::new(layout).drain(&mut ring, &mut Vec::new(), u64::MAX, &mut out, &stats);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0], PerfEvent::Sample(sample.sample));
-        assert!(matches!(&out[1], PerfEvent::SideBand(SideBandEvent::Comm(c)) if c.comm == "spin" && c.exec));
+        assert!(
+            matches!(&out[1], PerfEvent::SideBand(SideBandEvent::Comm(c)) if c.comm == "spin" && c.exec)
+        );
         let s = stats.snapshot();
-        assert_eq!((s.records, s.samples, s.side_band, s.lost_records, s.lost_events), (3, 1, 1, 1, 17));
+        assert_eq!(
+            (
+                s.records,
+                s.samples,
+                s.side_band,
+                s.lost_records,
+                s.lost_events
+            ),
+            (3, 1, 1, 1, 17)
+        );
         assert_eq!(s.wrapped_records, 1);
     }
 
@@ -273,11 +322,17 @@ mod tests {
     fn full_channel_drops_and_counts() {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let stats = ReaderStats::default();
-        let batch = |n| EventBatch { cpu: 0, events: vec![PerfEvent::Sample(Sample::default()); n] };
+        let batch = |n| EventBatch {
+            cpu: 0,
+            events: vec![PerfEvent::Sample(Sample::default()); n],
+        };
         assert!(offer_batch(&tx, batch(3), &stats));
         assert!(offer_batch(&tx, batch(5), &stats));
         let s = stats.snapshot();
-        assert_eq!((s.batches_sent, s.batches_dropped, s.events_dropped), (1, 1, 5));
+        assert_eq!(
+            (s.batches_sent, s.batches_dropped, s.events_dropped),
+            (1, 1, 5)
+        );
         drop(rx);
         assert!(!offer_batch(&tx, batch(1), &stats));
     }

@@ -118,7 +118,11 @@ pub fn page_size() -> usize {
 impl RingBuffer {
     /// Maps the ring of a perf event fd: `1 + data_pages` pages, read-write (so the kernel
     /// honours `data_tail` and never overwrites unread records).
-    pub fn map(fd: std::os::fd::BorrowedFd<'_>, data_pages: usize, cpu: i32) -> Result<Self, LiveError> {
+    pub fn map(
+        fd: std::os::fd::BorrowedFd<'_>,
+        data_pages: usize,
+        cpu: i32,
+    ) -> Result<Self, LiveError> {
         use std::os::fd::AsRawFd;
         check_pages(data_pages)?;
         let len = (1 + data_pages) * page_size();
@@ -147,8 +151,10 @@ impl RingBuffer {
         let memory = Memory::Mmap { ptr: base, len };
         // SAFETY: the control page is mapped and its ABI fields are u64-aligned.
         let (offset, size) = unsafe {
-            let o = (*base.as_ptr().add(DATA_OFFSET_OFFSET).cast::<AtomicU64>()).load(Ordering::Acquire);
-            let s = (*base.as_ptr().add(DATA_SIZE_OFFSET).cast::<AtomicU64>()).load(Ordering::Acquire);
+            let o = (*base.as_ptr().add(DATA_OFFSET_OFFSET).cast::<AtomicU64>())
+                .load(Ordering::Acquire);
+            let s =
+                (*base.as_ptr().add(DATA_SIZE_OFFSET).cast::<AtomicU64>()).load(Ordering::Acquire);
             (o, s)
         };
         // Kernels before 4.1 leave data_offset/data_size 0: the data follows page 0.
@@ -170,7 +176,10 @@ impl RingBuffer {
                 what: "page size must be a power of two of at least 1088 bytes",
             });
         }
-        if data_pages == 0 || !data_pages.is_power_of_two() || data_pages * page_size > MAX_RING_BYTES {
+        if data_pages == 0
+            || !data_pages.is_power_of_two()
+            || data_pages * page_size > MAX_RING_BYTES
+        {
             return Err(LiveError::RingSize {
                 pages: data_pages,
                 what: "must be a power of two, at most 1 GiB",
@@ -184,16 +193,30 @@ impl RingBuffer {
             offset: 0,
             what: "null heap buffer",
         })?;
-        Self::from_parts(base, page_size as u64, (data_pages * page_size) as u64, len, Memory::Heap(words))
+        Self::from_parts(
+            base,
+            page_size as u64,
+            (data_pages * page_size) as u64,
+            len,
+            Memory::Heap(words),
+        )
     }
 
-    fn from_parts(base: NonNull<u8>, offset: u64, size: u64, len: usize, memory: Memory) -> Result<Self, LiveError> {
+    fn from_parts(
+        base: NonNull<u8>,
+        offset: u64,
+        size: u64,
+        len: usize,
+        memory: Memory,
+    ) -> Result<Self, LiveError> {
         let bad = |what| LiveError::RingCorrupt { offset: 0, what };
         if !size.is_power_of_two() {
             drop(memory);
             return Err(bad("data_size is not a power of two"));
         }
-        if offset < MMAP_PAGE_SIZE as u64 || offset.checked_add(size).is_none_or(|end| end > len as u64) {
+        if offset < MMAP_PAGE_SIZE as u64
+            || offset.checked_add(size).is_none_or(|end| end > len as u64)
+        {
             drop(memory);
             return Err(bad("data area outside the mapping"));
         }
@@ -242,7 +265,11 @@ impl RingBuffer {
         // the bytes lie between tail and head, which the kernel does not touch.
         unsafe {
             std::ptr::copy_nonoverlapping(self.data.as_ptr().add(start), out.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(self.data.as_ptr(), out.as_mut_ptr().add(first), out.len() - first);
+            std::ptr::copy_nonoverlapping(
+                self.data.as_ptr(),
+                out.as_mut_ptr().add(first),
+                out.len() - first,
+            );
         }
     }
 
@@ -268,22 +295,33 @@ impl RingBuffer {
                 break Ok(());
             }
             if head - tail < 8 {
-                break Err(LiveError::RingCorrupt { offset: tail, what: "partial header before data_head" });
+                break Err(LiveError::RingCorrupt {
+                    offset: tail,
+                    what: "partial header before data_head",
+                });
             }
             let mut hb = [0u8; 8];
             self.copy_out(tail, &mut hb);
             let header = RecordHeader::from_bytes(hb);
             let size = u64::from(header.size);
             if size < 8 || size % 8 != 0 {
-                break Err(LiveError::RingCorrupt { offset: tail, what: "record size below 8 or not a multiple of 8" });
+                break Err(LiveError::RingCorrupt {
+                    offset: tail,
+                    what: "record size below 8 or not a multiple of 8",
+                });
             }
             if tail + size > head {
-                break Err(LiveError::RingCorrupt { offset: tail, what: "record reaches past data_head" });
+                break Err(LiveError::RingCorrupt {
+                    offset: tail,
+                    what: "record reaches past data_head",
+                });
             }
             let off = (tail & mask) as usize;
             if off as u64 + size <= self.data_size {
                 // SAFETY: the record lies inside the data area, between tail and head.
-                let bytes = unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(off), size as usize) };
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(self.data.as_ptr().add(off), size as usize)
+                };
                 f(header, &bytes[8..]);
             } else {
                 scratch.clear();
@@ -339,9 +377,14 @@ impl RingBuffer {
         // inside the data area and free (between head and tail + size).
         unsafe {
             std::ptr::copy_nonoverlapping(records.as_ptr(), self.data.as_ptr().add(start), first);
-            std::ptr::copy_nonoverlapping(records.as_ptr().add(first), self.data.as_ptr(), take - first);
+            std::ptr::copy_nonoverlapping(
+                records.as_ptr().add(first),
+                self.data.as_ptr(),
+                take - first,
+            );
         }
-        self.word(DATA_HEAD_OFFSET).store(head + take as u64, Ordering::Release);
+        self.word(DATA_HEAD_OFFSET)
+            .store(head + take as u64, Ordering::Release);
         take
     }
 }
@@ -377,7 +420,9 @@ mod tests {
         let mut out = Vec::new();
         let mut scratch = Vec::new();
         let stats = ring
-            .drain(&mut scratch, u64::MAX, |h, body| out.push((h.record_type, body.to_vec())))
+            .drain(&mut scratch, u64::MAX, |h, body| {
+                out.push((h.record_type, body.to_vec()))
+            })
             .unwrap();
         (out, stats)
     }
@@ -400,7 +445,14 @@ mod tests {
         bytes.extend(record(2, &[7, 8]));
         assert_eq!(ring.write_as_kernel(&bytes), 56);
         let (got, stats) = collect(&mut ring);
-        assert_eq!(stats, DrainStats { records: 2, bytes: 56, wrapped: 1 });
+        assert_eq!(
+            stats,
+            DrainStats {
+                records: 2,
+                bytes: 56,
+                wrapped: 1
+            }
+        );
         assert_eq!(got[0].0, 9);
         assert_eq!(got[0].1, record(9, &[0x1111, 0x2222, 0x3333])[8..].to_vec());
         assert_eq!(got[1], (2, record(2, &[7, 8])[8..].to_vec()));
@@ -427,12 +479,19 @@ mod tests {
         ring.write_as_kernel(&bytes[..16]);
         // Publish the bad header by hand.
         ring.word(DATA_HEAD_OFFSET).store(16, Ordering::Release);
-        unsafe { std::ptr::copy_nonoverlapping(bytes[16..].as_ptr(), ring.data.as_ptr().add(16), 8) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes[16..].as_ptr(), ring.data.as_ptr().add(16), 8)
+        };
         ring.word(DATA_HEAD_OFFSET).store(24, Ordering::Release);
         let mut scratch = Vec::new();
         let mut n = 0;
-        let err = ring.drain(&mut scratch, u64::MAX, |_, _| n += 1).unwrap_err();
-        assert!(matches!(err, LiveError::RingCorrupt { offset: 16, .. }), "{err}");
+        let err = ring
+            .drain(&mut scratch, u64::MAX, |_, _| n += 1)
+            .unwrap_err();
+        assert!(
+            matches!(err, LiveError::RingCorrupt { offset: 16, .. }),
+            "{err}"
+        );
         assert_eq!(n, 1);
         assert_eq!(ring.tail(), 24);
     }

@@ -57,7 +57,11 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
-fn open_plan(plan: &mut SamplingPlan, cpus: &[u32], ring_pages: usize) -> Result<Vec<CpuStream>, LiveError> {
+fn open_plan(
+    plan: &mut SamplingPlan,
+    cpus: &[u32],
+    ring_pages: usize,
+) -> Result<Vec<CpuStream>, LiveError> {
     let mut streams = Vec::with_capacity(cpus.len());
     for &cpu in cpus {
         let mut events = Vec::new();
@@ -82,7 +86,10 @@ fn open_plan(plan: &mut SamplingPlan, cpus: &[u32], ring_pages: usize) -> Result
 /// Opens `attr` on `cpu`, dropping optional features the kernel rejects (EINVAL: the
 /// build_id side-band bit, then HW_INDEX; EOPNOTSUPP: lower precise_ip), and updates
 /// `attr` to what opened, so every CPU opens the same attr.
-fn open_with_fallbacks(attr: &mut crate::live::EventAttr, cpu: i32) -> Result<PerfEventFd, LiveError> {
+fn open_with_fallbacks(
+    attr: &mut crate::live::EventAttr,
+    cpu: i32,
+) -> Result<PerfEventFd, LiveError> {
     loop {
         let err = match PerfEventFd::open(attr, -1, cpu) {
             Ok(fd) => return Ok(fd),
@@ -107,7 +114,11 @@ impl LiveSession {
     /// Detects capabilities, then opens the first candidate plan that opens on every CPU
     /// in `cpus` with rings of `ring_pages` data pages. Events are opened disabled; call
     /// [`LiveSession::enable`] once readers run.
-    pub fn open(settings: &PlanSettings, cpus: &[u32], ring_pages: usize) -> Result<LiveSession, LiveError> {
+    pub fn open(
+        settings: &PlanSettings,
+        cpus: &[u32],
+        ring_pages: usize,
+    ) -> Result<LiveSession, LiveError> {
         let caps = PmuCapabilities::detect();
         let mut report = vec![format!(
             "perf_event_paranoid={}, PMUs: {}",
@@ -125,9 +136,17 @@ impl LiveSession {
                         plan.mode.name(),
                         plan.why,
                         streams.len(),
-                        plan.events.iter().map(|e| e.label.as_str()).collect::<Vec<_>>().join(", ")
+                        plan.events
+                            .iter()
+                            .map(|e| e.label.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ));
-                    return Ok(LiveSession { plan, streams, report });
+                    return Ok(LiveSession {
+                        plan,
+                        streams,
+                        report,
+                    });
                 }
                 Err(e) => {
                     let line = format!("{} failed to open: {e}", plan.mode.name());

@@ -1130,7 +1130,12 @@ mod tests {
             let fast = fast_lbr_entry(t, 0);
             if let Some((e, end)) = fast {
                 assert_eq!(end, t.len(), "{}", String::from_utf8_lossy(t));
-                assert_eq!(Some(e), parse_lbr_entry(t), "{}", String::from_utf8_lossy(t));
+                assert_eq!(
+                    Some(e),
+                    parse_lbr_entry(t),
+                    "{}",
+                    String::from_utf8_lossy(t)
+                );
             }
         }
         // Accepted shapes really take the fast path, with exact values.
@@ -1142,7 +1147,7 @@ mod tests {
                     to: 0x20,
                     flags: 1 | (5 << 4)
                 },
-                19
+                20
             ))
         );
         assert_eq!(fast_lbr_entry(b"0x1ffffffffffffffff/0x1", 0), None);
@@ -1151,7 +1156,10 @@ mod tests {
                 ip: None,
                 entries,
                 truncated: true,
-            } => assert_eq!(entries.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>(), [(1, 2), (3, 4)]),
+            } => assert_eq!(
+                entries.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>(),
+                [(1, 2), (3, 4)]
+            ),
             _ => panic!("expected two entries, then truncation"),
         }
     }

@@ -60,10 +60,16 @@ impl ProcessFilter {
     pub fn matches(&self, p: &ProcessFacts) -> bool {
         let c = &self.config;
         let exe_ok = c.exe_path_globs.is_empty()
-            || p.exe.as_deref().is_some_and(|e| c.exe_path_globs.iter().any(|g| glob_match(g, e)));
-        let comm_ok = c.comms.is_empty() || c.comms.iter().any(|n| *n == p.comm);
+            || p.exe
+                .as_deref()
+                .is_some_and(|e| c.exe_path_globs.iter().any(|g| glob_match(g, e)));
+        let comm_ok = c.comms.is_empty() || c.comms.contains(&p.comm);
         let cgroup_ok = c.cgroup_prefixes.is_empty()
-            || p.cgroups.iter().any(|g| c.cgroup_prefixes.iter().any(|pre| g.starts_with(pre.as_str())));
+            || p.cgroups.iter().any(|g| {
+                c.cgroup_prefixes
+                    .iter()
+                    .any(|pre| g.starts_with(pre.as_str()))
+            });
         exe_ok && comm_ok && cgroup_ok
     }
 }

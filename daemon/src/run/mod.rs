@@ -27,7 +27,8 @@ use anyhow::Context;
 use clap::Args;
 use collector::live::proc_scan::scan_processes;
 use collector::live::{
-    run_reader, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats, SampleRate, SamplingMode,
+    run_reader, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats, SampleRate,
+    SamplingMode,
 };
 use crossbeam_channel::{bounded, Receiver, Sender};
 use unwinder::shard::ShardInput;
@@ -99,7 +100,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     control.stop.store(true, Ordering::SeqCst);
                     return;
                 }
-                Some(crate::signals::Signal::Reload) => control.reload.store(true, Ordering::SeqCst),
+                Some(crate::signals::Signal::Reload) => {
+                    control.reload.store(true, Ordering::SeqCst)
+                }
                 None => {}
             }
             if control.stop.load(Ordering::SeqCst) {
@@ -131,21 +134,38 @@ fn plan_settings(c: &Config) -> PlanSettings {
 }
 
 /// Runs the daemon until `control.stop` or `args.duration_secs`; returns what it did.
-pub fn run_daemon(config: &Config, args: &RunArgs, control: &RunControl) -> anyhow::Result<RunSummary> {
+pub fn run_daemon(
+    config: &Config,
+    args: &RunArgs,
+    control: &RunControl,
+) -> anyhow::Result<RunSummary> {
     let start = Instant::now();
     let now_secs = || start.elapsed().as_secs();
-    let state_dir = args.state_dir.clone().unwrap_or_else(|| config.output.state_dir.clone());
-    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating state dir {}", state_dir.display()))?;
+    let state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| config.output.state_dir.clone());
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating state dir {}", state_dir.display()))?;
 
     let cpus = collector::live::online_cpus();
-    let mut session = LiveSession::open(&plan_settings(config), &cpus, config.collector.ring_buffer_pages)
-        .context("opening perf events (needs root or CAP_PERFMON)")?;
+    let mut session = LiveSession::open(
+        &plan_settings(config),
+        &cpus,
+        config.collector.ring_buffer_pages,
+    )
+    .context("opening perf events (needs root or CAP_PERFMON)")?;
     for line in &session.report {
         eprintln!("pgo-agent: {line}");
     }
     let mode = session.plan.mode;
     let (route_by, input) = match mode {
-        SamplingMode::CpuClock => (RouteBy::LeadingIp, ShardInput::LeadingIp { has_callchain: true }),
+        SamplingMode::CpuClock => (
+            RouteBy::LeadingIp,
+            ShardInput::LeadingIp {
+                has_callchain: true,
+            },
+        ),
         _ => (RouteBy::BranchStack, ShardInput::Lbr(PerfContent::LbrStack)),
     };
     let agg = &config.aggregation;
@@ -185,13 +205,17 @@ pub fn run_daemon(config: &Config, args: &RunArgs, control: &RunControl) -> anyh
             state_dir: state_dir.clone(),
         };
         worker_txs.push(tx);
-        worker_handles.push(std::thread::Builder::new().name("pgo-worker".into()).spawn(move || {
-            let mut w = Worker::new(settings);
-            for item in rx {
-                w.handle(item);
-            }
-            (w.summaries(), w.stats().clone())
-        })?);
+        worker_handles.push(
+            std::thread::Builder::new()
+                .name("pgo-worker".into())
+                .spawn(move || {
+                    let mut w = Worker::new(settings);
+                    for item in rx {
+                        w.handle(item);
+                    }
+                    (w.summaries(), w.stats().clone())
+                })?,
+        );
     }
 
     // Router.
@@ -216,7 +240,13 @@ pub fn run_daemon(config: &Config, args: &RunArgs, control: &RunControl) -> anyh
     let mut reader_handles = Vec::new();
     for s in session.streams.iter_mut() {
         let ring = s.ring.take().context("ring already taken")?;
-        let (cpu, decoder, tx, stats, stop) = (s.cpu, s.decoder, batch_tx.clone(), stats.clone(), stop_readers.clone());
+        let (cpu, decoder, tx, stats, stop) = (
+            s.cpu,
+            s.decoder,
+            batch_tx.clone(),
+            stats.clone(),
+            stop_readers.clone(),
+        );
         reader_handles.push(
             std::thread::Builder::new()
                 .name(format!("pgo-reader-{cpu}"))
@@ -269,15 +299,19 @@ pub fn run_daemon(config: &Config, args: &RunArgs, control: &RunControl) -> anyh
         let _ = h.join();
     }
     drop(ctl_tx);
-    let router_stats = router_handle.join().map_err(|_| anyhow::anyhow!("router thread panicked"))?;
+    let router_stats = router_handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("router thread panicked"))?;
     let mut binaries = Vec::new();
     let mut worker_stats = Vec::new();
     for h in worker_handles {
-        let (b, s) = h.join().map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+        let (b, s) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
         binaries.extend(b);
         worker_stats.push(s);
     }
-    binaries.sort_by(|a, b| b.samples.cmp(&a.samples));
+    binaries.sort_by_key(|b| std::cmp::Reverse(b.samples));
     let summary = RunSummary {
         mode: mode.name(),
         report: session.report.clone(),

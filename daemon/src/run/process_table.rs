@@ -72,13 +72,19 @@ impl ProcessTable {
     pub fn apply(&mut self, event: &SideBandEvent) {
         match event {
             SideBandEvent::Mmap2(m) => {
-                if m.pid <= 0 || !m.is_executable() || !m.filename.starts_with('/') {
+                // `//anon` (perf's name for anonymous memory) is not a file.
+                if m.pid <= 0
+                    || !m.is_executable()
+                    || !m.filename.starts_with('/')
+                    || m.filename.starts_with("//")
+                {
                     return;
                 }
                 let p = self.entry(m.pid as u32);
                 let end = m.addr.saturating_add(m.len);
                 // A new mapping replaces whatever it overlaps.
-                p.mappings.retain(|o| o.addr.saturating_add(o.len) <= m.addr || o.addr >= end);
+                p.mappings
+                    .retain(|o| o.addr.saturating_add(o.len) <= m.addr || o.addr >= end);
                 let i = p.mappings.partition_point(|o| o.addr < m.addr);
                 p.mappings.insert(i, m.clone());
             }
@@ -128,7 +134,15 @@ mod tests {
     use collector::{CommEvent, TaskEvent};
 
     fn mmap(pid: i32, addr: u64, len: u64, path: &str) -> SideBandEvent {
-        SideBandEvent::Mmap2(Mmap2Event { pid, tid: pid, addr, len, prot: 5, filename: path.into(), ..Default::default() })
+        SideBandEvent::Mmap2(Mmap2Event {
+            pid,
+            tid: pid,
+            addr,
+            len,
+            prot: 5,
+            filename: path.into(),
+            ..Default::default()
+        })
     }
 
     #[test]
@@ -145,11 +159,31 @@ mod tests {
         // Overlapping remap replaces.
         t.apply(&mmap(10, 0x5800, 0x100, "/lib/d.so"));
         assert_eq!(t.get(10).unwrap().mappings.len(), 2);
-        t.apply(&SideBandEvent::Fork(TaskEvent { pid: 11, ppid: 10, tid: 11, ptid: 10, time: 0 }));
-        assert_eq!(t.get(11).unwrap().mapping_at(0x1000).unwrap().filename, "/bin/a");
-        t.apply(&SideBandEvent::Comm(CommEvent { pid: 11, tid: 11, comm: "b".into(), exec: true }));
+        t.apply(&SideBandEvent::Fork(TaskEvent {
+            pid: 11,
+            ppid: 10,
+            tid: 11,
+            ptid: 10,
+            time: 0,
+        }));
+        assert_eq!(
+            t.get(11).unwrap().mapping_at(0x1000).unwrap().filename,
+            "/bin/a"
+        );
+        t.apply(&SideBandEvent::Comm(CommEvent {
+            pid: 11,
+            tid: 11,
+            comm: "b".into(),
+            exec: true,
+        }));
         assert!(t.get(11).unwrap().mappings.is_empty());
-        t.apply(&SideBandEvent::Exit(TaskEvent { pid: 10, ppid: 1, tid: 10, ptid: 1, time: 0 }));
+        t.apply(&SideBandEvent::Exit(TaskEvent {
+            pid: 10,
+            ppid: 1,
+            tid: 10,
+            ptid: 1,
+            time: 0,
+        }));
         t.collect_exited();
         assert!(t.get(10).is_none());
         assert_eq!(t.len(), 1);

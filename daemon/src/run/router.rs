@@ -84,7 +84,12 @@ pub struct RouterStats {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum FileKey {
     BuildId(BuildId),
-    Inode { maj: u32, min: u32, ino: u64, path: String },
+    Inode {
+        maj: u32,
+        min: u32,
+        ino: u64,
+        path: String,
+    },
 }
 
 /// See the module docs.
@@ -108,7 +113,13 @@ pub fn worker_for(build_id: &BuildId, workers: usize) -> usize {
 
 impl Router {
     /// A router over procfs at `proc`; `skip_pid` (the daemon) is never sampled.
-    pub fn new(proc: &Path, filter: ProcessFilter, route_by: RouteBy, workers: usize, skip_pid: Option<u32>) -> Router {
+    pub fn new(
+        proc: &Path,
+        filter: ProcessFilter,
+        route_by: RouteBy,
+        workers: usize,
+        skip_pid: Option<u32>,
+    ) -> Router {
         Router {
             proc: proc.to_path_buf(),
             table: ProcessTable::default(),
@@ -161,9 +172,21 @@ impl Router {
                             let mappings = self
                                 .table
                                 .get(s.pid)
-                                .map(|p| p.mappings.iter().filter(|m| m.filename == binary.path).cloned().collect())
+                                .map(|p| {
+                                    p.mappings
+                                        .iter()
+                                        .filter(|m| m.filename == binary.path)
+                                        .cloned()
+                                        .collect()
+                                })
                                 .unwrap_or_default();
-                            SampleGroup { binary, pid: s.pid, mappings, samples: Vec::new(), now_secs }
+                            SampleGroup {
+                                binary,
+                                pid: s.pid,
+                                mappings,
+                                samples: Vec::new(),
+                                now_secs,
+                            }
                         });
                         group.samples.push(s.clone());
                     }
@@ -191,7 +214,11 @@ impl Router {
         if Some(pid) == self.skip_pid || pid == 0 {
             return false;
         }
-        if self.table.get(pid).is_none_or(|p| p.mappings.is_empty() && !p.rescanned) {
+        if self
+            .table
+            .get(pid)
+            .is_none_or(|p| p.mappings.is_empty() && !p.rescanned)
+        {
             // A process we have not heard of (its MMAP2s were lost, or it started between
             // the /proc scan and the events' enabling): read its maps once.
             self.rescan(pid);
@@ -200,8 +227,13 @@ impl Router {
             return v;
         }
         let verdict = self.filter.matches_all() || {
-            let comm = self.table.get(pid).map(|p| p.comm.clone()).unwrap_or_default();
-            self.filter.matches(&ProcessFacts::read(&self.proc, pid, &comm))
+            let comm = self
+                .table
+                .get(pid)
+                .map(|p| p.comm.clone())
+                .unwrap_or_default();
+            self.filter
+                .matches(&ProcessFacts::read(&self.proc, pid, &comm))
         };
         self.table.entry(pid).sampled = Some(verdict);
         verdict
@@ -216,8 +248,12 @@ impl Router {
                     .map(|c| c.trim_end().to_string())
                     .unwrap_or_default();
             }
-            for m in maps.iter().filter(|m| m.is_executable() && m.path.starts_with('/')) {
-                self.table.apply(&SideBandEvent::Mmap2(m.to_mmap2(pid as i32, pid as i32)));
+            for m in maps
+                .iter()
+                .filter(|m| m.is_executable() && m.path.starts_with('/'))
+            {
+                self.table
+                    .apply(&SideBandEvent::Mmap2(m.to_mmap2(pid as i32, pid as i32)));
             }
         }
     }
@@ -244,7 +280,10 @@ impl Router {
         };
         let mut hit: Vec<Mmap2Event> = Vec::new();
         for a in addrs {
-            if hit.last().is_some_and(|m| a >= m.addr && a < m.addr + m.len) {
+            if hit
+                .last()
+                .is_some_and(|m| a >= m.addr && a < m.addr + m.len)
+            {
                 continue;
             }
             if let Some(m) = process.mapping_at(a) {
@@ -261,7 +300,10 @@ impl Router {
         for m in hit {
             match self.resolve(&m) {
                 Some(b) => {
-                    if !out.iter().any(|o: &Arc<BinaryRef>| o.build_id == b.build_id) {
+                    if !out
+                        .iter()
+                        .any(|o: &Arc<BinaryRef>| o.build_id == b.build_id)
+                    {
                         out.push(b);
                     }
                 }
@@ -274,30 +316,41 @@ impl Router {
     fn resolve(&mut self, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
         let key = match &m.build_id {
             Some(b) => FileKey::BuildId(b.clone()),
-            None => FileKey::Inode { maj: m.maj, min: m.min, ino: m.ino, path: m.filename.clone() },
+            None => FileKey::Inode {
+                maj: m.maj,
+                min: m.min,
+                ino: m.ino,
+                path: m.filename.clone(),
+            },
         };
         if let Some(r) = self.binaries.get(&key) {
             return r.clone();
         }
-        let found = binary_candidates(&self.proc, m.pid, m.addr, m.addr.saturating_add(m.len), &m.filename)
-            .into_iter()
-            .find_map(|path| {
-                let len = std::fs::metadata(&path).ok()?.len();
-                if len > MAX_ELF_BYTES {
-                    return None;
-                }
-                let data = std::fs::read(&path).ok()?;
-                let id = ElfFacts::parse(&data).build_id;
-                if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
-                    return None;
-                }
-                Some(Arc::new(BinaryRef {
-                    build_id: id,
-                    path: m.filename.clone(),
-                    opened_from: path,
-                    bytes: Mutex::new(Some(Arc::new(data))),
-                }))
-            });
+        let found = binary_candidates(
+            &self.proc,
+            m.pid,
+            m.addr,
+            m.addr.saturating_add(m.len),
+            &m.filename,
+        )
+        .into_iter()
+        .find_map(|path| {
+            let len = std::fs::metadata(&path).ok()?.len();
+            if len > MAX_ELF_BYTES {
+                return None;
+            }
+            let data = std::fs::read(&path).ok()?;
+            let id = ElfFacts::parse(&data).build_id;
+            if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
+                return None;
+            }
+            Some(Arc::new(BinaryRef {
+                build_id: id,
+                path: m.filename.clone(),
+                opened_from: path,
+                bytes: Mutex::new(Some(Arc::new(data))),
+            }))
+        });
         self.binaries.insert(key, found.clone());
         found
     }

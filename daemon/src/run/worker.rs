@@ -174,7 +174,11 @@ impl Worker {
             b.take();
         }
         let entry = self.entries.get_mut(&id).expect("inserted above");
-        if entry.shard.feed(&g.mappings, &g.samples, g.now_secs).is_ok() {
+        if entry
+            .shard
+            .feed(&g.mappings, &g.samples, g.now_secs)
+            .is_ok()
+        {
             entry.dirty = true;
         }
     }
@@ -187,8 +191,9 @@ impl Worker {
             .ok()
             .and_then(|mut b| b.take())
             .context("binary bytes already taken")?;
-        let binary = ProfiledBinary::from_bytes(Path::new(&g.binary.path), &bytes, &LoadOptions::default())
-            .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
+        let binary =
+            ProfiledBinary::from_bytes(Path::new(&g.binary.path), &bytes, &LoadOptions::default())
+                .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
         let binary = Arc::new(binary);
         let shard = BinaryShard::new(
             binary.clone(),
@@ -250,15 +255,24 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
     }
 }
 
-fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>) -> anyhow::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+fn write_atomic(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let file =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut out = std::io::BufWriter::new(file);
     write(&mut out)?;
-    out.flush().with_context(|| format!("writing {}", tmp.display()))?;
+    out.flush()
+        .with_context(|| format!("writing {}", tmp.display()))?;
     drop(out);
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 fn write_entry(dir: &Path, id: &BuildId, e: &Entry) -> anyhow::Result<()> {

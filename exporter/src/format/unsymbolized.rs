@@ -246,7 +246,8 @@ pub fn read_unsymbolized(
                 } else {
                     &mut c.ranges
                 };
-                *map.entry(key).or_default() += n;
+                let e = map.entry(key).or_default();
+                *e = e.wrapping_add(n);
                 i += 1;
             }
         }
