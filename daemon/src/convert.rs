@@ -191,9 +191,12 @@ mod tests {
 
     #[test]
     fn single_dash_long_options_become_double_dash() {
-        let out = normalize_llvm_args(&strings(&["-perfscript=a", "-o", "x", "--binary", "b"]))
-            .unwrap();
-        assert_eq!(out, strings(&["--perfscript=a", "-o", "x", "--binary", "b"]));
+        let out =
+            normalize_llvm_args(&strings(&["-perfscript=a", "-o", "x", "--binary", "b"])).unwrap();
+        assert_eq!(
+            out,
+            strings(&["--perfscript=a", "-o", "x", "--binary", "b"])
+        );
     }
 
     #[test]

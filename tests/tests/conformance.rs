@@ -108,8 +108,11 @@ fn conformance(name: &str, variant: Variant) {
             v
         };
         let path = |stem: &str| dir.join(format!("{stem}.{mode}"));
-        let (theirs_raw, ours_raw, ours_data_raw) =
-            (path("llvm.raw"), path("ours.raw"), path("ours-perfdata.raw"));
+        let (theirs_raw, ours_raw, ours_data_raw) = (
+            path("llvm.raw"),
+            path("ours.raw"),
+            path("ours-perfdata.raw"),
+        );
         let (theirs_txt, ours_txt) = (path("llvm.txt"), path("ours.txt"));
         let s = |p: &PathBuf| p.to_str().unwrap().to_string();
 
@@ -129,7 +132,15 @@ fn conformance(name: &str, variant: Variant) {
 
         let data_argv = with(&["--perfdata", data, "--binary", binary]);
         let data_argv: Vec<&str> = data_argv.iter().map(String::as_str).collect();
-        pgo_agent(&[&["convert"], &data_argv[..], &raw_args, &[&s(&ours_data_raw)]].concat());
+        pgo_agent(
+            &[
+                &["convert"],
+                &data_argv[..],
+                &raw_args,
+                &[&s(&ours_data_raw)],
+            ]
+            .concat(),
+        );
         assert_same(
             &format!("{name} ({variant}, {mode}) unsymbolized counters from perf.data"),
             &read(&ours_data_raw),
@@ -206,7 +217,11 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
         .arg(&data)
         .output()
         .expect("perf");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::write(&script, &out.stdout).unwrap();
     let theirs = dir.join("llvm.raw");
     let ours = dir.join("ours.raw");
@@ -217,11 +232,35 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
     );
     llvm(
         "llvm-profgen-19",
-        &["--perfscript", s, "--binary", b, "--skip-symbolization", "--output", theirs.to_str().unwrap()],
+        &[
+            "--perfscript",
+            s,
+            "--binary",
+            b,
+            "--skip-symbolization",
+            "--output",
+            theirs.to_str().unwrap(),
+        ],
     );
-    pgo_agent(&["convert", "--perfdata", d, "--binary", b, "--skip-symbolization", "--output", ours.to_str().unwrap()]);
+    pgo_agent(&[
+        "convert",
+        "--perfdata",
+        d,
+        "--binary",
+        b,
+        "--skip-symbolization",
+        "--output",
+        ours.to_str().unwrap(),
+    ]);
     let theirs = read(&theirs);
     // 14 ranges and 13 branches of the program's hot loop (llvm-profgen-19, perf 6.1).
-    assert!(theirs.lines().count() > 20, "llvm-profgen found too few counters:\n{theirs}");
-    assert_same("propeller_sample_1 unsymbolized counters", &read(&ours), &theirs);
+    assert!(
+        theirs.lines().count() > 20,
+        "llvm-profgen found too few counters:\n{theirs}"
+    );
+    assert_same(
+        "propeller_sample_1 unsymbolized counters",
+        &read(&ours),
+        &theirs,
+    );
 }

@@ -184,7 +184,7 @@ fn samples_per_function(summary: &RunSummary) -> Vec<(String, u64)> {
         }
     }
     let mut v: Vec<(String, u64)> = per.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     v
 }
 
