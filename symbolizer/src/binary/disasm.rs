@@ -99,6 +99,7 @@ impl CodeMapBuilder {
             sizes: Vec::with_capacity(self.entries.len()),
             kinds: Vec::with_capacity(self.entries.len()),
             uncond: Vec::new(),
+            buckets: Vec::new(),
         };
         for (addr, size, kind) in self.entries {
             map.addrs.push(addr);
@@ -108,6 +109,7 @@ impl CodeMapBuilder {
                 map.uncond.push(addr);
             }
         }
+        map.buckets = bucket_index(&map.addrs);
         map
     }
 }
@@ -120,6 +122,36 @@ pub struct CodeMap {
     sizes: Vec<u8>,
     kinds: Vec<u8>,
     uncond: Vec<u64>,
+    /// `buckets[k]`: the index of the first instruction at or above `addrs[0] + k * 2^BUCKET_SHIFT`
+    /// (one more entry than buckets); empty when the span is too large, then lookups binary
+    /// search the whole vector. Address lookups are the unwinder's hottest query.
+    buckets: Vec<u32>,
+}
+
+/// Bytes per lookup bucket, as a shift: 64 bytes hold about 16 x86 instructions.
+const BUCKET_SHIFT: u32 = 6;
+/// At most this many buckets (64 MiB of index, a 1 GiB code span); larger spans go without.
+const MAX_BUCKETS: u64 = 1 << 24;
+
+/// The bucket index of sorted `addrs` (see [`CodeMap::buckets`]).
+fn bucket_index(addrs: &[u64]) -> Vec<u32> {
+    let (Some(&first), Some(&last)) = (addrs.first(), addrs.last()) else {
+        return Vec::new();
+    };
+    let count = ((last - first) >> BUCKET_SHIFT) + 1;
+    if count > MAX_BUCKETS || u32::try_from(addrs.len()).is_err() {
+        return Vec::new();
+    }
+    let mut buckets = Vec::with_capacity(count as usize + 1);
+    let mut i = 0usize;
+    for k in 0..=count {
+        let start = first + (k << BUCKET_SHIFT);
+        while i < addrs.len() && addrs[i] < start {
+            i += 1;
+        }
+        buckets.push(i as u32);
+    }
+    buckets
 }
 
 impl CodeMap {
@@ -136,13 +168,30 @@ impl CodeMap {
     /// Index of the instruction starting at `addr`.
     #[inline]
     pub fn index_of(&self, addr: u64) -> Option<usize> {
-        self.addrs.binary_search(&addr).ok()
+        let i = self.lower_bound(addr);
+        (self.addrs.get(i) == Some(&addr)).then_some(i)
     }
 
     /// `lower_bound(CodeAddressVec, addr)`: the index of the first instruction at or above `addr`.
     #[inline]
     pub fn lower_bound(&self, addr: u64) -> usize {
-        self.addrs.partition_point(|&a| a < addr)
+        let Some(&first) = self.addrs.first() else {
+            return 0;
+        };
+        if self.buckets.is_empty() {
+            return self.addrs.partition_point(|&a| a < addr);
+        }
+        if addr <= first {
+            return 0;
+        }
+        let k = ((addr - first) >> BUCKET_SHIFT) as usize;
+        if k + 1 >= self.buckets.len() {
+            return self.addrs.len();
+        }
+        // Every instruction of bucket k is in [lo, hi): those before are below the bucket,
+        // those from hi on are at or above the next one.
+        let (lo, hi) = (self.buckets[k] as usize, self.buckets[k + 1] as usize);
+        lo + self.addrs[lo..hi].partition_point(|&a| a < addr)
     }
 
     /// The address of instruction `index`.
@@ -284,5 +333,34 @@ mod tests {
             map.instructions_in(0, 0x100).collect::<Vec<_>>(),
             [(0x10, 5)]
         );
+    }
+
+    #[test]
+    fn bucket_lookups_agree_with_binary_search() {
+        // Instructions spread over several buckets with gaps, plus a far-away one.
+        let mut b = CodeMapBuilder::default();
+        let addrs: Vec<u64> = (0..200u64)
+            .map(|i| 0x1000 + i * 7 + (i / 50) * 300)
+            .chain([0x9000])
+            .collect();
+        for &a in &addrs {
+            b.push(a, 1, 0);
+        }
+        let map = b.finish();
+        assert_eq!(map.buckets.len(), ((0x9000 - 0x1000) >> BUCKET_SHIFT) + 2);
+        for probe in (0xf00..0x9100u64).chain([0, u64::MAX]) {
+            assert_eq!(
+                map.lower_bound(probe),
+                addrs.partition_point(|&a| a < probe),
+                "{probe:#x}"
+            );
+            assert_eq!(
+                map.index_of(probe),
+                addrs.binary_search(&probe).ok(),
+                "{probe:#x}"
+            );
+        }
+        assert_eq!(CodeMap::default().lower_bound(5), 0);
+        assert_eq!(CodeMap::default().index_of(5), None);
     }
 }
