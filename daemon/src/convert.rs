@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use symbolizer::generate::GenerateOptions;
 
 /// Arguments of `pgo-agent convert`. Spellings follow llvm-profgen 19: `--perfscript=F` and
 /// `--perfscript F` both work, as do the short aliases `--ps`, `--pd`, `--up` and
@@ -44,17 +45,46 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub ignore_stack_samples: bool,
-    /// Run the CS pre-inliner (llvm-profgen's default is true). Not implemented yet: only
-    /// `false` is accepted; without the flag a CS profile is written as with `false`, and
-    /// a note says so.
+    /// Run the CS pre-inliner (llvm-profgen's default: true): contexts estimated to be
+    /// inlined stay, the others merge into base profiles; the profile is marked pre-inlined.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = parse_bool)]
     pub csspgo_preinliner: Option<bool>,
-    /// Convert the CS profile into a nested profile (llvm-profgen's default is true). Not
-    /// implemented yet: only `false` is accepted, as for `--csspgo-preinliner`.
+    /// Convert the CS profile into a nested profile (llvm-profgen's default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = parse_bool)]
     pub gen_cs_nested_profile: Option<bool>,
+    /// Pre-inliner threshold for hot call sites (1500 when not given).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub sample_profile_hot_inline_threshold: Option<i32>,
+    /// Pre-inliner threshold for cold call sites (0 when not given).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub sample_profile_cold_inline_threshold: Option<i32>,
+    /// Upper bound of a function's size growth by pre-inlining (50000 when not given).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub sample_profile_inline_limit_max: Option<i32>,
+    /// Use context-sensitive byte sizes (else body-sample counts) as pre-inliner costs.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
+    pub use_context_cost_for_preinliner: bool,
+    /// Drop cold profiles (below the hot threshold for CS profiles, as llvm-profgen does).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub trim_cold_profile: bool,
+    /// Merge cold contexts into their last frames (default true, but off when the
+    /// pre-inliner runs unless given).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub csprof_merge_cold_context: Option<bool>,
+    /// Frames kept when merging cold contexts.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub csprof_max_cold_context_depth: u32,
+    /// Override the summary's hot count threshold.
+    #[arg(long, value_name = "N")]
+    pub profile_summary_hot_count: Option<u64>,
+    /// Override the summary's cold count threshold.
+    #[arg(long, value_name = "N")]
+    pub profile_summary_cold_count: Option<u64>,
     /// Write addresses of the unsymbolized profile as offsets from the binary's preferred
     /// base (llvm-profgen's default).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -65,7 +95,8 @@ pub struct ConvertArgs {
 const AFTER_HELP: &str = "\
 Examples:
   pgo-agent convert --perfscript=app.perfscript --binary=./app --output=app.prof
-  pgo-agent convert --perfdata perf.data --binary ./app --format=text -o app.txt \\
+  pgo-agent convert --perfdata perf.data --binary ./app --format=text -o app.txt
+  pgo-agent convert --perfdata perf.data --binary ./app --format=text -o flat-cs.txt \\
       --csspgo-preinliner=false --gen-cs-nested-profile=false
   pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
 
@@ -108,12 +139,8 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "compress-recursion",
     "csprof-max-context-depth",
     "csprof-max-unsymbolized-context-depth",
-    "csprof-merge-cold-context",
-    "csprof-max-cold-context-depth",
-    "trim-cold-profile",
     "infer-missing-frames",
     "max-search-depth",
-    "use-context-cost-for-preinliner",
     "csspgo-replay-preinline",
     "mark-all-context-preinlined",
     "fill-zero-for-all-funcs",
@@ -128,11 +155,6 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "show-source-locations",
     "show-canonical-fname",
     "show-pseudo-probe",
-    "profile-summary-cold-count",
-    "profile-summary-hot-count",
-    "sample-profile-hot-inline-threshold",
-    "sample-profile-cold-inline-threshold",
-    "sample-profile-inline-limit-max",
     "time-profgen",
 ];
 
@@ -161,16 +183,37 @@ pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
+impl ConvertArgs {
+    /// The generation options these arguments ask for (llvm-profgen 19 defaults for the
+    /// rest).
+    pub fn generate_options(&self) -> GenerateOptions {
+        let mut o = GenerateOptions::default();
+        o.preinliner = self.csspgo_preinliner.unwrap_or(true);
+        o.nested_profile = self.gen_cs_nested_profile.unwrap_or(true);
+        if let Some(v) = self.sample_profile_hot_inline_threshold {
+            o.preinline.hot_threshold = v;
+        }
+        if let Some(v) = self.sample_profile_cold_inline_threshold {
+            o.preinline.cold_threshold = v;
+        }
+        if let Some(v) = self.sample_profile_inline_limit_max {
+            o.preinline.limit_max = v;
+        }
+        o.preinline.use_context_cost = self.use_context_cost_for_preinliner;
+        o.trim_cold_profile = self.trim_cold_profile;
+        if let Some(v) = self.csprof_merge_cold_context {
+            o.merge_cold_context = v;
+            o.merge_cold_context_given = true;
+        }
+        o.max_cold_context_depth = self.csprof_max_cold_context_depth as usize;
+        o.summary_hot_count = self.profile_summary_hot_count;
+        o.summary_cold_count = self.profile_summary_cold_count;
+        o
+    }
+}
+
 /// Runs `pgo-agent convert`.
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    if args.csspgo_preinliner == Some(true) {
-        bail!("--csspgo-preinliner=true is not implemented yet: pass --csspgo-preinliner=false");
-    }
-    if args.gen_cs_nested_profile == Some(true) {
-        bail!(
-            "--gen-cs-nested-profile=true is not implemented yet: pass --gen-cs-nested-profile=false"
-        );
-    }
     crate::convert_pipeline::convert(&args).with_context(|| {
         format!(
             "converting samples for {} into {}",
@@ -201,8 +244,11 @@ mod tests {
 
     #[test]
     fn unimplemented_llvm_options_are_rejected_by_name() {
-        let err = normalize_llvm_args(&strings(&["--trim-cold-profile=1"])).unwrap_err();
-        assert!(err.to_string().contains("--trim-cold-profile"), "{err}");
+        let err = normalize_llvm_args(&strings(&["--mark-all-context-preinlined=1"])).unwrap_err();
+        assert!(
+            err.to_string().contains("--mark-all-context-preinlined"),
+            "{err}"
+        );
         let err = normalize_llvm_args(&strings(&["-leading-ip-only"])).unwrap_err();
         assert!(err.to_string().contains("--leading-ip-only"), "{err}");
     }

@@ -41,16 +41,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         write_unsymbolized(&mut out, &counters, address_base, Some(&line_context))
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
-        let profile = generate_profile(&binary, &counters, &GenerateOptions::default());
-        if profile.is_cs
-            && (args.csspgo_preinliner.is_none() || args.gen_cs_nested_profile.is_none())
-        {
-            eprintln!(
-                "pgo-agent: note: the CS pre-inliner and nested profiles are not implemented yet; \
-                 writing the flat context-sensitive profile llvm-profgen writes with \
-                 --csspgo-preinliner=false --gen-cs-nested-profile=false"
-            );
-        }
+        let profile = generate_profile(&binary, &counters, &args.generate_options());
         let written = match args.format {
             OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
             OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
@@ -95,7 +86,7 @@ fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<
         pid: (args.pid != 0).then_some(args.pid),
         ..UnwindOptions::default()
     };
-    let (counters, stats) = if let Some(path) = &args.perfscript {
+    let (counters, mut stats) = if let Some(path) = &args.perfscript {
         let progress = Progress::for_file(path)?;
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let input = BufReader::with_capacity(1 << 20, progress.wrap(file));
@@ -109,6 +100,13 @@ fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<
         progress.finish();
         result?
     } else if let Some(path) = &args.perfdata {
+        // llvm-profgen's perf.data path first collects the processes that mapped the
+        // binary and then only reads their samples (`perf script --pid`).
+        let pids = mapping_processes(path, &load.name, options.pid)?;
+        let options = UnwindOptions {
+            sample_pids: Some(pids),
+            ..options.clone()
+        };
         let mut reader = PerfDataReader::open(path)
             .with_context(|| format!("reading perf.data {}", path.display()))?;
         let progress = Progress::for_events(path);
@@ -124,6 +122,19 @@ fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<
     } else {
         bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
     };
+    if counters.kind == CounterKind::LineContext {
+        // llvm-profgen counts line contexts after symbolization (`StringBasedCtxKey`).
+        let opts = GenerateOptions::default();
+        let symbolized: std::collections::HashSet<String> = counters
+            .contexts
+            .keys()
+            .map(|key| {
+                let (frames, _) = expand_line_context(binary, key, &opts);
+                SampleContext { frames }.to_string()
+            })
+            .collect();
+        stats.contexts = symbolized.len() as u64;
+    }
     for warning in stats.warnings(counters.kind != CounterKind::Flat) {
         eprintln!("warning: {warning}");
     }
@@ -303,4 +314,34 @@ mod tests {
         // At most the channel's batches, the one taken and the one being filled.
         assert!(reads.load(Ordering::Relaxed) <= 18 * EVENT_BATCH as u64 + 1);
     }
+}
+
+/// The processes with an MMAP2 event of the binary (restricted to `pid`), from a first
+/// pass over the perf.data: what llvm-profgen's `convertPerfDataToTrace` collects.
+fn mapping_processes(
+    path: &Path,
+    binary_name: &str,
+    pid: Option<u32>,
+) -> anyhow::Result<std::collections::BTreeSet<u32>> {
+    let mut reader = PerfDataReader::open(path)
+        .with_context(|| format!("reading perf.data {}", path.display()))?;
+    let mut pids = std::collections::BTreeSet::new();
+    while let Some(event) = reader
+        .next_event()
+        .with_context(|| format!("reading perf.data {}", path.display()))?
+    {
+        pids.extend(unwinder::options::processes_mapping(
+            std::iter::once(&event),
+            binary_name,
+            pid,
+        ));
+    }
+    if pids.is_empty() {
+        bail!(
+            "{}: no mmap event of {binary_name} found in perf data (no process mapped the binary{})",
+            path.display(),
+            pid.map(|p| format!(" with pid {p}")).unwrap_or_default()
+        );
+    }
+    Ok(pids)
 }

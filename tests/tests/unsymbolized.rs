@@ -8,7 +8,8 @@
 //! * context-sensitive (hybrid samples, default options): address contexts
 //!   `[0x7f4 @ 0x7bf]` for probe binaries, symbolized contexts `[main:1 @ foo]` for
 //!   line-table binaries (the symbolizer's `expand_line_context` prints them);
-//! * flat (`--ignore-stack-samples`) for both variants.
+//! * flat (`--ignore-stack-samples`) for both variants;
+//! * LBR-only input (the recording without call chains) for both variants.
 //!
 //! Each comparison runs twice: with the symbolizer's `ProfiledBinary` as the code layout
 //! (the product path), and, for probe and flat counters, with a layout read from
@@ -21,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
+use collector::PerfEvent;
 use e2e::corpus::{self, Variant, PROGRAM_NAMES};
 use exporter::format::unsymbolized::{write_unsymbolized, LineContextFormatter};
 use symbolizer::generate::cs::expand_line_context;
@@ -28,7 +30,7 @@ use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
 use unwinder::{
-    unwind_samples, BinaryLoadInfo, CodeLayout, CounterKind, RangeChecks, UnwindOptions,
+    unwind_samples, BinaryLoadInfo, CodeLayout, CounterKind, UnwindOptions,
 };
 
 /// x86 instruction classes llvm-profgen distinguishes.
@@ -218,50 +220,6 @@ fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> (St
     (std::fs::read_to_string(out).unwrap(), warnings)
 }
 
-/// The symbolizer's binary plus llvm-profgen's range checks (`warnInvalidRange`), so the
-/// warning summary can be compared too.
-struct Checked<'a>(&'a ProfiledBinary);
-
-impl CodeLayout for Checked<'_> {
-    fn is_code(&self, addr: u64) -> bool {
-        self.0.is_code(addr)
-    }
-    fn is_call(&self, addr: u64) -> bool {
-        self.0.is_call(addr)
-    }
-    fn is_return(&self, addr: u64) -> bool {
-        self.0.is_return(addr)
-    }
-    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
-        self.0.range_crosses_uncond_branch(start, end)
-    }
-    fn previous_instruction(&self, addr: u64) -> Option<u64> {
-        self.0.previous_instruction(addr)
-    }
-    fn is_prolog_or_epilog(&self, addr: u64) -> bool {
-        self.0.is_prolog_or_epilog(addr)
-    }
-    fn has_pseudo_probes(&self) -> bool {
-        CodeLayout::has_pseudo_probes(self.0)
-    }
-    fn inline_context_equal(&self, a: u64, b: u64) -> bool {
-        self.0.inline_context_equal(a, b)
-    }
-    fn range_checks(&self) -> Option<&dyn RangeChecks> {
-        Some(self)
-    }
-}
-
-impl RangeChecks for Checked<'_> {
-    fn is_transfer(&self, addr: u64) -> bool {
-        use symbolizer::binary::disasm::{KIND_BRANCH, KIND_CALL, KIND_RETURN};
-        self.0.code().kind(addr) & (KIND_BRANCH | KIND_CALL | KIND_RETURN) != 0
-    }
-    fn function_range(&self, addr: u64) -> Option<(u64, u64)> {
-        self.0.func_range_at(addr).map(|r| (r.start, r.end))
-    }
-}
-
 fn first_difference(a: &str, b: &str) -> String {
     for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
         if x != y {
@@ -278,7 +236,7 @@ fn first_difference(a: &str, b: &str) -> String {
 /// Our unsymbolized profile of `recorded` with the binary described by `layout`/`load`,
 /// and our warning summary.
 fn ours(
-    recorded: &corpus::Recorded,
+    events: &[PerfEvent],
     layout: &dyn CodeLayout,
     load: &BinaryLoadInfo,
     ignore_stack: bool,
@@ -288,13 +246,8 @@ fn ours(
         ignore_stack_samples: ignore_stack,
         ..UnwindOptions::default()
     };
-    let (counters, mut stats) = unwind_samples(
-        recorded.recording.events.iter().cloned(),
-        layout,
-        load,
-        &options,
-    )
-    .map_err(|e| e.to_string())?;
+    let (counters, mut stats) = unwind_samples(events.iter().cloned(), layout, load, &options)
+        .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     write_unsymbolized(&mut out, &counters, load.preferred_base, line_context)
         .map_err(|e| e.to_string())?;
@@ -344,8 +297,8 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
         SampleContext::from_frames(expand_line_context(&binary, key, &generate).0).to_string()
     };
     let (mine, warnings) = ours(
-        &recorded,
-        &Checked(&binary),
+        &recorded.recording.events,
+        &binary,
         &binary.load_info(),
         ignore_stack,
         Some(&format),
@@ -360,7 +313,7 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
     if ignore_stack || variant == Variant::Probe {
         let layout = ObjdumpLayout::load(&program.binary);
         let (mine, _) = ours(
-            &recorded,
+            &recorded.recording.events,
             &layout,
             &load_info(&program.binary),
             ignore_stack,
@@ -368,6 +321,42 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
         )
         .map_err(|e| format!("{what}: {e}"))?;
         compare(&theirs, &mine, &format!("{what}/objdump"), &raw)?;
+    }
+    Ok(())
+}
+
+/// LBR-only input: the recording without call chains, written by the collector's perf
+/// script writer (no leading IP: llvm-profgen then takes every token as a branch).
+fn check_lbr_only(name: &str, variant: Variant) -> Result<(), String> {
+    let program = corpus::program(name, variant)?;
+    let recorded = corpus::record(&program)?;
+    let mut recording = recorded.recording.clone();
+    for event in &mut recording.events {
+        if let PerfEvent::Sample(s) = event {
+            s.callchain.clear();
+        }
+    }
+    let script = recorded.perf_script.with_extension("lbr.perfscript");
+    std::fs::write(
+        &script,
+        collector::perf_script::writer::perf_script_string(&recording),
+    )
+    .unwrap();
+    let raw = script.with_extension("raw");
+    let (theirs, their_warnings) = llvm_profgen(&script, &program.binary, &[], &raw);
+    let what = format!("{name}/{variant}/lbr-only");
+    let binary = ProfiledBinary::load(&program.binary).map_err(|e| format!("{what}: {e}"))?;
+    let (mine, warnings) = ours(
+        &recording.events,
+        &binary,
+        &binary.load_info(),
+        false,
+        None,
+    )
+    .map_err(|e| format!("{what}: {e}"))?;
+    compare(&theirs, &mine, &what, &raw)?;
+    if warnings != their_warnings {
+        return Err(format!("{what}: warnings differ:\n  llvm-profgen {their_warnings:?}\n  ours         {warnings:?}"));
     }
     Ok(())
 }
@@ -413,4 +402,22 @@ fn line_context_sensitive_counters_match_llvm_profgen() {
 #[test]
 fn flat_counters_match_llvm_profgen() {
     run_all(&Variant::ALL, true);
+}
+
+#[test]
+fn lbr_only_counters_match_llvm_profgen() {
+    if !corpus::tools_available("unsymbolized", &["clang-19", "llvm-profgen-19"]) {
+        return;
+    }
+    let failures: Vec<String> = Variant::ALL
+        .iter()
+        .flat_map(|&v| PROGRAM_NAMES.iter().map(move |n| (*n, v)))
+        .filter_map(|(n, v)| check_lbr_only(n, v).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

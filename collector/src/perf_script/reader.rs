@@ -554,7 +554,7 @@ static HEX_DIGIT: [u8; 256] = {
 
 /// `0x` then 1 to 16 hex digits at `line[*pos..]` (at most 16 digits cannot overflow); the
 /// value, with `*pos` on the byte after the digits. `None` for anything else.
-#[inline]
+#[inline(always)]
 fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
     let mut i = *pos;
     if line.get(i..i + 2)? != b"0x" {
@@ -563,6 +563,23 @@ fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
     i += 2;
     let digits_start = i;
     let mut v = 0u64;
+    // Eight bytes at a time while they are there (the last bytes of a line go one by one).
+    while let Some(chunk) = line.get(i..i + 8) {
+        let (value, n) = swar_hex8(u64::from_le_bytes(chunk.try_into().ok()?));
+        if n == 0 {
+            break;
+        }
+        if i - digits_start + n > 16 {
+            return None;
+        }
+        // n < 8 here or below: shifting by 4 * 8 = 32 at most.
+        v = (v << (4 * n)) | value;
+        i += n;
+        if n < 8 {
+            *pos = i;
+            return (i > digits_start).then_some(v);
+        }
+    }
     while let Some(&b) = line.get(i) {
         let d = HEX_DIGIT[b as usize];
         if d == 0xff {
@@ -576,6 +593,39 @@ fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
     }
     *pos = i;
     Some(v)
+}
+
+/// Per byte of `x`, high bit set when `low < byte < high` (both below 128; bytes of 128
+/// and up never match). Exact per byte: the arithmetic runs on 7-bit lanes, so no carry
+/// crosses bytes (the "hasbetween" bit trick).
+#[inline]
+fn bytes_between(x: u64, low: u64, high: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = ONES * 0x7f;
+    const HIGH: u64 = ONES * 0x80;
+    let seven = x & LOW7;
+    ((ONES * (127 + high)).wrapping_sub(seven) & !x & (seven + ONES * (127 - low))) & HIGH
+}
+
+/// The leading hex digits of 8 bytes (first byte in the low bits, as read from memory):
+/// their value and count (0 to 8).
+#[inline]
+fn swar_hex8(x: u64) -> (u64, usize) {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let hex = bytes_between(x, b'0' as u64 - 1, b'9' as u64 + 1)
+        | bytes_between(x, b'a' as u64 - 1, b'f' as u64 + 1)
+        | bytes_between(x, b'A' as u64 - 1, b'F' as u64 + 1);
+    let n = ((!hex & HIGH).trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return (0, 0);
+    }
+    // Digit values: the low nibble, plus 9 for letters (bit 6 set).
+    let d = (x & 0x0f0f_0f0f_0f0f_0f0f) + ((x >> 6) & 0x0101_0101_0101_0101) * 9;
+    // Pack the nibbles, first digit most significant: pairs, then quads, then all eight.
+    let d = ((d & 0x0f00_0f00_0f00_0f00) >> 8) | ((d & 0x000f_000f_000f_000f) << 4);
+    let d = ((d & 0x00ff_0000_00ff_0000) >> 16) | ((d & 0x0000_00ff_0000_00ff) << 8);
+    let d = ((d & 0x0000_ffff_0000_0000) >> 32) | ((d & 0x0000_0000_0000_ffff) << 16);
+    (d >> (4 * (8 - n)), n)
 }
 
 /// The common well-formed entry token starting at `line[start]`, `0xFROM/0xTO[/FLAGS...]`,
@@ -595,6 +645,9 @@ fn fast_lbr_entry(line: &[u8], start: usize) -> Option<(LbrEntry, usize)> {
     match line.get(i) {
         None | Some(b' ') => {}
         Some(b'/') => {
+            if let Some((f, end)) = fast_lbr_flags(line, i + 1) {
+                return Some((LbrEntry { from, to, flags: f }, end));
+            }
             let rest_start = i + 1;
             while i < line.len() && line[i] != b' ' {
                 i += 1;
@@ -604,6 +657,60 @@ fn fast_lbr_entry(line: &[u8], start: usize) -> Option<(LbrEntry, usize)> {
         Some(_) => return None,
     }
     Some((LbrEntry { from, to, flags }, i))
+}
+
+/// The common flag fields at `line[i..]`, `[MP-]/[X-]/[A-]/CYCLES` then the token's end or
+/// `/` and more fields (ignored), in one pass: the flag word and the token's end. `None`
+/// for other shapes, which [`parse_lbr_flags`] decides.
+#[inline(always)]
+fn fast_lbr_flags(line: &[u8], i: usize) -> Option<(u64, usize)> {
+    let f = line.get(i..i + 6)?;
+    if f[1] != b'/' || f[3] != b'/' || f[5] != b'/' {
+        return None;
+    }
+    let mut flags = match f[0] {
+        b'M' => 1,
+        b'P' => 2,
+        b'-' => 0,
+        _ => return None,
+    };
+    match f[2] {
+        b'X' => flags |= 4,
+        b'-' => {}
+        _ => return None,
+    }
+    match f[4] {
+        b'A' => flags |= 8,
+        b'-' => {}
+        _ => return None,
+    }
+    let digits_start = i + 6;
+    let mut j = digits_start;
+    let mut cycles = 0u64;
+    while let Some(&b) = line.get(j) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        // 19 digits always fit in a u64; longer numbers go the general way.
+        if j - digits_start == 19 {
+            return None;
+        }
+        cycles = cycles * 10 + u64::from(b - b'0');
+        j += 1;
+    }
+    if j == digits_start {
+        return None;
+    }
+    match line.get(j) {
+        None | Some(b' ') => {}
+        Some(b'/') => {
+            while j < line.len() && line[j] != b' ' {
+                j += 1;
+            }
+        }
+        Some(_) => return None,
+    }
+    Some((flags | (cycles.min(0xffff) << 4), j))
 }
 
 /// One `0xFROM/0xTO/P/-/-/CYCLES[/TYPE]` token. Like llvm-profgen, the first two characters of
@@ -1125,6 +1232,17 @@ mod tests {
             b"0x/0x1/P",
             b"0x4005f0/0x",
             b"0x4005f0/0x12\tz",
+            b"0x1/0x2/-/X/A/65535",
+            b"0x1/0x2/-/X/A/65536/IND_CALL",
+            b"0x1/0x2/M/-/-/9999999999999999999/",
+            b"0x1/0x2/M/-/-/99999999999999999999/",
+            b"0x1/0x2/M/-/-/12x/",
+            b"0x1/0x2/M/-/-//",
+            b"0x1/0x2/Q/-/-/3/",
+            b"0x1/0x2/P/Y/-/3/",
+            b"0x1/0x2/P/-/B/3/",
+            b"0x1/0x2/P/-/-",
+            b"0x1/0x2/PP/-/-/4/",
         ];
         for &t in tokens {
             let fast = fast_lbr_entry(t, 0);
@@ -1162,5 +1280,43 @@ mod tests {
             ),
             _ => panic!("expected two entries, then truncation"),
         }
+    }
+
+    #[test]
+    fn swar_hex_matches_the_digit_loop() {
+        assert_eq!(
+            swar_hex8(u64::from_le_bytes(*b"55555550")),
+            (0x5555_5550, 8)
+        );
+        assert_eq!(swar_hex8(u64::from_le_bytes(*b"aBcF/0x1")), (0xabcf, 4));
+        assert_eq!(swar_hex8(u64::from_le_bytes(*b"/0x12345")), (0, 0));
+        assert_eq!(swar_hex8(u64::from_le_bytes(*b"9:`gG@/f")), (9, 1));
+        // Every byte value after a digit: only hex digits extend the run.
+        for b in 0..=255u8 {
+            let mut bytes = *b"7XXXXXXX";
+            bytes[1] = b;
+            let (v, n) = swar_hex8(u64::from_le_bytes(bytes));
+            if HEX_DIGIT[b as usize] == 0xff {
+                assert_eq!((v, n), (7, 1), "byte {b:#x}");
+            } else {
+                assert_eq!(
+                    (v, n),
+                    (0x70 | u64::from(HEX_DIGIT[b as usize]), 2),
+                    "byte {b:#x}"
+                );
+            }
+        }
+        let line = b"0x7ffff7fe582e/0x7ffff7fe5819/P 0x0000000000000000001/0x1ffffffffffffffff/";
+        let mut pos = 0;
+        assert_eq!(fast_prefixed_hex(line, &mut pos), Some(0x7fff_f7fe_582e));
+        assert_eq!(pos, 14);
+        pos = 15;
+        assert_eq!(fast_prefixed_hex(line, &mut pos), Some(0x7fff_f7fe_5819));
+        // 19 digits (leading zeros) and 17 significant digits: the general path decides.
+        pos = 32;
+        assert_eq!(fast_prefixed_hex(line, &mut pos), None);
+        pos = 54;
+        assert_eq!(fast_prefixed_hex(line, &mut pos), None);
+        assert_eq!(fast_prefixed_hex(b"0xabc", &mut 0), Some(0xabc));
     }
 }

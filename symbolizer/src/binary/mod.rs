@@ -19,7 +19,7 @@ use collector::BuildId;
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader as _, SectionHeader as _};
 use object::{Endianness, Object, ObjectSection};
-use unwinder::CodeLayout;
+use unwinder::{CodeLayout, RangeChecks};
 
 pub use disasm::CodeMap;
 pub use functions::{BinaryFunction, FuncRange, FunctionTable};
@@ -475,7 +475,7 @@ impl ProfiledBinary {
 
 impl CodeLayout for ProfiledBinary {
     fn is_code(&self, addr: u64) -> bool {
-        self.code.index_of(addr).is_some()
+        self.code.contains(addr)
     }
 
     fn is_call(&self, addr: u64) -> bool {
@@ -508,6 +508,20 @@ impl CodeLayout for ProfiledBinary {
             return false;
         }
         fa[..fa.len() - 1] == fb[..fb.len() - 1]
+    }
+
+    fn range_checks(&self) -> Option<&dyn RangeChecks> {
+        Some(self)
+    }
+}
+
+impl RangeChecks for ProfiledBinary {
+    fn is_transfer(&self, addr: u64) -> bool {
+        self.code.kind(addr) & (disasm::KIND_BRANCH | disasm::KIND_CALL | disasm::KIND_RETURN) != 0
+    }
+
+    fn function_range(&self, addr: u64) -> Option<(u64, u64)> {
+        self.func_range_at(addr).map(|r| (r.start, r.end))
     }
 }
 

@@ -68,6 +68,17 @@ pub trait BinaryView {
     fn probe_node(&self, node: InlineNodeId) -> &InlineTreeNode;
     /// The `.pseudo_probe_desc` record of `guid`.
     fn probe_desc(&self, guid: u64) -> Option<&ProbeDesc>;
+    /// Inline frames at `addr` as llvm-profgen's context-size tracker reads them
+    /// (`getFrameLocationStack(addr, UsePseudoProbes)`): outermost first, names as in DWARF,
+    /// raw discriminators, and in a probe binary the probe index as line offset.
+    fn size_frames(&self, addr: u64) -> Vec<FrameLocation> {
+        self.inline_frames(addr).to_vec()
+    }
+    /// The DWARF name of the function whose range contains `addr` (`BinaryFunction::FuncName`).
+    fn function_name_at(&self, addr: u64) -> Option<&str> {
+        let _ = addr;
+        None
+    }
 }
 
 impl BinaryView for ProfiledBinary {
@@ -145,6 +156,18 @@ impl BinaryView for ProfiledBinary {
 
     fn probe_desc(&self, guid: u64) -> Option<&ProbeDesc> {
         ProfiledBinary::probe_desc(self, guid)
+    }
+
+    fn size_frames(&self, addr: u64) -> Vec<FrameLocation> {
+        self.symbolize(addr, self.has_pseudo_probes())
+    }
+
+    fn function_name_at(&self, addr: u64) -> Option<&str> {
+        let r = self.func_range_at(addr)?;
+        self.function_table()
+            .functions()
+            .get(r.func_index)
+            .map(|f| f.name.as_str())
     }
 }
 

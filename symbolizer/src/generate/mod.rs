@@ -3,13 +3,14 @@
 //!
 //! Entry point: [`generate_profile`], for any [`BinaryView`] (the real
 //! [`crate::ProfiledBinary`] implements it). CS probe generation infers tail-call frames
-//! ([`MissingFrameInferrer`], `--infer-missing-frames`). Post-processing runs with the flags
-//! the conformance suite uses (`--csspgo-preinliner=false --gen-cs-nested-profile=false`);
-//! the pre-inliner, the nested conversion, `--fill-zero-for-all-funcs` and the density
-//! warning are not implemented.
+//! ([`MissingFrameInferrer`], `--infer-missing-frames`). CS post-processing runs as
+//! llvm-profgen 19's by default: the CS pre-inliner ([`preinline`], context sizes from
+//! [`SizeTracker`]), cold-context trimming/merging, and the conversion to a nested profile
+//! ([`nested`]). `--fill-zero-for-all-funcs` and the density warning are not implemented.
 //!
-//! Checked against llvm-profgen-19 on the corpus (tests/tests/generate.rs): identical
-//! canonical text for all four profile kinds.
+//! Checked against llvm-profgen-19 on the corpus (tests/tests/generate.rs,
+//! tests/tests/conformance.rs): identical canonical text for all four profile kinds, with
+//! the default flags and with `--csspgo-preinliner=false --gen-cs-nested-profile=false`.
 
 pub mod binary_view;
 pub mod context_shape;
@@ -17,7 +18,10 @@ pub mod cs;
 pub mod disjoint;
 pub mod flat;
 pub mod missing_frames;
+pub mod nested;
 pub mod post;
+pub mod preinline;
+pub mod size_tracker;
 
 #[cfg(test)]
 mod fake_binary;
@@ -26,6 +30,8 @@ mod tests;
 
 pub use binary_view::{BinaryView, BinaryViewExt, BranchClass};
 pub use missing_frames::MissingFrameInferrer;
+pub use preinline::PreInlineOptions;
+pub use size_tracker::SizeTracker;
 
 use unwinder::{ContextCounters, CounterKind, CounterSet};
 
@@ -40,9 +46,11 @@ pub struct GenerateOptions {
     pub max_context_depth: i32,
     /// `--trim-cold-profile`.
     pub trim_cold_profile: bool,
-    /// `--csprof-merge-cold-context` (effective value: llvm-profgen turns it off when
-    /// the pre-inliner runs unless given explicitly).
+    /// `--csprof-merge-cold-context` as given (default true); llvm-profgen turns it off
+    /// when the pre-inliner runs unless given explicitly ([`Self::merge_cold_context_given`]).
     pub merge_cold_context: bool,
+    /// `--csprof-merge-cold-context` was given on the command line.
+    pub merge_cold_context_given: bool,
     /// `--csprof-max-cold-context-depth`.
     pub max_cold_context_depth: usize,
     /// `--update-total-samples`.
@@ -50,6 +58,16 @@ pub struct GenerateOptions {
     /// `--infer-missing-frames` (CS probe profiles: tail-call frames the unwinder could not
     /// see are inferred from the sampled call graph).
     pub infer_missing_frames: bool,
+    /// `--csspgo-preinliner` (default true).
+    pub preinliner: bool,
+    /// `--gen-cs-nested-profile` (default true).
+    pub nested_profile: bool,
+    /// Pre-inliner thresholds and limits.
+    pub preinline: PreInlineOptions,
+    /// `--profile-summary-hot-count`: overrides the hot count threshold.
+    pub summary_hot_count: Option<u64>,
+    /// `--profile-summary-cold-count`: overrides the cold count threshold.
+    pub summary_cold_count: Option<u64>,
 }
 
 impl Default for GenerateOptions {
@@ -62,6 +80,12 @@ impl Default for GenerateOptions {
             max_cold_context_depth: 1,
             update_total_samples: false,
             infer_missing_frames: true,
+            preinliner: true,
+            nested_profile: true,
+            preinline: PreInlineOptions::default(),
+            summary_hot_count: None,
+            summary_cold_count: None,
+            merge_cold_context_given: false,
         }
     }
 }
@@ -91,7 +115,8 @@ pub fn generate_profile<B: BinaryView>(
         }
         CounterKind::ProbeContext => {
             let trie = cs::generate_cs_probe_trie(binary, counters, opts);
-            post::post_process_cs(trie, true, fs, opts)
+            let sizes = context_sizes(binary, counters, opts);
+            post::post_process_cs(trie, true, fs, opts, sizes.as_ref())
         }
         CounterKind::LineContext => {
             let mut trie = cs::generate_cs_line_trie(binary, counters, opts);
@@ -104,7 +129,18 @@ pub fn generate_profile<B: BinaryView>(
                     f.update_callsite_samples();
                 }
             }
-            post::post_process_cs(trie, false, fs, opts)
+            let sizes = context_sizes(binary, counters, opts);
+            post::post_process_cs(trie, false, fs, opts, sizes.as_ref())
         }
     }
+}
+
+/// The context-size tracker when the pre-inliner needs it (`TrackFuncContextSize`).
+fn context_sizes<B: BinaryView>(
+    binary: &B,
+    counters: &CounterSet,
+    opts: &GenerateOptions,
+) -> Option<SizeTracker> {
+    (opts.preinliner && opts.preinline.use_context_cost)
+        .then(|| SizeTracker::build(binary, counters))
 }

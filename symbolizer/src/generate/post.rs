@@ -1,28 +1,37 @@
 //! Post-processing (`postProcessProfiles`, llvm-profgen.md §2.7.7): summary-based
-//! thresholds, cold-context merging/trimming, ambiguous-profile filtering. The CS
-//! pre-inliner and the nested-profile conversion plug in here (not implemented yet).
+//! thresholds, the CS pre-inliner, cold-context merging/trimming, the nested-profile
+//! conversion and ambiguous-profile filtering.
 
 use std::collections::BTreeMap;
 
+use super::nested::convert_cs_to_nested;
+use super::preinline::{PreInlineThresholds, PreInliner};
+use super::size_tracker::SizeTracker;
 use super::GenerateOptions;
 use crate::profile::{ContextTrie, FunctionSamples, ProfileSummary, SampleContext, SampleProfile};
 
 /// Non-CS: trimming (when asked) and the ambiguous-profile filter.
 pub fn post_process_flat(profile: &mut SampleProfile, opts: &GenerateOptions) {
     if opts.trim_cold_profile {
-        let cold = ProfileSummary::compute(profile).cold_count_threshold();
+        let cold = opts
+            .summary_cold_count
+            .unwrap_or_else(|| ProfileSummary::compute(profile).cold_count_threshold());
         profile.profiles.retain(|_, f| f.total >= cold);
     }
     profile.filter_ambiguous_profiles();
 }
 
-/// CS: trie → flat CS profile, cold-context merge (on unless the pre-inliner ran), then
-/// the ambiguous-profile filter.
+/// CS (`CSProfileGenerator::postProcessProfiles`): thresholds from the context-less
+/// summary, the pre-inliner (when on; cold merging then stays off unless given
+/// explicitly), trie → flat CS map, cold-context trimming/merging, the nested conversion
+/// (when on), then the ambiguous-profile filter. `sizes` are the context sizes the
+/// pre-inliner uses (`--use-context-cost-for-preinliner`).
 pub fn post_process_cs(
     trie: ContextTrie,
     probe_based: bool,
     fs: bool,
     opts: &GenerateOptions,
+    sizes: Option<&SizeTracker>,
 ) -> SampleProfile {
     let mut profile = SampleProfile {
         profiles: trie.into_profiles(),
@@ -33,15 +42,34 @@ pub fn post_process_cs(
     };
     // Thresholds from the context-less merge (`computeSummaryAndThreshold`); the
     // context-less summary of the flat CS map is the same computation.
-    let hot = ProfileSummary::compute(&profile).hot_count_threshold();
-    if opts.trim_cold_profile || opts.merge_cold_context {
+    let summary = ProfileSummary::compute(&profile);
+    let hot = opts
+        .summary_hot_count
+        .unwrap_or_else(|| summary.hot_count_threshold());
+    let mut merge = opts.merge_cold_context;
+    if opts.preinliner {
+        let thresholds = PreInlineThresholds::from_summary(&summary, opts.summary_cold_count);
+        let flat = std::mem::take(&mut profile.profiles);
+        profile.profiles = PreInliner::new(flat, sizes, &opts.preinline, thresholds).run();
+        profile.is_preinlined = true;
+        if !opts.merge_cold_context_given {
+            merge = false;
+        }
+    }
+    if opts.trim_cold_profile || merge {
         trim_and_merge_cold_contexts(
             &mut profile.profiles,
             hot,
             opts.trim_cold_profile,
-            opts.merge_cold_context,
+            merge,
             opts.max_cold_context_depth,
+            opts.preinliner,
         );
+    }
+    if opts.nested_profile {
+        let flat = std::mem::take(&mut profile.profiles);
+        profile.profiles = convert_cs_to_nested(flat);
+        profile.is_cs = false;
     }
     profile.filter_ambiguous_profiles();
     profile
@@ -49,20 +77,23 @@ pub fn post_process_cs(
 
 /// `SampleContextTrimmer::trimAndMergeColdContextProfiles`: contexts whose total is
 /// below `threshold` are removed and (when merging) merged into their last
-/// `frame_length` frames.
+/// `frame_length` frames. With `trim_base_only` (the pre-inliner ran) and no merging, only
+/// base (single-frame) contexts are trimmed, honouring the pre-inliner's decisions.
 pub fn trim_and_merge_cold_contexts(
     profiles: &mut BTreeMap<SampleContext, FunctionSamples>,
     threshold: u64,
     trim: bool,
     merge: bool,
     frame_length: usize,
+    trim_base_only: bool,
 ) {
     if (!trim && !merge) || threshold == 0 {
         return;
     }
+    let base_only = trim_base_only && !merge;
     let cold: Vec<SampleContext> = profiles
         .iter()
-        .filter(|(_, f)| f.total < threshold)
+        .filter(|(c, f)| f.total < threshold && (!base_only || c.frames.len() == 1))
         .map(|(c, _)| c.clone())
         .collect();
     let mut merged: BTreeMap<SampleContext, FunctionSamples> = BTreeMap::new();

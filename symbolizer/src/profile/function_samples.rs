@@ -194,7 +194,9 @@ impl FunctionSamples {
     /// profiles with different non-zero checksums are not merged (returns false).
     pub fn merge(&mut self, other: &FunctionSamples) -> bool {
         if self.context.frames.is_empty() {
+            // LLVM copies the whole `SampleContext`, attributes included.
             self.context = other.context.clone();
+            self.attributes = other.attributes;
         }
         if self.checksum == 0 {
             self.checksum = other.checksum;
