@@ -1269,6 +1269,9 @@ mod tests {
             ))
         );
         assert_eq!(fast_lbr_entry(b"0x1ffffffffffffffff/0x1", 0), None);
+        let t = b"0x1/0x2/-/X/A/65536/IND_CALL 0x3/0x4";
+        assert_eq!(fast_lbr_flags(t, 8), Some((4 | 8 | (0xffff << 4), 28)));
+        assert_eq!(fast_lbr_flags(b"M/-/-/12x/", 0), None);
         match parse_lbr_line(b" 0x1/0x2/P/-/-/0/  0x3/0x4/P/-/-/0/ 0x5/0xz/P ") {
             LbrLine::Entries {
                 ip: None,

@@ -97,7 +97,7 @@ pub struct Router {
     proc: PathBuf,
     table: ProcessTable,
     filter: ProcessFilter,
-    binaries: HashMap<FileKey, Option<Arc<BinaryRef>>>,
+    binaries: BinaryCache,
     route_by: RouteBy,
     workers: usize,
     skip_pid: Option<u32>,
@@ -124,7 +124,7 @@ impl Router {
             proc: proc.to_path_buf(),
             table: ProcessTable::default(),
             filter,
-            binaries: HashMap::new(),
+            binaries: BinaryCache::default(),
             route_by,
             workers: workers.max(1),
             skip_pid,
@@ -153,10 +153,17 @@ impl Router {
         self.table.collect_exited();
     }
 
-    /// Applies side-band events and routes samples; returns the groups per worker index.
+    /// Applies side-band events and routes samples; returns the groups per worker index,
+    /// in the order each (binary, process) first appeared.
+    ///
+    /// Hot path (every sample): no sort, no per-sample allocation besides the group's
+    /// vector; a sample is moved into its last group and cloned only for the others.
     pub fn route(&mut self, events: Vec<PerfEvent>, now_secs: u64) -> Vec<(usize, SampleGroup)> {
-        let mut groups: HashMap<(BuildId, u32), SampleGroup> = HashMap::new();
-        let mut order = Vec::new();
+        let mut groups: Vec<SampleGroup> = Vec::new();
+        // pid → indices of its groups (one per binary; usually one).
+        let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut hits: Vec<Arc<BinaryRef>> = Vec::new();
+        let mut last: Option<usize> = None;
         for event in events {
             match event {
                 PerfEvent::SideBand(e) => {
@@ -165,38 +172,63 @@ impl Router {
                 }
                 PerfEvent::Sample(s) => {
                     self.stats.samples += 1;
-                    for binary in self.binaries_of(&s) {
-                        let key = (binary.build_id.clone(), s.pid);
-                        let group = groups.entry(key.clone()).or_insert_with(|| {
-                            order.push(key);
-                            let mappings = self
-                                .table
-                                .get(s.pid)
-                                .map(|p| {
-                                    p.mappings
-                                        .iter()
-                                        .filter(|m| m.filename == binary.path)
-                                        .cloned()
-                                        .collect()
-                                })
-                                .unwrap_or_default();
-                            SampleGroup {
-                                binary,
-                                pid: s.pid,
-                                mappings,
-                                samples: Vec::new(),
-                                now_secs,
+                    self.binaries_of(&s, &mut hits);
+                    let n = hits.len();
+                    let mut sample = Some(s);
+                    for (i, binary) in hits.drain(..).enumerate() {
+                        let pid = sample.as_ref().map_or(0, |s| s.pid);
+                        let same = |g: &SampleGroup| {
+                            g.pid == pid
+                                && (Arc::ptr_eq(&g.binary, &binary)
+                                    || g.binary.build_id == binary.build_id)
+                        };
+                        let gi = match last.filter(|&l| same(&groups[l])) {
+                            Some(l) => l,
+                            None => {
+                                let known = by_pid.entry(pid).or_default();
+                                match known.iter().copied().find(|&g| same(&groups[g])) {
+                                    Some(g) => g,
+                                    None => {
+                                        known.push(groups.len());
+                                        let mappings = self
+                                            .table
+                                            .get(pid)
+                                            .map(|p| {
+                                                p.mappings
+                                                    .iter()
+                                                    .filter(|m| m.filename == binary.path)
+                                                    .cloned()
+                                                    .collect()
+                                            })
+                                            .unwrap_or_default();
+                                        groups.push(SampleGroup {
+                                            binary,
+                                            pid,
+                                            mappings,
+                                            samples: Vec::new(),
+                                            now_secs,
+                                        });
+                                        groups.len() - 1
+                                    }
+                                }
                             }
-                        });
-                        group.samples.push(s.clone());
+                        };
+                        last = Some(gi);
+                        let s = if i + 1 == n {
+                            sample.take()
+                        } else {
+                            sample.clone()
+                        };
+                        if let Some(s) = s {
+                            groups[gi].samples.push(s);
+                        }
                     }
                 }
             }
         }
-        self.stats.groups += order.len() as u64;
-        order
+        self.stats.groups += groups.len() as u64;
+        groups
             .into_iter()
-            .filter_map(|k| groups.remove(&k))
             .map(|g| (worker_for(&g.binary.build_id, self.workers), g))
             .collect()
     }
@@ -258,63 +290,80 @@ impl Router {
         }
     }
 
-    fn binaries_of(&mut self, s: &Sample) -> Vec<Arc<BinaryRef>> {
+    /// The binaries `s` touches, into `out` (cleared first), each build id once, in the
+    /// order the sample's addresses first reach them.
+    fn binaries_of(&mut self, s: &Sample, out: &mut Vec<Arc<BinaryRef>>) {
+        out.clear();
         if !self.sampled(s.pid) {
             self.stats.filtered += 1;
-            return Vec::new();
+            return;
         }
-        let mut addrs: Vec<u64> = match self.route_by {
-            RouteBy::LeadingIp => vec![s.ip],
-            RouteBy::BranchStack => {
-                if s.lbr.is_empty() {
-                    self.stats.empty_branch_stack += 1;
-                    return Vec::new();
-                }
-                s.lbr.iter().flat_map(|e| [e.from, e.to]).collect()
-            }
-        };
-        addrs.sort_unstable();
+        if self.route_by == RouteBy::BranchStack && s.lbr.is_empty() {
+            self.stats.empty_branch_stack += 1;
+            return;
+        }
         let Some(process) = self.table.get(s.pid) else {
             self.stats.unmapped += 1;
-            return Vec::new();
+            return;
         };
-        let mut hit: Vec<Mmap2Event> = Vec::new();
-        for a in addrs {
-            if hit
-                .last()
-                .is_some_and(|m| a >= m.addr && a < m.addr + m.len)
-            {
-                continue;
+        // Mappings already looked at (their address ranges), and the ones kept (one per
+        // file name); a branch stack touches few mappings, so both stay tiny.
+        let mut seen: [(u64, u64); 8] = [(0, 0); 8];
+        let mut seen_n = 0usize;
+        let mut kept: Vec<usize> = Vec::new();
+        let mut visit = |a: u64| {
+            if seen[..seen_n].iter().any(|&(lo, hi)| a >= lo && a < hi) {
+                return;
             }
-            if let Some(m) = process.mapping_at(a) {
-                if !hit.iter().any(|h| h.filename == m.filename) {
-                    hit.push(m.clone());
+            let i = process.mappings.partition_point(|m| m.addr <= a);
+            let Some(i) = i.checked_sub(1) else { return };
+            let m = &process.mappings[i];
+            if a >= m.addr.saturating_add(m.len) {
+                return;
+            }
+            if seen_n < seen.len() {
+                seen[seen_n] = (m.addr, m.addr.saturating_add(m.len));
+                seen_n += 1;
+            }
+            if !kept.contains(&i)
+                && !kept
+                    .iter()
+                    .any(|&k| process.mappings[k].filename == m.filename)
+            {
+                kept.push(i);
+            }
+        };
+        match self.route_by {
+            RouteBy::LeadingIp => visit(s.ip),
+            RouteBy::BranchStack => {
+                for e in &s.lbr {
+                    visit(e.from);
+                    visit(e.to);
                 }
             }
         }
-        if hit.is_empty() {
+        if kept.is_empty() {
             self.stats.unmapped += 1;
-            return Vec::new();
+            return;
         }
-        let mut out = Vec::with_capacity(hit.len());
-        for m in hit {
-            match self.resolve(&m) {
+        for i in kept {
+            let m = &process.mappings[i];
+            match self.binaries.resolve(&self.proc, m) {
                 Some(b) => {
-                    if !out
-                        .iter()
-                        .any(|o: &Arc<BinaryRef>| o.build_id == b.build_id)
-                    {
+                    if !out.iter().any(|o| o.build_id == b.build_id) {
                         out.push(b);
                     }
                 }
                 None => self.stats.unresolved_binary += 1,
             }
         }
-        out
     }
+}
 
-    fn resolve(&mut self, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
-        let key = match &m.build_id {
+impl FileKey {
+    /// The key of the file behind `m`.
+    fn of(m: &Mmap2Event) -> FileKey {
+        match &m.build_id {
             Some(b) => FileKey::BuildId(b.clone()),
             None => FileKey::Inode {
                 maj: m.maj,
@@ -322,36 +371,86 @@ impl Router {
                 ino: m.ino,
                 path: m.filename.clone(),
             },
-        };
-        if let Some(r) = self.binaries.get(&key) {
+        }
+    }
+
+    /// `FileKey::of(m) == *self`, without building the key.
+    fn is_of(&self, m: &Mmap2Event) -> bool {
+        match (self, &m.build_id) {
+            (FileKey::BuildId(k), Some(b)) => k == b,
+            (FileKey::Inode { maj, min, ino, path }, None) => {
+                (*maj, *min, *ino) == (m.maj, m.min, m.ino) && *path == m.filename
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Files resolved to binaries: every file ever seen, plus the last few looked up so the
+/// per-sample lookup builds no key (no allocation).
+#[derive(Default)]
+struct BinaryCache {
+    files: HashMap<FileKey, Option<Arc<BinaryRef>>>,
+    recent: Vec<(FileKey, Option<Arc<BinaryRef>>)>,
+    next_recent: usize,
+}
+
+/// Entries of [`BinaryCache::recent`].
+const RECENT_FILES: usize = 8;
+
+impl BinaryCache {
+    /// The binary behind mapping `m` of a process under procfs `proc` (read once per file,
+    /// through the process's view of it), or `None` when it has no GNU build id or cannot
+    /// be read.
+    fn resolve(&mut self, proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
+        if let Some((_, r)) = self.recent.iter().find(|(k, _)| k.is_of(m)) {
             return r.clone();
         }
-        let found = binary_candidates(
-            &self.proc,
-            m.pid,
-            m.addr,
-            m.addr.saturating_add(m.len),
-            &m.filename,
-        )
-        .into_iter()
-        .find_map(|path| {
-            let len = std::fs::metadata(&path).ok()?.len();
-            if len > MAX_ELF_BYTES {
-                return None;
+        let key = FileKey::of(m);
+        let found = match self.files.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let found = read_binary(proc, m);
+                self.files.insert(key.clone(), found.clone());
+                found
             }
-            let data = std::fs::read(&path).ok()?;
-            let id = ElfFacts::parse(&data).build_id;
-            if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
-                return None;
-            }
-            Some(Arc::new(BinaryRef {
-                build_id: id,
-                path: m.filename.clone(),
-                opened_from: path,
-                bytes: Mutex::new(Some(Arc::new(data))),
-            }))
-        });
-        self.binaries.insert(key, found.clone());
+        };
+        if self.recent.len() < RECENT_FILES {
+            self.recent.push((key, found.clone()));
+        } else {
+            self.recent[self.next_recent] = (key, found.clone());
+            self.next_recent = (self.next_recent + 1) % RECENT_FILES;
+        }
         found
     }
+}
+
+/// Reads the file behind `m` (the first candidate path that holds an ELF file with a GNU
+/// build id matching the MMAP2's, if it carried one).
+fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
+    binary_candidates(
+        proc,
+        m.pid,
+        m.addr,
+        m.addr.saturating_add(m.len),
+        &m.filename,
+    )
+    .into_iter()
+    .find_map(|path| {
+        let len = std::fs::metadata(&path).ok()?.len();
+        if len > MAX_ELF_BYTES {
+            return None;
+        }
+        let data = std::fs::read(&path).ok()?;
+        let id = ElfFacts::parse(&data).build_id;
+        if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
+            return None;
+        }
+        Some(Arc::new(BinaryRef {
+            build_id: id,
+            path: m.filename.clone(),
+            opened_from: path,
+            bytes: Mutex::new(Some(Arc::new(data))),
+        }))
+    })
 }

@@ -264,7 +264,10 @@ impl ContextTracker {
         }
     }
 
-    /// `mergeContextNode`.
+    /// `mergeContextNode`. Like LLVM, the node merged from keeps its profile pointer: it
+    /// is detached right after, but while its children are promoted a child can be merged
+    /// into it (when it is itself a child of the destination), and that child's samples
+    /// are then lost, as in llvm-profgen.
     fn merge_node(&mut self, from: usize, to: usize) {
         match (self.nodes[from].prof, self.nodes[to].prof) {
             (Some(f), Some(t)) => {
@@ -275,11 +278,9 @@ impl ContextTracker {
                 if other.attributes & CONTEXT_SHOULD_BE_INLINED != 0 {
                     self.profs[t].fs.attributes |= CONTEXT_SHOULD_BE_INLINED;
                 }
-                self.nodes[from].prof = None;
             }
             (Some(f), None) => {
                 self.nodes[to].prof = Some(f);
-                self.nodes[from].prof = None;
                 self.profs[f].node = to;
                 self.profs[f].state = State::Synthetic;
             }
