@@ -65,27 +65,26 @@ if [ "$SAMPLES" -lt "$MIN_SAMPLES" ]; then
   exit 1
 fi
 
-now() { date +%s.%N; }
-
-# best_of NAME CMD...: runs CMD, keeps the fastest wall time in BEST[NAME]; fails loudly.
-declare -A BEST
+# run_timed NAME CMD...: runs CMD (output to target/bench/NAME.std{out,err}); keeps the
+# fastest wall time in BEST[NAME] and that run's CPU time (user + sys) in CPU[NAME].
+declare -A BEST CPU
 run_timed() {
   local name="$1"; shift
-  local start end t
-  start="$(now)"
-  if ! "$@" >"$OUT/$name.stdout" 2>"$OUT/$name.stderr"; then
+  local t real user sys
+  if ! t="$( { TIMEFORMAT='%R %U %S'; time "$@" >"$OUT/$name.stdout" 2>"$OUT/$name.stderr"; } 2>&1 )"; then
     echo "bench: failed: $*" >&2
     cat "$OUT/$name.stderr" >&2
     exit 1
   fi
-  end="$(now)"
-  t="$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", e - s }')"
-  if [ -z "${BEST[$name]:-}" ] || awk -v a="$t" -v b="${BEST[$name]}" 'BEGIN { exit !(a < b) }'; then
-    BEST[$name]="$t"
+  read -r real user sys <<<"$t"
+  if [ -z "${BEST[$name]:-}" ] || awk -v a="$real" -v b="${BEST[$name]}" 'BEGIN { exit !(a < b) }'; then
+    BEST[$name]="$real"
+    CPU[$name]="$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')"
   fi
-  echo "  $name: ${t}s" >&2
+  echo "  $name: ${real}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')s cpu" >&2
 }
 
+LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
 FULL=(--format=extbinary --csspgo-preinliner=false --gen-cs-nested-profile=false)
 SKIP=(--skip-symbolization)
 
@@ -114,8 +113,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 echo
 printf 'input: %d samples, %.1f MB perf script (mix %s, period %s), %s cores, best of %s\n' \
   "$SAMPLES" "$(awk -v b="$BYTES" 'BEGIN { print b / 1e6 }')" "$ROUNDS" "$PERIOD" "$(nproc)" "$RUNS"
-printf '%-22s %14s %14s %8s\n' variant llvm-profgen-19 pgo-agent ratio
-printf '%-22s %13ss %13ss %8s\n' "extbinary profile" "${BEST[profgen_full]}" "${BEST[ours_full]}" \
-  "$(ratio "${BEST[ours_full]}" "${BEST[profgen_full]}")"
-printf '%-22s %13ss %13ss %8s\n' "--skip-symbolization" "${BEST[profgen_skip]}" "${BEST[ours_skip]}" \
-  "$(ratio "${BEST[ours_skip]}" "${BEST[profgen_skip]}")"
+echo "load average at start: $LOAD (wall times on a busy machine are noisy; cpu = user + sys)"
+printf '%-22s %16s %16s %11s %10s\n' variant "llvm-profgen-19" "pgo-agent" "wall ratio" "cpu ratio"
+row() {
+  printf '%-22s %7ss (%5ss) %7ss (%5ss) %11s %10s\n' "$1" "${BEST[profgen_$2]}" "${CPU[profgen_$2]}" \
+    "${BEST[ours_$2]}" "${CPU[ours_$2]}" "$(ratio "${BEST[ours_$2]}" "${BEST[profgen_$2]}")" \
+    "$(ratio "${CPU[ours_$2]}" "${CPU[profgen_$2]}")"
+}
+row "extbinary profile" full
+row "--skip-symbolization" skip

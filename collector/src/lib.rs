@@ -20,6 +20,7 @@
 pub mod build_id;
 pub mod event;
 pub mod live;
+pub mod memprof;
 pub mod perf_data;
 pub mod perf_script;
 pub mod record;

@@ -24,4 +24,13 @@ pub enum Command {
     /// Run the profiling daemon: sample every CPU (Intel LBR, AMD branch sampling, or
     /// cpu-clock), aggregate per binary build id, write the aggregates to the state dir.
     Run(crate::run::RunArgs),
+    /// Fetch one build id's unsymbolized profile from many agents over HTTP, sum them, and
+    /// write the sum or symbolize it with a local binary.
+    Pull(crate::pull::PullArgs),
+    /// Sum unsymbolized profiles already downloaded; write the sum or symbolize it with a
+    /// local binary.
+    Merge(crate::merge::MergeArgs),
+    /// Aggregate raw MemProf heap profiles (clang -fmemory-profile) of one binary and write
+    /// MemProf YAML for `llvm-profdata merge` / `clang -fmemory-profile-use`, or text.
+    Heap(crate::heap::HeapArgs),
 }

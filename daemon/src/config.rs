@@ -94,6 +94,12 @@ pub struct OutputConfig {
     pub flush_interval_secs: u64,
     /// HTTP listen address (for the exporter).
     pub listen_address: String,
+    /// Bearer token file for the HTTP API (required for a non-loopback listen address).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Debug directories searched by build id when symbolizing for HTTP.
+    #[serde(default)]
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 /// A partial config as a file may give it: every table and option optional. Parsed as a

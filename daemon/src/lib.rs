@@ -6,7 +6,10 @@ pub mod cli;
 pub mod config;
 pub mod convert;
 pub mod convert_pipeline;
+pub mod heap;
+pub mod merge;
 pub mod progress;
+pub mod pull;
 pub mod record;
 pub mod run;
 pub mod signals;
@@ -69,6 +72,9 @@ pub fn execute(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Record(args) => record::run(args),
         cli::Command::Convert(args) => convert::run(args),
         cli::Command::Run(args) => run::run(args),
+        cli::Command::Pull(args) => pull::run(args),
+        cli::Command::Merge(args) => merge::run(args),
+        cli::Command::Heap(args) => heap::run(args),
     }
 }
 

@@ -1,7 +1,12 @@
 //! # exporter — sample profiles to bytes
 //!
 //! Stage four: one writer (and where needed reader) per format in [`format`]: LLVM text and
-//! extbinary sample profiles, and llvm-profgen's unsymbolized profile (mergeable counters).
+//! extbinary sample profiles, and llvm-profgen's unsymbolized profile (mergeable counters);
+//! and the daemon's HTTP side: [`http`] (the API), [`metrics`] (Prometheus families),
+//! [`store`] (the read model over the state directory).
 #![deny(missing_docs)]
 
 pub mod format;
+pub mod http;
+pub mod metrics;
+pub mod store;

@@ -15,6 +15,7 @@ pub mod dwarf;
 pub mod error;
 pub mod generate;
 pub mod guid;
+pub mod memprof;
 pub mod name;
 pub mod probe;
 pub mod profile;

@@ -170,6 +170,7 @@ fn pipeline() -> (Router, Worker) {
         max_samples_per_window: u64::MAX,
         memory_budget_bytes: u64::MAX,
         state_dir: std::env::temp_dir(),
+        coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
     });
     (router, worker)
 }
@@ -235,6 +236,9 @@ fn replay(
     if !events.is_empty() {
         route_batch(std::mem::take(&mut events), &mut stages, &mut lbr_entries);
     }
+    let t = CpuInstant::now();
+    worker.feed_pending();
+    stages.aggregate += t.elapsed();
     let s = stats.snapshot();
     assert_eq!(s.parse_errors, 0);
     let counted: u64 = worker.summaries().iter().map(|b| b.counted).sum();

@@ -9,7 +9,11 @@
 //!   sort their output), and so is `pgo-agent convert --perfdata D` on the recorder's
 //!   perf.data (no `perf` binary involved);
 //! * text profiles: `--format=text --csspgo-preinliner=false --gen-cs-nested-profile=false`
-//!   from both tools are identical after `llvm-profdata-19 merge --sample --text`.
+//!   from both tools are identical after `llvm-profdata-19 merge --sample --text`;
+//! * default flags (CS pre-inliner, nested profile): `--format=text` with no other flag
+//!   from both tools is identical after the same canonicalisation, our default extbinary
+//!   reads back (`llvm-profdata-19`) to the same canonical text, and its sections carry the
+//!   same flags as llvm-profgen's (`preInlined` on the summary, `attr` on the metadata).
 //!
 //! Each check runs the real command line (`daemon::parse_args` + `daemon::execute`), the
 //! same code path as the `pgo-agent` binary.
@@ -168,7 +172,62 @@ fn conformance(name: &str, variant: Variant) {
             &canonical(&ours_txt),
             &theirs,
         );
+
+        // llvm-profgen's default flags: pre-inliner and nested profile for CS.
+        let (theirs_def, ours_def) = (path("llvm.default.txt"), path("ours.default.txt"));
+        let (theirs_ext, ours_ext) = (path("llvm.default.extbin"), path("ours.default.extbin"));
+        let text_default = ["--format=text", "--output"];
+        llvm(
+            "llvm-profgen-19",
+            &[&argv[..], &text_default, &[&s(&theirs_def)]].concat(),
+        );
+        pgo_agent(&[&["convert"], &argv[..], &text_default, &[&s(&ours_def)]].concat());
+        let theirs = canonical(&theirs_def);
+        assert_same(
+            &format!("{name} ({variant}, {mode}) default-flags text profile"),
+            &canonical(&ours_def),
+            &theirs,
+        );
+        llvm(
+            "llvm-profgen-19",
+            &[&argv[..], &["--output"], &[&s(&theirs_ext)]].concat(),
+        );
+        pgo_agent(&[&["convert"], &argv[..], &["--output"], &[&s(&ours_ext)]].concat());
+        assert_same(
+            &format!("{name} ({variant}, {mode}) default-flags extbinary, read back"),
+            &canonical(&ours_ext),
+            &theirs,
+        );
+        assert_same(
+            &format!("{name} ({variant}, {mode}) default-flags extbinary section flags"),
+            &section_flags(&ours_ext),
+            &section_flags(&theirs_ext),
+        );
     }
+}
+
+/// `llvm-profdata-19 show --sample --show-sec-info-only`, one `Section {flags}` per line
+/// (offsets and sizes left out).
+fn section_flags(profile: &Path) -> String {
+    let out = Command::new("llvm-profdata-19")
+        .args(["show", "--sample", "--show-sec-info-only"])
+        .arg(profile)
+        .output()
+        .expect("llvm-profdata-19");
+    assert!(
+        out.status.success(),
+        "llvm-profdata-19 show {}: {}",
+        profile.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (section, rest) = l.split_once(" - Offset:")?;
+            let flags = rest.split_once("Flags: ")?.1;
+            Some(format!("{section} {flags}\n"))
+        })
+        .collect()
 }
 
 macro_rules! conformance_tests {

@@ -164,7 +164,12 @@ fn check(name: &str, mode: Mode) -> Result<(), String> {
     let binary = ProfiledBinary::load(&program.binary).map_err(|e| e.to_string())?;
     let stem = out_dir().join(format!("{name}-{}", mode.tag()));
     let set = counters(mode, &recorded, &binary, &stem)?;
-    let profile: SampleProfile = generate_profile(&binary, &set, &GenerateOptions::default());
+    let opts = GenerateOptions {
+        preinliner: false,
+        nested_profile: false,
+        ..GenerateOptions::default()
+    };
+    let profile: SampleProfile = generate_profile(&binary, &set, &opts);
 
     let ours_file = stem.with_extension("ours.txt");
     std::fs::write(&ours_file, llvm_text::to_string(&profile)).map_err(|e| e.to_string())?;

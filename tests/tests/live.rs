@@ -346,6 +346,7 @@ fn replayed_lbr_records_equal_convert() {
         max_samples_per_window: u64::MAX,
         memory_budget_bytes: u64::MAX,
         state_dir: std::env::temp_dir(),
+        coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
     });
     for chunk in events.chunks(300) {
         for (_, g) in router.route(chunk.to_vec(), 0) {
@@ -366,4 +367,61 @@ fn replayed_lbr_records_equal_convert() {
     assert_eq!(live.kind, convert.kind);
     assert!(!convert.contexts.is_empty());
     assert_eq!(live, convert);
+}
+
+/// The memory budget: once a flush measured the counters above the budget, the worker
+/// drops every further sample and counts it (`over_memory`), and keeps what it had.
+#[test]
+fn memory_budget_drops_and_counts() {
+    if !corpus::tools_available("memory_budget_drops_and_counts", &["clang-19"]) {
+        return;
+    }
+    let program = corpus::program("recursion", Variant::Probe).unwrap();
+    let rec = &corpus::record(&program).unwrap().recording;
+    let id = ProfiledBinary::load(&program.binary)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .clone();
+    let state = state_dir("budget");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut router = Router::new(
+        Path::new("/proc"),
+        ProcessFilter::default(),
+        RouteBy::BranchStack,
+        1,
+        None,
+    );
+    let mut worker = Worker::new(WorkerSettings {
+        input: ShardInput::Lbr(PerfContent::LbrStack),
+        options: UnwindOptions::default(),
+        windows: WindowSettings::default(),
+        max_samples_per_window: u64::MAX,
+        memory_budget_bytes: 1,
+        state_dir: state.clone(),
+        coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
+    });
+    let half = rec.events.len() / 2;
+    for (_, g) in router.route(rec.events[..half].to_vec(), 0) {
+        worker.handle(WorkItem::Samples(g));
+    }
+    // Before a flush the size is unknown (0): the first half is counted.
+    worker.handle(WorkItem::Flush { now_secs: 0 });
+    let before = worker.counters(&id).expect("first half aggregated");
+    assert!(!before.contexts.is_empty());
+    assert_eq!(worker.stats().over_memory, 0);
+    assert!(state.join(format!("{}.unsymbolized", id.to_hex())).exists());
+    let unloadable = worker.stats().unloadable_samples;
+    let mut routed = 0u64;
+    for (_, g) in router.route(rec.events[half..].to_vec(), 1) {
+        routed += g.samples.len() as u64;
+        worker.handle(WorkItem::Samples(g));
+    }
+    worker.handle(WorkItem::Flush { now_secs: 1 });
+    assert!(routed > 0);
+    assert_eq!(
+        worker.stats().over_memory,
+        routed - (worker.stats().unloadable_samples - unloadable)
+    );
+    assert_eq!(worker.counters(&id).unwrap(), before);
 }

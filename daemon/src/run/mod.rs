@@ -13,6 +13,7 @@
 //! re-read the config file's `[filters]`.
 
 pub mod filters;
+pub mod http;
 pub mod process_table;
 pub mod router;
 pub mod worker;
@@ -53,6 +54,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub duration_secs: Option<u64>,
     /// HTTP listen address (overrides `output.listen_address`; served by the exporter).
+    /// `run` serves on `output.listen_address` when not given; [`run_daemon`] serves only
+    /// when this is set.
     #[arg(long)]
     pub listen: Option<String>,
 }
@@ -90,6 +93,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Config::load(p)?,
         None => Config::embedded(),
     };
+    let mut args = args;
+    if args.listen.is_none() {
+        args.listen = Some(config.output.listen_address.clone());
+    }
     crate::signals::install()?;
     let control = Arc::new(RunControl::default());
     let watcher = {
@@ -203,6 +210,7 @@ pub fn run_daemon(
             max_samples_per_window: agg.max_samples_per_binary_per_window,
             memory_budget_bytes: agg.memory_budget_bytes / workers_n as u64,
             state_dir: state_dir.clone(),
+            coalesce_samples: worker::COALESCE_SAMPLES,
         };
         worker_txs.push(tx);
         worker_handles.push(
@@ -231,6 +239,16 @@ pub fn run_daemon(
 
     // Readers.
     let stats = Arc::new(ReaderStats::default());
+    let http_server = match &args.listen {
+        Some(listen) => Some(http::start(
+            listen,
+            config,
+            state_dir.clone(),
+            mode,
+            stats.clone(),
+        )?),
+        None => None,
+    };
     let stop_readers = Arc::new(AtomicBool::new(false));
     let reader_settings = ReaderSettings {
         batch_events: config.collector.reader_batch_events,
@@ -304,6 +322,9 @@ pub fn run_daemon(
         .map_err(|_| anyhow::anyhow!("router thread panicked"))?;
     let mut binaries = Vec::new();
     let mut worker_stats = Vec::new();
+    if let Some(server) = http_server {
+        server.stop();
+    }
     for h in worker_handles {
         let (b, s) = h
             .join()

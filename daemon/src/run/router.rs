@@ -164,6 +164,7 @@ impl Router {
         let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
         let mut hits: Vec<Arc<BinaryRef>> = Vec::new();
         let mut last: Option<usize> = None;
+        let batch_len = events.len();
         for event in events {
             match event {
                 PerfEvent::SideBand(e) => {
@@ -201,11 +202,15 @@ impl Router {
                                                     .collect()
                                             })
                                             .unwrap_or_default();
+                                        // The first group of a batch usually takes
+                                        // every sample: size it for the batch.
+                                        let capacity =
+                                            if groups.is_empty() { batch_len } else { 16 };
                                         groups.push(SampleGroup {
                                             binary,
                                             pid,
                                             mappings,
-                                            samples: Vec::new(),
+                                            samples: Vec::with_capacity(capacity),
                                             now_secs,
                                         });
                                         groups.len() - 1
@@ -311,8 +316,13 @@ impl Router {
         let mut seen: [(u64, u64); 8] = [(0, 0); 8];
         let mut seen_n = 0usize;
         let mut kept: Vec<usize> = Vec::new();
+        let mut last = (0u64, 0u64);
         let mut visit = |a: u64| {
-            if seen[..seen_n].iter().any(|&(lo, hi)| a >= lo && a < hi) {
+            if a >= last.0 && a < last.1 {
+                return;
+            }
+            if let Some(&r) = seen[..seen_n].iter().find(|&&(lo, hi)| a >= lo && a < hi) {
+                last = r;
                 return;
             }
             let i = process.mappings.partition_point(|m| m.addr <= a);
@@ -321,8 +331,9 @@ impl Router {
             if a >= m.addr.saturating_add(m.len) {
                 return;
             }
+            last = (m.addr, m.addr.saturating_add(m.len));
             if seen_n < seen.len() {
-                seen[seen_n] = (m.addr, m.addr.saturating_add(m.len));
+                seen[seen_n] = last;
                 seen_n += 1;
             }
             if !kept.contains(&i)
@@ -453,4 +464,138 @@ fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
             bytes: Mutex::new(Some(Arc::new(data))),
         }))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FilterConfig;
+    use collector::{CommEvent, LbrEntry};
+
+    /// The test executable itself: an ELF file with a GNU build id (the toolchain's
+    /// default), mapped by fake processes at fake addresses.
+    fn exe() -> String {
+        std::env::current_exe()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn mmap(pid: u32, addr: u64, filename: &str) -> PerfEvent {
+        PerfEvent::SideBand(SideBandEvent::Mmap2(Mmap2Event {
+            pid: pid as i32,
+            tid: pid as i32,
+            addr,
+            len: 0x10000,
+            prot: 5,
+            filename: filename.into(),
+            ..Mmap2Event::default()
+        }))
+    }
+
+    fn comm(pid: u32, name: &str) -> PerfEvent {
+        PerfEvent::SideBand(SideBandEvent::Comm(CommEvent {
+            pid,
+            tid: pid,
+            comm: name.into(),
+            exec: false,
+        }))
+    }
+
+    fn sample(pid: u32, ip: u64, lbr: &[(u64, u64)]) -> PerfEvent {
+        PerfEvent::Sample(Sample {
+            pid,
+            tid: pid,
+            ip,
+            lbr: lbr
+                .iter()
+                .map(|&(from, to)| LbrEntry { from, to, flags: 0 })
+                .collect(),
+            count: 1,
+            ..Sample::default()
+        })
+    }
+
+    /// A procfs with nothing in it: facts come from the side band only.
+    fn empty_proc() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pgo-router-proc-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn groups_per_binary_and_process_filters_by_comm_and_reloads() {
+        let exe = exe();
+        let filter = |comms: &[&str]| {
+            ProcessFilter::new(FilterConfig {
+                comms: comms.iter().map(|c| c.to_string()).collect(),
+                ..FilterConfig::default()
+            })
+        };
+        // Fake pids far above pid_max, so no /proc/PID view exists.
+        let (a, b) = (40_000_001u32, 40_000_002u32);
+        let mut r = Router::new(&empty_proc(), filter(&["app"]), RouteBy::LeadingIp, 3, None);
+        let events = vec![
+            comm(a, "app"),
+            comm(b, "other"),
+            mmap(a, 0x10000, &exe),
+            mmap(b, 0x50000, &exe),
+            sample(a, 0x10010, &[]),
+            sample(b, 0x50010, &[]),
+            sample(a, 0x90000, &[]), // no mapping there
+            sample(a, 0x10020, &[]),
+        ];
+        let groups = r.route(events.clone(), 7);
+        assert_eq!(groups.len(), 1);
+        let (worker, g) = &groups[0];
+        assert_eq!(*worker, worker_for(&g.binary.build_id, 3));
+        assert!(!g.binary.build_id.is_empty());
+        assert_eq!((g.pid, g.now_secs, g.mappings.len()), (a, 7, 1));
+        assert_eq!(
+            g.samples.iter().map(|s| s.ip).collect::<Vec<_>>(),
+            vec![0x10010, 0x10020]
+        );
+        assert_eq!(
+            (r.stats().samples, r.stats().filtered, r.stats().unmapped),
+            (4, 1, 1)
+        );
+
+        // SIGHUP: now only `other` is sampled.
+        r.reload(filter(&["other"]));
+        let groups = r.route(events[4..].to_vec(), 8);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.pid, b);
+        assert_eq!(groups[0].1.samples.len(), 1);
+        assert_eq!(r.stats().filtered, 1 + 3);
+    }
+
+    #[test]
+    fn a_branch_stack_goes_to_every_binary_it_touches_once() {
+        let exe = exe();
+        let pid = 40_000_003u32;
+        let mut r = Router::new(
+            &empty_proc(),
+            ProcessFilter::default(),
+            RouteBy::BranchStack,
+            1,
+            None,
+        );
+        // The same file mapped twice (one binary), and a file without a build id.
+        let groups = r.route(
+            vec![
+                mmap(pid, 0x10000, &exe),
+                mmap(pid, 0x30000, &exe),
+                mmap(pid, 0x70000, "/nonexistent/lib.so"),
+                sample(pid, 0x10004, &[(0x10008, 0x30000), (0x70010, 0x10000)]),
+                sample(pid, 0x70004, &[]),
+            ],
+            0,
+        );
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.samples.len(), 1);
+        // Both mappings of the file go with the group (the shard places the binary by them).
+        assert_eq!(groups[0].1.mappings.len(), 2);
+        let s = r.stats();
+        assert_eq!((s.samples, s.empty_branch_stack, s.unresolved_binary), (2, 1, 1));
+    }
 }

@@ -47,7 +47,16 @@ pub struct WorkerSettings {
     pub memory_budget_bytes: u64,
     /// Where aggregates are written.
     pub state_dir: PathBuf,
+    /// Consecutive groups of the same binary and process (same mappings, same window) are
+    /// held and fed to the shard together, up to this many samples (1: no coalescing).
+    /// Fewer, larger feeds: the aggregator's per-feed cost is paid once, and identical
+    /// samples across groups are unwound once (llvm-profgen aggregates identical samples
+    /// before unwinding). Costs about 1 KiB per held LBR sample.
+    pub coalesce_samples: usize,
 }
+
+/// The daemon's [`WorkerSettings::coalesce_samples`]: 4096 LBR samples, about 4 MiB.
+pub const COALESCE_SAMPLES: usize = 4096;
 
 /// One binary's aggregate as last written.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -94,6 +103,7 @@ pub struct WorkerStats {
 pub struct Worker {
     settings: WorkerSettings,
     entries: HashMap<BuildId, Entry>,
+    pending: HashMap<BuildId, SampleGroup>,
     failed: HashSet<BuildId>,
     approx_bytes: u64,
     stats: WorkerStats,
@@ -113,6 +123,7 @@ impl Worker {
         Worker {
             settings,
             entries: HashMap::new(),
+            pending: HashMap::new(),
             failed: HashSet::new(),
             approx_bytes: 0,
             stats: WorkerStats::default(),
@@ -124,9 +135,20 @@ impl Worker {
         &self.stats
     }
 
-    /// The merged counters of `build_id` (all retained windows).
-    pub fn counters(&self, build_id: &BuildId) -> Option<CounterSet> {
+    /// The merged counters of `build_id` (all retained windows), held samples included.
+    pub fn counters(&mut self, build_id: &BuildId) -> Option<CounterSet> {
+        if let Some(g) = self.pending.remove(build_id) {
+            self.feed_now(g);
+        }
         self.entries.get(build_id).map(|e| e.shard.snapshot().0)
+    }
+
+    /// Feeds every held group to its shard.
+    pub fn feed_pending(&mut self) {
+        let held: Vec<SampleGroup> = self.pending.drain().map(|(_, g)| g).collect();
+        for g in held {
+            self.feed_now(g);
+        }
     }
 
     /// The loaded binary of `build_id`.
@@ -139,15 +161,51 @@ impl Worker {
         match item {
             WorkItem::Samples(g) => self.feed(g),
             WorkItem::Flush { now_secs } => {
+                self.feed_pending();
+                let started = std::time::Instant::now();
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
                     eprintln!("pgo-agent: flush failed: {e:#}");
                 }
+                exporter::metrics::observe_flush(started.elapsed());
             }
         }
     }
 
+    /// Holds `g` with the held group of its binary when they can be fed together (same
+    /// process mappings, same window), else feeds the held group and holds `g`; feeds
+    /// when the held group reaches `coalesce_samples`.
     fn feed(&mut self, g: SampleGroup) {
+        let window = self.settings.windows.window_secs.max(1);
+        let id = &g.binary.build_id;
+        let g = match self.pending.remove(id) {
+            Some(mut held)
+                if held.pid == g.pid
+                    && held.now_secs / window == g.now_secs / window
+                    && held.mappings == g.mappings =>
+            {
+                if !Arc::ptr_eq(&held.binary, &g.binary) {
+                    if let Ok(mut b) = g.binary.bytes.lock() {
+                        b.take();
+                    }
+                }
+                held.samples.extend(g.samples);
+                held
+            }
+            Some(held) => {
+                self.feed_now(held);
+                g
+            }
+            None => g,
+        };
+        if g.samples.len() >= self.settings.coalesce_samples {
+            self.feed_now(g);
+        } else {
+            self.pending.insert(g.binary.build_id.clone(), g);
+        }
+    }
+
+    fn feed_now(&mut self, g: SampleGroup) {
         let id = g.binary.build_id.clone();
         if self.failed.contains(&id) {
             self.stats.unloadable_samples += g.samples.len() as u64;

@@ -3,4 +3,7 @@
 pub mod extbinary;
 pub mod llvm_text;
 pub mod llvm_text_reader;
+pub mod memprof_text;
+pub mod memprof_yaml;
+pub mod pprof;
 pub mod unsymbolized;

@@ -12,10 +12,9 @@
 //! live on in the base profiles).
 //!
 //! Tries order children by LLVM's call-site hash ([`call_site_hash`]), so every traversal
-//! (and therefore merge order and tie-breaking) follows llvm-profgen's. The SCC members are
-//! visited in Tarjan order; llvm-profgen additionally sorts members of multi-function SCCs
-//! by edge weight (`--sort-profiled-scc-member`), which is not reproduced (no corpus program
-//! is affected).
+//! (and therefore merge order and tie-breaking) follows llvm-profgen's; the candidate queue
+//! uses libstdc++'s heap algorithms; members of recursive SCCs are ordered by LLVM's
+//! `scc_member_iterator` (`--sort-profiled-scc-member`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -45,6 +44,9 @@ pub struct PreInlineOptions {
     /// `--csspgo-preinliner-multiplier-for-previous-inlining` (100): threshold factor for
     /// hot contexts already inlined in the profiled binary.
     pub previous_inlining_multiplier: i32,
+    /// `--sort-profiled-scc-member` (true): order members of recursive SCCs by call
+    /// weight.
+    pub sort_scc_members: bool,
 }
 
 impl Default for PreInlineOptions {
@@ -57,6 +59,7 @@ impl Default for PreInlineOptions {
             limit_max: 50000,
             use_context_cost: true,
             previous_inlining_multiplier: 100,
+            sort_scc_members: true,
         }
     }
 }
@@ -527,24 +530,33 @@ impl<'a> PreInliner<'a> {
         }
         let cold = self.thresholds.cold_count;
         let root = names.len();
-        let mut adj: Vec<Vec<usize>> = edges
+        // Edges after `trimColdEges`, by target name: (target, weight).
+        let mut adj: Vec<Vec<(usize, u64)>> = edges
             .iter()
             .map(|m| {
                 m.values()
                     .filter(|(_, w)| cold == 0 || *w > cold)
-                    .map(|(i, _)| *i)
+                    .copied()
                     .collect()
             })
             .collect();
         let mut by_name: Vec<usize> = (0..names.len()).collect();
         by_name.sort_by(|a, b| names[*a].as_bytes().cmp(names[*b].as_bytes()));
-        adj.push(by_name);
-        let order = tarjan_order(&adj, root);
-        let mut out: Vec<String> = order
-            .into_iter()
-            .filter(|n| *n != root)
-            .map(|n| names[n].clone())
-            .collect();
+        adj.push(by_name.into_iter().map(|i| (i, 0)).collect());
+        let mut out: Vec<String> = Vec::with_capacity(names.len());
+        for scc in tarjan_sccs(&adj, root) {
+            let members = if self.opts.sort_scc_members {
+                sort_scc_members(&adj, &scc)
+            } else {
+                scc
+            };
+            out.extend(
+                members
+                    .into_iter()
+                    .filter(|n| *n != root)
+                    .map(|n| names[n].clone()),
+            );
+        }
         out.reverse();
         out
     }
@@ -624,9 +636,9 @@ impl<'a> PreInliner<'a> {
     }
 }
 
-/// LLVM's `scc_iterator` (iterative Tarjan) from `root`: nodes in the order SCCs complete,
-/// each SCC's members in the order they leave the node stack.
-fn tarjan_order(adj: &[Vec<usize>], root: usize) -> Vec<usize> {
+/// LLVM's `scc_iterator` (iterative Tarjan) from `root` over `adj` (edges in order): the
+/// SCCs in completion order, each SCC's members in the order they leave the node stack.
+fn tarjan_sccs(adj: &[Vec<(usize, u64)>], root: usize) -> Vec<Vec<usize>> {
     struct Frame {
         node: usize,
         next: usize,
@@ -636,7 +648,7 @@ fn tarjan_order(adj: &[Vec<usize>], root: usize) -> Vec<usize> {
     let mut visit = 0u32;
     let mut scc_stack: Vec<usize> = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
-    let mut out = Vec::with_capacity(adj.len());
+    let mut out = Vec::new();
     let mut visit_one = |n: usize,
                          num: &mut Vec<Option<u32>>,
                          scc_stack: &mut Vec<usize>,
@@ -658,7 +670,7 @@ fn tarjan_order(adj: &[Vec<usize>], root: usize) -> Vec<usize> {
             if top.next >= kids.len() {
                 break;
             }
-            let child = kids[top.next];
+            let child = kids[top.next].0;
             top.next += 1;
             match num[child] {
                 None => visit_one(child, &mut num, &mut scc_stack, &mut stack),
@@ -678,15 +690,101 @@ fn tarjan_order(adj: &[Vec<usize>], root: usize) -> Vec<usize> {
         if Some(done.min) != num[done.node] {
             continue;
         }
+        let mut scc = Vec::new();
         while let Some(n) = scc_stack.pop() {
             num[n] = Some(u32::MAX);
-            out.push(n);
+            scc.push(n);
             if n == done.node {
                 break;
             }
         }
+        out.push(scc);
     }
     out
+}
+
+/// LLVM's `scc_member_iterator` (`--sort-profiled-scc-member`, default true): members of
+/// a multi-node SCC ordered by a maximum-weight spanning forest (Kruskal over edges by
+/// weight, descending, stable), walked breadth-first from its roots (Kahn), reversed.
+fn sort_scc_members(adj: &[Vec<(usize, u64)>], scc: &[usize]) -> Vec<usize> {
+    if scc.len() <= 1 {
+        return scc.to_vec();
+    }
+    let in_scc: HashMap<usize, usize> = scc.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    // Edges (source, target, weight) within the SCC, stably sorted by weight descending.
+    let mut sorted: Vec<(usize, usize, u64)> = Vec::new();
+    for n in scc {
+        for (t, w) in &adj[*n] {
+            if in_scc.contains_key(t) {
+                sorted.push((*n, *t, *w));
+            }
+        }
+    }
+    sorted.sort_by(|a, b| b.2.cmp(&a.2));
+    // Kruskal with union-find.
+    let mut group: Vec<usize> = (0..scc.len()).collect();
+    let mut rank: Vec<u32> = vec![0; scc.len()];
+    fn find(group: &mut [usize], x: usize) -> usize {
+        let mut r = x;
+        while group[r] != r {
+            r = group[r];
+        }
+        let mut c = x;
+        while group[c] != r {
+            let next = group[c];
+            group[c] = r;
+            c = next;
+        }
+        r
+    }
+    let mut mst: std::collections::HashSet<(usize, usize)> = std::collections::HashSet::new();
+    for (s, t, _) in &sorted {
+        let g1 = find(&mut group, in_scc[s]);
+        let g2 = find(&mut group, in_scc[t]);
+        if g1 == g2 {
+            continue;
+        }
+        if rank[g1] < rank[g2] {
+            group[g1] = g2;
+        } else {
+            group[g2] = g1;
+            if rank[g1] == rank[g2] {
+                rank[g1] += 1;
+            }
+        }
+        mst.insert((*s, *t));
+    }
+    // Kahn's walk over the MST.
+    let mut incoming: HashMap<usize, std::collections::HashSet<usize>> = HashMap::new();
+    for (s, t) in &mst {
+        incoming.entry(*t).or_default().insert(*s);
+    }
+    let mut visited: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    for (s, _, _) in &sorted {
+        if !visited.contains(s) && incoming.get(s).is_none_or(|i| i.is_empty()) {
+            queue.push_back(*s);
+            visited.insert(*s);
+        }
+    }
+    let mut nodes = Vec::with_capacity(scc.len());
+    while let Some(n) = queue.pop_front() {
+        nodes.push(n);
+        for (t, _) in &adj[n] {
+            if let Some(inc) = incoming.get_mut(t) {
+                inc.remove(&n);
+                if mst.contains(&(n, *t)) && inc.is_empty() {
+                    queue.push_back(*t);
+                }
+            }
+        }
+    }
+    if nodes.len() != scc.len() {
+        // LLVM asserts this cannot happen; keep Tarjan's order if it does.
+        return scc.to_vec();
+    }
+    nodes.reverse();
+    nodes
 }
 
 #[cfg(test)]
@@ -713,10 +811,21 @@ mod tests {
     #[test]
     fn tarjan_completes_callees_first() {
         // root(3) → 0, 1, 2; 0 → 1; 1 → 2; 2 → 1 (cycle {1,2}).
-        let adj = vec![vec![1], vec![2], vec![1], vec![0, 1, 2]];
-        let order = tarjan_order(&adj, 3);
+        let w = |v: Vec<usize>| v.into_iter().map(|n| (n, 1)).collect::<Vec<_>>();
+        let adj = vec![w(vec![1]), w(vec![2]), w(vec![1]), w(vec![0, 1, 2])];
+        let sccs = tarjan_sccs(&adj, 3);
         // {1,2} completes first (2 popped before 1), then 0, then root.
-        assert_eq!(order, vec![2, 1, 0, 3]);
+        assert_eq!(sccs, vec![vec![2, 1], vec![0], vec![3]]);
+    }
+
+    #[test]
+    fn scc_members_follow_the_hot_spanning_tree() {
+        // SCC {0, 1}: 0 → 1 weight 10, 1 → 0 weight 5. The MST keeps 0 → 1; Kahn visits 0
+        // then 1; reversed: [1, 0] (so the reversed overall order processes 0 first).
+        let adj = vec![vec![(1, 10)], vec![(0, 5)]];
+        assert_eq!(sort_scc_members(&adj, &[1, 0]), vec![1, 0]);
+        let adj = vec![vec![(1, 5)], vec![(0, 10)]];
+        assert_eq!(sort_scc_members(&adj, &[1, 0]), vec![0, 1]);
     }
 
     #[test]

@@ -70,7 +70,11 @@ impl SizeTracker {
     pub fn add_instruction(&mut self, stack: &[(&str, LineLocation)], size: u32) {
         let mut node = 0;
         for (i, (func, loc)) in stack.iter().rev().enumerate() {
-            let callsite = if i == 0 { LineLocation::default() } else { *loc };
+            let callsite = if i == 0 {
+                LineLocation::default()
+            } else {
+                *loc
+            };
             node = self.child_or_create(node, func, callsite);
         }
         let n = &mut self.nodes[node];
@@ -261,7 +265,9 @@ mod tests {
         // bar only exists inlined (into main at 4).
         t.add_instruction(&[("main", l(4)), ("bar", l(1))], 6);
         assert_eq!(t.size_for_context(&[("bar", l(0))]), 6);
-        assert_eq!(t.size_for_context(&[("baz", l(0))]), 0);
+        // No match at all: LLVM falls back from the root down its first children.
+        assert_eq!(t.size_for_context(&[("baz", l(0))]), 6);
+        assert_eq!(SizeTracker::default().size_for_context(&[("baz", l(0))]), 0);
     }
 
     #[test]

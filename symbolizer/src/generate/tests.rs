@@ -53,7 +53,7 @@ fn flat_line_profile_uses_max_times_dup_factor_and_byte_totals() {
     c.ranges.insert((0x20, 0x20), 7);
     c.branches.insert((0x18, 0x20), 6);
     c.branches.insert((0x24, 0x1c), 6);
-    let p = generate_profile(&b, &cs, &GenerateOptions::default());
+    let p = generate_profile(&b, &cs, &flat_cs_options());
     let main = &p.profiles[&SampleContext::from_name("main")];
     // Totals per byte: 10 × (4 + 2 + 2 + 4) = 120 (0x1c is in a zero-filled range).
     assert_eq!(main.total, 120);
@@ -87,7 +87,7 @@ fn cs_line_profile_infers_inliner_samples() {
     cs.context_mut(&[0x18]).ranges.insert((0x18, 0x18), 3);
     let opts = GenerateOptions {
         merge_cold_context: false,
-        ..GenerateOptions::default()
+        ..flat_cs_options()
     };
     let p = generate_profile(&b, &cs, &opts);
     let texts: Vec<String> = p.profiles.keys().map(|c| c.to_string()).collect();
@@ -171,7 +171,7 @@ fn cs_probe_profile_counts_probes_inliner_and_zero_fill() {
     cs.context_mut(&[0x18]).ranges.insert((0x20, 0x20), 2);
     let opts = GenerateOptions {
         merge_cold_context: false,
-        ..GenerateOptions::default()
+        ..flat_cs_options()
     };
     let p = generate_profile(&b, &cs, &opts);
     assert!(p.is_cs && p.is_probe_based);
@@ -204,7 +204,7 @@ fn flat_probe_profile_nests_inlinees() {
     let mut cs = CounterSet::new(CounterKind::Flat);
     cs.context_mut(&[]).ranges.insert((0x10, 0x18), 3);
     cs.context_mut(&[]).branches.insert((0x18, 0x20), 3);
-    let p = generate_profile(&b, &cs, &GenerateOptions::default());
+    let p = generate_profile(&b, &cs, &flat_cs_options());
     let main = &p.profiles[&SampleContext::from_name("main")];
     // Probes 1 and call probe 2 (both counted in the flat path) get 3, 3 zero-filled.
     assert_eq!(main.samples_at(loc(1, 0)), Some(3));
@@ -227,11 +227,20 @@ fn cold_contexts_merge_into_base_profiles() {
     let mut cs = CounterSet::new(CounterKind::ProbeContext);
     cs.context_mut(&[]).ranges.insert((0x10, 0x10), 1000);
     cs.context_mut(&[0x18]).ranges.insert((0x20, 0x20), 1);
-    let p = generate_profile(&b, &cs, &GenerateOptions::default());
+    let p = generate_profile(&b, &cs, &flat_cs_options());
     let text: Vec<String> = p.profiles.keys().map(|c| c.to_string()).collect();
     // Hot threshold is 1000 (99% of 1001 needs the 1000): [main:2 @ foo] (total 1) is
     // merged into [foo], and main itself (total 1000) is not cold.
     assert_eq!(text, vec!["foo", "main"]);
     let foo = &p.profiles[&SampleContext::from_name("foo")];
     assert_eq!((foo.total, foo.head, foo.attributes), (1, 1, 0));
+}
+
+/// The flags these tests compare with: `--csspgo-preinliner=false --gen-cs-nested-profile=false`.
+fn flat_cs_options() -> GenerateOptions {
+    GenerateOptions {
+        preinliner: false,
+        nested_profile: false,
+        ..GenerateOptions::default()
+    }
 }

@@ -1,0 +1,140 @@
+//! `pgo-agent merge`: sums unsymbolized profiles (from many agents, or many windows) and
+//! writes the sum, or symbolizes it with a local binary. The core of `pgo-agent pull` too.
+//!
+//! Merging is the sum of counters per (context, range) and (context, branch), keyed and
+//! written in sorted order, so the result does not depend on input order; since the
+//! generators read only those sums, symbolizing a merge equals converting the concatenated
+//! samples.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use exporter::format::unsymbolized::{read_unsymbolized, UnsymbolizedProfile};
+use symbolizer::generate::{generate_profile, GenerateOptions};
+use symbolizer::ProfiledBinary;
+
+/// Largest input profile `merge`/`pull` read (bytes).
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// What `merge` and `pull` write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergeFormat {
+    /// llvm-profgen's unsymbolized profile (offsets from the preferred base).
+    Unsymbolized,
+    /// LLVM text sample profile (needs --binary).
+    Text,
+    /// LLVM extbinary sample profile (needs --binary).
+    Extbinary,
+}
+
+/// `pgo-agent merge` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// Unsymbolized profiles to sum (as written to the state dir or served by
+    /// `?format=unsymbolized`).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The profiled binary: needed for text/extbinary; its build id is checked against
+    /// --build-id when given.
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Expected build id (hex) of --binary.
+    #[arg(long)]
+    pub build_id: Option<String>,
+    /// Output format (default: extbinary with --binary, else unsymbolized).
+    #[arg(long, value_enum)]
+    pub format: Option<MergeFormat>,
+    /// Output file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// Runs `pgo-agent merge`.
+pub fn run(args: MergeArgs) -> anyhow::Result<std::process::ExitCode> {
+    let mut texts = Vec::new();
+    for p in &args.inputs {
+        let len = std::fs::metadata(p)
+            .with_context(|| format!("reading {}", p.display()))?
+            .len();
+        anyhow::ensure!(
+            len <= MAX_INPUT_BYTES,
+            "{}: {len} bytes exceeds the limit of {MAX_INPUT_BYTES}",
+            p.display()
+        );
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        texts.push((p.display().to_string(), text));
+    }
+    merge_and_write(
+        &texts,
+        args.binary.as_deref(),
+        args.build_id.as_deref(),
+        args.format,
+        &args.output,
+    )?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Sums `inputs` (name, unsymbolized text) and writes `format` to `output`; text and
+/// extbinary are generated with `binary` (llvm-profgen's default options).
+pub fn merge_and_write(
+    inputs: &[(String, String)],
+    binary: Option<&Path>,
+    build_id: Option<&str>,
+    format: Option<MergeFormat>,
+    output: &Path,
+) -> anyhow::Result<()> {
+    let binary = match binary {
+        Some(p) => {
+            let b = ProfiledBinary::load(p)
+                .with_context(|| format!("loading binary {}", p.display()))?;
+            if let Some(want) = build_id {
+                let have = b.build_id().map(|i| i.to_hex()).unwrap_or_default();
+                anyhow::ensure!(
+                    have.eq_ignore_ascii_case(want.trim()),
+                    "{} has build id {have:?}, not {want}",
+                    p.display()
+                );
+            }
+            Some(b)
+        }
+        None => None,
+    };
+    let format = format.unwrap_or(if binary.is_some() {
+        MergeFormat::Extbinary
+    } else {
+        MergeFormat::Unsymbolized
+    });
+    let base = binary.as_ref().map_or(0, |b| b.preferred_base());
+    let mut merged = UnsymbolizedProfile::default();
+    for (name, text) in inputs {
+        let p = read_unsymbolized(text, base)
+            .with_context(|| format!("reading unsymbolized profile {name}"))?;
+        merged.merge(&p);
+    }
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?,
+    );
+    match (format, &binary) {
+        (MergeFormat::Unsymbolized, _) => merged.write(&mut out, base)?,
+        (_, None) => bail!("--format text/extbinary needs --binary"),
+        (f, Some(b)) => {
+            let Some(counters) = merged.to_counter_set(base) else {
+                bail!(
+                    "the profiles have symbolized line contexts; only --format unsymbolized \
+                     can merge them"
+                );
+            };
+            let profile = generate_profile(b, &counters, &GenerateOptions::default());
+            match f {
+                MergeFormat::Text => exporter::format::llvm_text::write(&profile, &mut out)?,
+                _ => exporter::format::extbinary::write(&profile, &mut out)?,
+            }
+        }
+    }
+    out.flush()
+        .with_context(|| format!("writing {}", output.display()))?;
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The HTTP exporter inside `pgo-agent run`: a small tokio runtime built explicitly on its
+//! own thread (only HTTP is async), serving [`exporter::http::router`] over the state
+//! directory until [`HttpServer::stop`].
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use collector::live::{ReaderStats, SamplingMode};
+use exporter::http::{check_listen, AppState};
+use exporter::metrics::DaemonCounters;
+use exporter::store::{ProfileStore, StoreSettings};
+
+use crate::config::Config;
+
+/// How long in-flight requests may hold up shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A running server; [`HttpServer::stop`] shuts it down.
+pub struct HttpServer {
+    /// The bound address (the port is resolved when 0 was asked for).
+    pub local_addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Reads the token file: its first line, trimmed; empty is an error.
+pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    anyhow::ensure!(!token.is_empty(), "token file {} is empty", path.display());
+    Ok(token)
+}
+
+/// Binds `listen` (refusing a non-loopback address without `output.token_file`) and
+/// starts serving.
+pub fn start(
+    listen: &str,
+    config: &Config,
+    state_dir: PathBuf,
+    mode: SamplingMode,
+    stats: Arc<ReaderStats>,
+) -> anyhow::Result<HttpServer> {
+    let addr: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("listen address {listen:?}: expected IP:PORT"))?;
+    let token = match &config.output.token_file {
+        Some(p) => Some(read_token(p)?),
+        None => None,
+    };
+    check_listen(addr, token.as_deref())?;
+    let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+    listener.set_nonblocking(true)?;
+    let local_addr = listener.local_addr()?;
+    let agg = &config.aggregation;
+    let store = ProfileStore::new(StoreSettings {
+        state_dir,
+        debug_dirs: config.output.debug_dirs.clone(),
+        mode: mode.name().to_string(),
+        retained_secs: agg.window_secs.saturating_mul(agg.retained_windows as u64),
+    });
+    let mut state = AppState::new(Arc::new(store));
+    state.token = token.map(Arc::from);
+    let mode_name = mode.name();
+    let branch_stack = mode != SamplingMode::CpuClock;
+    state.daemon = Some(Arc::new(move || {
+        let r = stats.snapshot();
+        DaemonCounters {
+            mode: mode_name,
+            branch_stack,
+            samples: r.samples,
+            records_lost: r.lost_events,
+            samples_lost: r.lost_samples,
+            events_dropped: r.events_dropped,
+            parse_errors: r.parse_errors,
+        }
+    }));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .thread_name("pgo-http")
+        .enable_io()
+        .enable_time()
+        .build()
+        .context("building the HTTP runtime")?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("pgo-http-main".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("pgo-agent: http: {e}");
+                        return;
+                    }
+                };
+                let (graceful_tx, graceful_rx) = tokio::sync::oneshot::channel::<()>();
+                let server = tokio::spawn(exporter::http::serve(listener, state, async move {
+                    let _ = graceful_rx.await;
+                }));
+                let _ = stop_rx.await;
+                let _ = graceful_tx.send(());
+                match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+                    Ok(Ok(Err(e))) => eprintln!("pgo-agent: http: {e}"),
+                    Err(_) => eprintln!("pgo-agent: http: in-flight requests cut at shutdown"),
+                    _ => {}
+                }
+            });
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        })?;
+    eprintln!("pgo-agent: serving HTTP on http://{local_addr}");
+    Ok(HttpServer {
+        local_addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+impl HttpServer {
+    /// Stops accepting, lets in-flight requests finish (up to [`SHUTDOWN_GRACE`]), joins.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

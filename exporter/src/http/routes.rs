@@ -1,0 +1,104 @@
+//! The handlers. Store access (file reads, symbolization) runs on the blocking pool.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::query::{parse_build_id, ProfileQuery};
+use super::{ApiError, AppState};
+
+/// `GET /healthz`.
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Unknown routes: 404 with a JSON body.
+pub async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".into())
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+}
+
+/// `GET /metrics`: the daemon's counters and the store's gauges, copied in at scrape time.
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let text = blocking(move || {
+        if let Some(daemon) = &state.daemon {
+            state.metrics.observe_daemon(&daemon());
+        }
+        if let Ok(list) = state.store.list() {
+            state.metrics.observe_store(&list);
+        }
+        Ok(state.metrics.encode())
+    })
+    .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// `GET /api/v1/profiles`.
+pub async fn list_profiles(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let list = blocking(move || Ok(state.store.list()?)).await?;
+    Ok(Json(serde_json::json!({ "profiles": list })).into_response())
+}
+
+/// `GET /api/v1/profiles/{build_id}?format=..&window=..`.
+pub async fn get_profile(
+    State(state): State<AppState>,
+    Path(build_id): Path<String>,
+    query: Result<Query<ProfileQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let id = parse_build_id(&build_id)?;
+    let hex = id.to_hex();
+    let rendered = blocking(move || Ok(state.store.render(&id, query.format)?)).await?;
+    let etag = HeaderValue::from_str(&rendered.etag)
+        .map_err(|e| ApiError::Internal(format!("etag: {e}")))?;
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim() == rendered.etag || t.trim() == "*")
+        });
+    if matches {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+    }
+    let file_name = format!("{hex}.window-all.{}", rendered.format.extension());
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\""))
+        .map_err(|e| ApiError::Internal(format!("content-disposition: {e}")))?;
+    let served = serde_json::to_value(rendered.format)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut resp = (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(rendered.format.content_type()),
+            ),
+            (header::ETAG, etag),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        rendered.bytes.to_vec(),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&served) {
+        resp.headers_mut().insert("x-pgo-profile-format", v);
+    }
+    Ok(resp)
+}

@@ -1,0 +1,319 @@
+//! [`Metrics`]: every Prometheus family of the daemon, registered in one place and named
+//! `pgo_agent_<name>_<unit>[_total]`. Labels come from bounded sets only: sampling mode,
+//! drop stage/reason, route template, method, status class, and the build ids of the top
+//! [`TOP_BINARIES`] binaries.
+//!
+//! Counters the daemon keeps elsewhere (the readers' atomics, the state directory) are
+//! copied in at scrape time by [`Metrics::observe_daemon`] and [`Metrics::observe_store`];
+//! the text is the Prometheus exposition format 0.0.4 (`prometheus::TextEncoder`), which
+//! `promtool check metrics` lints.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::store::ProfileSummary;
+
+/// Per-binary series are kept for this many binaries (most samples first).
+pub const TOP_BINARIES: usize = 20;
+
+/// Flush durations of every worker of this process. A process-wide histogram because the
+/// workers flush on their own threads; [`Metrics::new`] registers it. Record with
+/// [`observe_flush`].
+static FLUSH_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
+    Histogram::with_opts(
+        HistogramOpts::new(
+            "pgo_agent_flush_duration_seconds",
+            "Time to write one worker's changed aggregates to the state directory.",
+        )
+        .buckets(vec![0.001, 0.005, 0.02, 0.1, 0.5, 2.0, 10.0]),
+    )
+    .expect("static histogram options are valid")
+});
+
+/// Records one worker flush (called by the daemon's workers).
+pub fn observe_flush(took: Duration) {
+    FLUSH_DURATION.observe(took.as_secs_f64());
+}
+
+/// The daemon's counters at one moment, as [`Metrics::observe_daemon`] takes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DaemonCounters {
+    /// Sampling mode (`intel_lbr`, `amd_branch`, `cpu_clock`).
+    pub mode: &'static str,
+    /// True when the mode samples a hardware branch stack (LBR / LBRv2).
+    pub branch_stack: bool,
+    /// PERF_RECORD_SAMPLEs read.
+    pub samples: u64,
+    /// Records the kernel could not write (ring full; sum of PERF_RECORD_LOST).
+    pub records_lost: u64,
+    /// Samples dropped inside the kernel/PMU (PERF_RECORD_LOST_SAMPLES).
+    pub samples_lost: u64,
+    /// Events dropped because the reader → router channel was full.
+    pub events_dropped: u64,
+    /// Records that did not parse.
+    pub parse_errors: u64,
+}
+
+/// See the module docs.
+pub struct Metrics {
+    registry: Registry,
+    samples: IntCounterVec,
+    records_lost: IntCounter,
+    samples_lost: IntCounter,
+    dropped: IntCounterVec,
+    parse_errors: IntCounter,
+    mode: IntGaugeVec,
+    lbr: IntGauge,
+    binaries: IntGauge,
+    binary_samples: IntGaugeVec,
+    over_budget: IntGauge,
+    memory: IntGauge,
+    http_requests: IntCounterVec,
+    http_duration: HistogramVec,
+}
+
+fn counter_add(c: &IntCounter, now: u64) {
+    let have = c.get();
+    if now > have {
+        c.inc_by(now - have);
+    }
+}
+
+impl Metrics {
+    /// Every family, registered.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let reg = |c: Box<dyn prometheus::core::Collector>| {
+            registry
+                .register(c)
+                .expect("metric names are unique (tested)")
+        };
+        let samples = IntCounterVec::new(
+            Opts::new(
+                "pgo_agent_samples_total",
+                "Samples read from the perf rings.",
+            ),
+            &["mode"],
+        )
+        .expect("valid");
+        let records_lost = IntCounter::new(
+            "pgo_agent_records_lost_total",
+            "Records the kernel could not write because a ring was full (PERF_RECORD_LOST).",
+        )
+        .expect("valid");
+        let samples_lost = IntCounter::new(
+            "pgo_agent_pmu_samples_lost_total",
+            "Samples dropped inside the kernel or PMU (PERF_RECORD_LOST_SAMPLES).",
+        )
+        .expect("valid");
+        let dropped = IntCounterVec::new(
+            Opts::new(
+                "pgo_agent_events_dropped_total",
+                "Events dropped between pipeline stages.",
+            ),
+            &["stage", "reason"],
+        )
+        .expect("valid");
+        let parse_errors = IntCounter::new(
+            "pgo_agent_parse_errors_total",
+            "Ring records that did not parse (unwind errors by reason: not counted live yet).",
+        )
+        .expect("valid");
+        let mode = IntGaugeVec::new(
+            Opts::new(
+                "pgo_agent_sampling_mode_info",
+                "1 for the sampling mode in use.",
+            ),
+            &["mode"],
+        )
+        .expect("valid");
+        let lbr = IntGauge::new(
+            "pgo_agent_branch_stack_available",
+            "1 when a hardware branch stack (Intel LBR or AMD LBRv2) is sampled, 0 otherwise.",
+        )
+        .expect("valid");
+        let binaries = IntGauge::new(
+            "pgo_agent_binaries_tracked",
+            "Binaries with an aggregate in the state directory.",
+        )
+        .expect("valid");
+        let binary_samples = IntGaugeVec::new(
+            Opts::new(
+                "pgo_agent_binary_samples",
+                "Samples in the retained windows, for the binaries with the most samples.",
+            ),
+            &["build_id"],
+        )
+        .expect("valid");
+        let over_budget = IntGauge::new(
+            "pgo_agent_binaries_over_top_n",
+            "Tracked binaries left out of pgo_agent_binary_samples (top-N bound).",
+        )
+        .expect("valid");
+        let memory = IntGauge::new(
+            "pgo_agent_resident_memory_bytes",
+            "Resident set size of the daemon (/proc/self/statm).",
+        )
+        .expect("valid");
+        let http_requests = IntCounterVec::new(
+            Opts::new(
+                "pgo_agent_http_requests_total",
+                "HTTP requests served, by route template, method and status code.",
+            ),
+            &["route", "method", "status"],
+        )
+        .expect("valid");
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "pgo_agent_http_request_duration_seconds",
+                "HTTP request latency by route template.",
+            )
+            .buckets(vec![0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0]),
+            &["route"],
+        )
+        .expect("valid");
+        reg(Box::new(samples.clone()));
+        reg(Box::new(records_lost.clone()));
+        reg(Box::new(samples_lost.clone()));
+        reg(Box::new(dropped.clone()));
+        reg(Box::new(parse_errors.clone()));
+        reg(Box::new(mode.clone()));
+        reg(Box::new(lbr.clone()));
+        reg(Box::new(binaries.clone()));
+        reg(Box::new(binary_samples.clone()));
+        reg(Box::new(over_budget.clone()));
+        reg(Box::new(memory.clone()));
+        reg(Box::new(http_requests.clone()));
+        reg(Box::new(http_duration.clone()));
+        reg(Box::new(FLUSH_DURATION.clone()));
+        Metrics {
+            registry,
+            samples,
+            records_lost,
+            samples_lost,
+            dropped,
+            parse_errors,
+            mode,
+            lbr,
+            binaries,
+            binary_samples,
+            over_budget,
+            memory,
+            http_requests,
+            http_duration,
+        }
+    }
+
+    /// Copies the daemon's counters in (counters only move forward).
+    pub fn observe_daemon(&self, c: &DaemonCounters) {
+        if !c.mode.is_empty() {
+            counter_add(&self.samples.with_label_values(&[c.mode]), c.samples);
+            self.mode.with_label_values(&[c.mode]).set(1);
+        }
+        counter_add(&self.records_lost, c.records_lost);
+        counter_add(&self.samples_lost, c.samples_lost);
+        counter_add(
+            &self
+                .dropped
+                .with_label_values(&["reader_channel", "queue_full"]),
+            c.events_dropped,
+        );
+        counter_add(&self.parse_errors, c.parse_errors);
+        self.lbr.set(i64::from(c.branch_stack));
+        self.memory.set(resident_bytes() as i64);
+    }
+
+    /// Sets the per-binary gauges from the store's list (most samples first).
+    pub fn observe_store(&self, list: &[ProfileSummary]) {
+        self.binaries.set(list.len() as i64);
+        self.binary_samples.reset();
+        for p in list.iter().take(TOP_BINARIES) {
+            self.binary_samples
+                .with_label_values(&[p.build_id.as_str()])
+                .set(p.samples.min(i64::MAX as u64) as i64);
+        }
+        self.over_budget
+            .set(list.len().saturating_sub(TOP_BINARIES) as i64);
+    }
+
+    /// Records one HTTP request (`route` is the matched route template, never the raw URI).
+    pub fn observe_http(&self, route: &str, method: &str, status: u16, took: Duration) {
+        self.http_requests
+            .with_label_values(&[route, method, &status.to_string()])
+            .inc();
+        self.http_duration
+            .with_label_values(&[route])
+            .observe(took.as_secs_f64());
+    }
+
+    /// The exposition text (format 0.0.4).
+    pub fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        // Encoding into a Vec only fails on invalid families, which `new` rules out.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// Resident set size from `/proc/self/statm` (pages × page size), 0 when unreadable.
+fn resident_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_follow_the_daemon_and_names_carry_units() {
+        let m = Metrics::new();
+        let mut c = DaemonCounters {
+            mode: "cpu_clock",
+            samples: 10,
+            records_lost: 2,
+            ..DaemonCounters::default()
+        };
+        m.observe_daemon(&c);
+        c.samples = 25;
+        m.observe_daemon(&c);
+        m.observe_http("/healthz", "GET", 200, Duration::from_millis(2));
+        let text = m.encode();
+        assert!(
+            text.contains("pgo_agent_samples_total{mode=\"cpu_clock\"} 25\n"),
+            "{text}"
+        );
+        assert!(text.contains("pgo_agent_records_lost_total 2\n"), "{text}");
+        assert!(text.contains("pgo_agent_sampling_mode_info{mode=\"cpu_clock\"} 1\n"));
+        assert!(text.contains("pgo_agent_branch_stack_available 0\n"));
+        assert!(text.contains(
+            "pgo_agent_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 1\n"
+        ));
+        assert!(text.contains("# TYPE pgo_agent_flush_duration_seconds histogram\n"));
+        for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
+            let name = line.split_whitespace().nth(2).unwrap();
+            assert!(name.starts_with("pgo_agent_"), "{name}");
+            if line.ends_with(" counter") {
+                assert!(name.ends_with("_total"), "{name}");
+            }
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! [`ProfileStore`]: the HTTP read model over the daemon's state directory.
+//!
+//! The daemon's workers write, per build id, `<hex>.unsymbolized` (llvm-profgen's
+//! unsymbolized profile, offsets from the preferred base) and `<hex>.json` (path, counter
+//! kind, sample counts), each by temp file + rename; the store only reads those files, so it
+//! never blocks a worker. Symbolization happens here, on request: the binary is found by
+//! build id (the recorded path, then the configured debug directories), loaded once and
+//! cached; rendered profiles are cached by ETag (MD5 of the unsymbolized bytes + format).
+//! A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
+//! symbolized strings, are served as the unsymbolized profile and listed as such.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::UNIX_EPOCH;
+
+use collector::BuildId;
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+use symbolizer::generate::{generate_profile, GenerateOptions};
+use symbolizer::ProfiledBinary;
+
+use crate::format::unsymbolized::read_unsymbolized;
+
+/// Largest state file the store reads (bytes): a bound on what a request can allocate.
+pub const MAX_STATE_FILE_BYTES: u64 = 512 << 20;
+/// Rendered profiles kept in the cache.
+pub const RENDER_CACHE_ENTRIES: usize = 32;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No aggregate for this build id.
+    #[error("no profile for build id {0}")]
+    NotFound(String),
+    /// Reading a state file failed.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A state file is bigger than [`MAX_STATE_FILE_BYTES`].
+    #[error("{path}: {size} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A state file does not parse.
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Writing a profile failed.
+    #[error("rendering the profile of {build_id}: {reason}")]
+    Render {
+        /// The build id.
+        build_id: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The `<hex>.json` metadata the daemon's workers write (extra fields are ignored).
+#[derive(Clone, Debug, Deserialize)]
+pub struct StateMeta {
+    /// Build id, hex.
+    pub build_id: String,
+    /// Mapped path of the binary.
+    pub path: String,
+    /// Counter kind: `flat`, `probe_context` or `line_context`.
+    pub kind: String,
+    /// Samples in the retained windows.
+    pub samples: u64,
+}
+
+/// Whether the host can symbolize a profile, and why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Symbolization {
+    /// The binary was found and loaded: text and extbinary are served.
+    Symbolized,
+    /// No binary with this build id at the recorded path or in the debug directories.
+    BinaryNotFound,
+    /// Line (DWARF) contexts are stored symbolized; only the unsymbolized profile is served.
+    LineContexts,
+}
+
+/// One entry of `GET /api/v1/profiles`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProfileSummary {
+    /// Build id, hex.
+    pub build_id: String,
+    /// Binary paths seen.
+    pub binary_paths: Vec<String>,
+    /// Sampling mode of the daemon (`intel_lbr`, `amd_branch`, `cpu_clock`).
+    pub mode: String,
+    /// Counter kind (`flat`, `probe_context`, `line_context`).
+    pub kind: String,
+    /// Samples in the retained windows.
+    pub samples: u64,
+    /// The window range served.
+    pub window: WindowRange,
+    /// True when the binary has a `.pseudo_probe` section (`None`: binary not found).
+    pub has_pseudo_probes: Option<bool>,
+    /// Whether text/extbinary are served.
+    pub symbolization: Symbolization,
+}
+
+/// The window range of a served aggregate: all retained windows up to the last flush.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct WindowRange {
+    /// Seconds covered at most (`window_secs * retained_windows`).
+    pub retained_secs: u64,
+    /// Unix time of the last flush (file modification time).
+    pub last_flush_unix_secs: u64,
+}
+
+/// The output formats of `GET /api/v1/profiles/{build_id}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileFormat {
+    /// LLVM extbinary sample profile.
+    #[default]
+    Extbinary,
+    /// LLVM text sample profile.
+    Text,
+    /// llvm-profgen's unsymbolized profile (mergeable counters).
+    Unsymbolized,
+}
+
+impl ProfileFormat {
+    /// The file extension used in `Content-Disposition`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ProfileFormat::Extbinary => "extbinary.prof",
+            ProfileFormat::Text => "text.prof",
+            ProfileFormat::Unsymbolized => "unsymbolized",
+        }
+    }
+
+    /// The `Content-Type`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            ProfileFormat::Extbinary => "application/octet-stream",
+            ProfileFormat::Text | ProfileFormat::Unsymbolized => "text/plain; charset=utf-8",
+        }
+    }
+}
+
+/// A profile rendered for one request.
+#[derive(Clone, Debug)]
+pub struct RenderedProfile {
+    /// The format actually served (unsymbolized when symbolization is not possible).
+    pub format: ProfileFormat,
+    /// The bytes.
+    pub bytes: Arc<Vec<u8>>,
+    /// Strong ETag (quoted): MD5 of the unsymbolized aggregate and the format.
+    pub etag: String,
+    /// Unix time of the aggregate's last flush.
+    pub last_flush_unix_secs: u64,
+}
+
+/// Where the store reads from and how it labels what it serves.
+#[derive(Clone, Debug)]
+pub struct StoreSettings {
+    /// The daemon's state directory.
+    pub state_dir: PathBuf,
+    /// Debug directories searched by build id (`<dir>/.build-id/ab/cdef….debug`,
+    /// `<dir>/<hex>`).
+    pub debug_dirs: Vec<PathBuf>,
+    /// Sampling mode label.
+    pub mode: String,
+    /// `window_secs * retained_windows`.
+    pub retained_secs: u64,
+}
+
+/// See the module docs.
+pub struct ProfileStore {
+    settings: StoreSettings,
+    binaries: Mutex<HashMap<BuildId, Option<Arc<ProfiledBinary>>>>,
+    rendered: Mutex<Vec<(String, RenderedProfile)>>,
+}
+
+impl ProfileStore {
+    /// A store over `settings.state_dir`.
+    pub fn new(settings: StoreSettings) -> ProfileStore {
+        ProfileStore {
+            settings,
+            binaries: Mutex::new(HashMap::new()),
+            rendered: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &StoreSettings {
+        &self.settings
+    }
+
+    /// Every aggregate in the state directory, most samples first.
+    pub fn list(&self) -> Result<Vec<ProfileSummary>, StoreError> {
+        let dir = &self.settings.state_dir;
+        let rd = std::fs::read_dir(dir).map_err(|source| StoreError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(hex) = name.strip_suffix(".json") else {
+                continue;
+            };
+            let Some(id) = BuildId::from_hex(hex).filter(|i| i.to_hex() == hex) else {
+                continue;
+            };
+            let Ok(meta) = self.meta(&id) else { continue };
+            out.push(self.summarize(&id, meta));
+        }
+        out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.build_id.cmp(&b.build_id)));
+        Ok(out)
+    }
+
+    /// The metadata of `id`.
+    pub fn meta(&self, id: &BuildId) -> Result<StateMeta, StoreError> {
+        let path = self.path(id, "json");
+        let bytes = read_bounded(&path, id)?;
+        serde_json::from_slice(&bytes).map_err(|e| StoreError::Invalid {
+            path,
+            reason: e.to_string(),
+        })
+    }
+
+    /// The summary of one aggregate (the list entry).
+    pub fn summary(&self, id: &BuildId) -> Result<ProfileSummary, StoreError> {
+        let meta = self.meta(id)?;
+        Ok(self.summarize(id, meta))
+    }
+
+    fn summarize(&self, id: &BuildId, meta: StateMeta) -> ProfileSummary {
+        let binary = self.binary(id, &meta.path);
+        let symbolization = match (&binary, meta.kind.as_str()) {
+            (_, "line_context") => Symbolization::LineContexts,
+            (Some(_), _) => Symbolization::Symbolized,
+            (None, _) => Symbolization::BinaryNotFound,
+        };
+        ProfileSummary {
+            build_id: id.to_hex(),
+            binary_paths: vec![meta.path.clone()],
+            mode: self.settings.mode.clone(),
+            kind: meta.kind,
+            samples: meta.samples,
+            window: WindowRange {
+                retained_secs: self.settings.retained_secs,
+                last_flush_unix_secs: mtime_secs(&self.path(id, "unsymbolized")),
+            },
+            has_pseudo_probes: binary.map(|b| b.has_pseudo_probes()),
+            symbolization,
+        }
+    }
+
+    /// The raw unsymbolized aggregate of `id`.
+    pub fn unsymbolized_bytes(&self, id: &BuildId) -> Result<Vec<u8>, StoreError> {
+        read_bounded(&self.path(id, "unsymbolized"), id)
+    }
+
+    /// Renders `id` as `format` (or as the unsymbolized profile when the host cannot
+    /// symbolize it; [`RenderedProfile::format`] says which).
+    pub fn render(
+        &self,
+        id: &BuildId,
+        format: ProfileFormat,
+    ) -> Result<RenderedProfile, StoreError> {
+        let raw = self.unsymbolized_bytes(id)?;
+        let last_flush_unix_secs = mtime_secs(&self.path(id, "unsymbolized"));
+        let digest = |f: ProfileFormat| {
+            let mut h = Md5::new();
+            h.update(&raw);
+            h.update(format!("{f:?}").as_bytes());
+            let d = h.finalize();
+            format!(
+                "\"{}\"",
+                d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            )
+        };
+        let unsymbolized_etag = digest(ProfileFormat::Unsymbolized);
+        let etag = digest(format);
+        let unsymbolized = |raw: Vec<u8>| RenderedProfile {
+            format: ProfileFormat::Unsymbolized,
+            etag: unsymbolized_etag.clone(),
+            bytes: Arc::new(raw),
+            last_flush_unix_secs,
+        };
+        if format == ProfileFormat::Unsymbolized {
+            return Ok(unsymbolized(raw));
+        }
+        if let Some(hit) = self.cached(&etag) {
+            return Ok(hit);
+        }
+        let meta = self.meta(id)?;
+        let Some(binary) = self.binary(id, &meta.path) else {
+            return Ok(unsymbolized(raw));
+        };
+        let text = String::from_utf8_lossy(&raw);
+        let base = binary.preferred_base();
+        let parsed = read_unsymbolized(&text, base).map_err(|e| StoreError::Invalid {
+            path: self.path(id, "unsymbolized"),
+            reason: e.to_string(),
+        })?;
+        let Some(counters) = parsed.to_counter_set(base) else {
+            return Ok(unsymbolized(raw));
+        };
+        let profile = generate_profile(&*binary, &counters, &GenerateOptions::default());
+        let mut bytes = Vec::new();
+        let written = match format {
+            ProfileFormat::Text => crate::format::llvm_text::write(&profile, &mut bytes),
+            _ => crate::format::extbinary::write(&profile, &mut bytes),
+        };
+        written.map_err(|e| StoreError::Render {
+            build_id: id.to_hex(),
+            reason: e.to_string(),
+        })?;
+        let rendered = RenderedProfile {
+            format,
+            bytes: Arc::new(bytes),
+            etag: etag.clone(),
+            last_flush_unix_secs,
+        };
+        if let Ok(mut cache) = self.rendered.lock() {
+            if cache.len() >= RENDER_CACHE_ENTRIES {
+                cache.remove(0);
+            }
+            cache.push((etag, rendered.clone()));
+        }
+        Ok(rendered)
+    }
+
+    fn cached(&self, etag: &str) -> Option<RenderedProfile> {
+        let cache = self.rendered.lock().ok()?;
+        cache
+            .iter()
+            .find(|(e, _)| e == etag)
+            .map(|(_, r)| r.clone())
+    }
+
+    fn path(&self, id: &BuildId, ext: &str) -> PathBuf {
+        self.settings
+            .state_dir
+            .join(format!("{}.{ext}", id.to_hex()))
+    }
+
+    /// The binary of `id`: `recorded_path` if its build id matches, else a debug directory
+    /// file. Looked up once per build id (a miss is remembered too).
+    pub fn binary(&self, id: &BuildId, recorded_path: &str) -> Option<Arc<ProfiledBinary>> {
+        if let Some(hit) = self.binaries.lock().ok()?.get(id) {
+            return hit.clone();
+        }
+        let mut candidates = vec![PathBuf::from(recorded_path)];
+        let hex = id.to_hex();
+        for dir in &self.settings.debug_dirs {
+            if hex.len() > 2 {
+                candidates.push(
+                    dir.join(".build-id")
+                        .join(&hex[..2])
+                        .join(format!("{}.debug", &hex[2..])),
+                );
+            }
+            candidates.push(dir.join(&hex));
+        }
+        let found = candidates
+            .iter()
+            .filter(|p| p.is_file())
+            .find_map(|p| {
+                ProfiledBinary::load(p)
+                    .ok()
+                    .filter(|b| b.build_id() == Some(id))
+            })
+            .map(Arc::new);
+        if let Ok(mut m) = self.binaries.lock() {
+            m.insert(id.clone(), found.clone());
+        }
+        found
+    }
+}
+
+fn read_bounded(path: &Path, id: &BuildId) -> Result<Vec<u8>, StoreError> {
+    let meta = std::fs::metadata(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            StoreError::NotFound(id.to_hex())
+        } else {
+            StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    if meta.len() > MAX_STATE_FILE_BYTES {
+        return Err(StoreError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            max: MAX_STATE_FILE_BYTES,
+        });
+    }
+    std::fs::read(path).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn mtime_secs(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with(files: &[(&str, &str)]) -> (ProfileStore, PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("pgo-store-{}-{}", std::process::id(), files.len()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (n, t) in files {
+            std::fs::write(dir.join(n), t).unwrap();
+        }
+        let s = ProfileStore::new(StoreSettings {
+            state_dir: dir.clone(),
+            debug_dirs: vec![],
+            mode: "cpu_clock".into(),
+            retained_secs: 3600,
+        });
+        (s, dir)
+    }
+
+    #[test]
+    fn lists_state_files_and_serves_unsymbolized_without_binary() {
+        let meta = r#"{"build_id":"abcd","path":"/nonexistent/bin","kind":"flat","samples":7}"#;
+        let (s, dir) = store_with(&[
+            ("abcd.json", meta),
+            ("abcd.unsymbolized", "1\n10-20:7\n0\n"),
+            ("README.json", "{}"),
+        ]);
+        let list = s.list().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].build_id, "abcd");
+        assert_eq!(list[0].samples, 7);
+        assert_eq!(list[0].symbolization, Symbolization::BinaryNotFound);
+        assert_eq!(list[0].has_pseudo_probes, None);
+        let id = BuildId::from_hex("abcd").unwrap();
+        let r = s.render(&id, ProfileFormat::Extbinary).unwrap();
+        assert_eq!(r.format, ProfileFormat::Unsymbolized);
+        assert_eq!(&**r.bytes, b"1\n10-20:7\n0\n");
+        // md5("1\n10-20:7\n0\nUnsymbolized"), 32 hex digits, quoted.
+        assert_eq!(r.etag.len(), 34);
+        let missing = BuildId::from_hex("abce").unwrap();
+        assert!(matches!(
+            s.render(&missing, ProfileFormat::Text),
+            Err(StoreError::NotFound(h)) if h == "abce"
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

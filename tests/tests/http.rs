@@ -1,0 +1,553 @@
+//! The exporter's HTTP API (issue 5).
+//!
+//! * `router(state).oneshot(..)` over a state directory made from a corpus recording
+//!   (`convert --skip-symbolization` output + the daemon's JSON metadata): every route,
+//!   formats byte-equal to `convert`, ETag/304, gzip, content-disposition, JSON 404/400,
+//!   bearer token.
+//! * A real daemon (`run_daemon` with `--listen 127.0.0.1:PORT`, cpu-clock mode) sampling
+//!   `tests/programs/live/spin.c` built with pseudo probes: a real Prometheus (Debian
+//!   package `prometheus`, installed by `.ci/run`) scrapes it on loopback; `promtool check
+//!   metrics` is clean; `pgo-agent pull` fetches the extbinary profile, `llvm-profdata-19
+//!   show` reads it and clang-19 compiles spin.c with it without warnings.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use daemon::config::Config;
+use daemon::run::{run_daemon, RunArgs, RunControl};
+use e2e::corpus::{self, Variant};
+use exporter::http::{router, AppState};
+use exporter::store::{ProfileStore, StoreSettings};
+use symbolizer::ProfiledBinary;
+use tower::ServiceExt;
+
+fn cli(args: &[&str]) {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let code = daemon::run_cli(argv.clone());
+    assert_eq!(code, std::process::ExitCode::SUCCESS, "{argv:?}");
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = corpus::target_dir()
+        .join("http")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A state dir holding loop_count (probe build)'s aggregate, and the `convert` outputs of
+/// the same recording to compare with.
+struct Fixture {
+    state: PathBuf,
+    hex: String,
+    convert_extbinary: Vec<u8>,
+    convert_text: Vec<u8>,
+}
+
+fn fixture() -> Option<Fixture> {
+    if !corpus::tools_available("http", &["clang-19"]) {
+        return None;
+    }
+    let prog = corpus::program("loop_count", Variant::Probe).unwrap();
+    let rec = corpus::record(&prog).unwrap();
+    let binary = ProfiledBinary::load(&prog.binary).unwrap();
+    let hex = binary.build_id().unwrap().to_hex();
+    let state = scratch("state");
+    let (ps, bin) = (
+        rec.perf_script.to_str().unwrap(),
+        prog.binary.to_str().unwrap(),
+    );
+    let unsym = state.join(format!("{hex}.unsymbolized"));
+    let ext = state.join("convert.extbinary");
+    let text = state.join("convert.text");
+    cli(&[
+        "convert",
+        "--perfscript",
+        ps,
+        "--binary",
+        bin,
+        "--skip-symbolization",
+        "-o",
+        unsym.to_str().unwrap(),
+    ]);
+    cli(&[
+        "convert",
+        "--perfscript",
+        ps,
+        "--binary",
+        bin,
+        "-o",
+        ext.to_str().unwrap(),
+    ]);
+    cli(&[
+        "convert",
+        "--perfscript",
+        ps,
+        "--binary",
+        bin,
+        "--format",
+        "text",
+        "-o",
+        text.to_str().unwrap(),
+    ]);
+    let meta = serde_json::json!({
+        "build_id": hex, "path": bin, "kind": "probe_context", "samples": 1234,
+    });
+    std::fs::write(state.join(format!("{hex}.json")), meta.to_string()).unwrap();
+    let convert_extbinary = std::fs::read(&ext).unwrap();
+    let convert_text = std::fs::read(&text).unwrap();
+    std::fs::remove_file(ext).unwrap();
+    std::fs::remove_file(text).unwrap();
+    Some(Fixture {
+        state,
+        hex,
+        convert_extbinary,
+        convert_text,
+    })
+}
+
+fn app(state_dir: &Path) -> AppState {
+    AppState::new(Arc::new(ProfileStore::new(StoreSettings {
+        state_dir: state_dir.to_path_buf(),
+        debug_dirs: vec![],
+        mode: "intel_lbr".into(),
+        retained_secs: 3600,
+    })))
+}
+
+async fn get(
+    state: &AppState,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut req = Request::builder().uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = router(state.clone())
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let body = axum::body::to_bytes(resp.into_body(), 64 << 20)
+        .await
+        .unwrap()
+        .to_vec();
+    (status, headers, body)
+}
+
+fn json(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)))
+}
+
+#[tokio::test]
+async fn router_serves_the_state_dir() {
+    let Some(fx) = fixture() else { return };
+    let state = app(&fx.state);
+    let hex = &fx.hex;
+
+    let (s, _, b) = get(&state, "/healthz", &[]).await;
+    assert_eq!((s, b.as_slice()), (StatusCode::OK, &b"ok\n"[..]));
+
+    let (s, _, b) = get(&state, "/api/v1/profiles", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let list = json(&b);
+    let p = &list["profiles"][0];
+    assert_eq!(list["profiles"].as_array().unwrap().len(), 1);
+    assert_eq!(p["build_id"], hex.as_str());
+    assert_eq!(p["samples"], 1234);
+    assert_eq!(p["mode"], "intel_lbr");
+    assert_eq!(p["kind"], "probe_context");
+    assert_eq!(p["has_pseudo_probes"], true);
+    assert_eq!(p["symbolization"], "symbolized");
+    assert_eq!(p["window"]["retained_secs"], 3600);
+
+    // Default format: extbinary, byte-equal to convert's.
+    let uri = format!("/api/v1/profiles/{hex}");
+    let (s, h, b) = get(&state, &uri, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        b == fx.convert_extbinary,
+        "extbinary differs from convert's"
+    );
+    assert_eq!(h["x-pgo-profile-format"], "extbinary");
+    assert_eq!(
+        h[header::CONTENT_DISPOSITION],
+        format!("attachment; filename=\"{hex}.window-all.extbinary.prof\"").as_str()
+    );
+    let etag = h[header::ETAG].to_str().unwrap().to_string();
+    assert!(etag.starts_with('"') && etag.len() == 34, "{etag}");
+
+    // If-None-Match → 304, no body.
+    let (s, h, b) = get(&state, &uri, &[("if-none-match", &etag)]).await;
+    assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
+    assert_eq!(h[header::ETAG], etag.as_str());
+
+    // Text, uppercase build id, gzip.
+    let uri_text = format!(
+        "/api/v1/profiles/{}?format=text&window=all",
+        hex.to_uppercase()
+    );
+    let (s, h, b) = get(&state, &uri_text, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h[header::CONTENT_ENCODING], "gzip");
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&b[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    assert!(plain == fx.convert_text, "text differs from convert's");
+    assert_ne!(h[header::ETAG], etag.as_str());
+
+    // Unsymbolized: the state file itself.
+    let (s, h, b) = get(&state, &format!("{uri}?format=unsymbolized"), &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        b,
+        std::fs::read(fx.state.join(format!("{hex}.unsymbolized"))).unwrap()
+    );
+    assert_eq!(
+        h[header::CONTENT_DISPOSITION],
+        format!("attachment; filename=\"{hex}.window-all.unsymbolized\"").as_str()
+    );
+
+    // Errors: JSON with a code.
+    let (s, h, b) = get(&state, "/api/v1/profiles/00112233", &[]).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(h[header::CONTENT_TYPE], "application/json");
+    assert_eq!(json(&b)["error"], "not_found");
+    for bad in [
+        format!("{uri}?format=pdf"),
+        format!("{uri}?window=last"),
+        format!("{uri}?colour=red"),
+        "/api/v1/profiles/xyz".to_string(),
+    ] {
+        let (s, _, b) = get(&state, &bad, &[]).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(json(&b)["error"], "bad_request", "{bad}");
+    }
+    let (s, _, b) = get(&state, "/nope", &[]).await;
+    assert_eq!(
+        (s, json(&b)["error"].clone()),
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
+
+    // Request metrics by route template.
+    let (s, h, b) = get(&state, "/metrics", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        h[header::CONTENT_TYPE],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let text = String::from_utf8(b).unwrap();
+    assert!(text.contains(
+        "pgo_agent_http_requests_total{method=\"GET\",route=\"/api/v1/profiles/{build_id}\",status=\"400\"} 4\n"
+    ), "{text}");
+    assert!(text.contains("pgo_agent_binaries_tracked 1\n"), "{text}");
+    assert!(text.contains(&format!(
+        "pgo_agent_binary_samples{{build_id=\"{hex}\"}} 1234\n"
+    )));
+
+    // Bearer token.
+    let mut locked = state.clone();
+    locked.token = Some(Arc::from("s3cret"));
+    let (s, h, b) = get(&locked, "/api/v1/profiles", &[]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(h[header::WWW_AUTHENTICATE], "Bearer");
+    assert_eq!(json(&b)["error"], "unauthorized");
+    let (s, _, _) = get(
+        &locked,
+        "/api/v1/profiles",
+        &[("authorization", "Bearer wrong")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _, _) = get(
+        &locked,
+        "/api/v1/profiles",
+        &[("authorization", "Bearer s3cret")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _, _) = get(&locked, "/healthz", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Rate limit: a bucket of 2 at 1/s.
+    let mut limited = state.clone();
+    limited.rate = Arc::new(exporter::http::RateLimiter::new(1, 2));
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(get(&limited, "/healthz", &[]).await.0);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A real daemon on loopback.
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spin_binary(dir: &Path) -> PathBuf {
+    let out = dir.join("spin");
+    let ok = Command::new("clang-19")
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+        ])
+        .args([
+            "-fpseudo-probe-for-profiling",
+            "-fPIE",
+            "-pie",
+            "-Wl,--build-id",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(corpus::sources_dir().join("live/spin.c"))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "building spin");
+    out
+}
+
+fn http_get(url: &str) -> Result<(u16, String), String> {
+    match ureq::get(url).timeout(Duration::from_secs(10)).call() {
+        Ok(r) => Ok((r.status(), r.into_string().map_err(|e| e.to_string())?)),
+        Err(ureq::Error::Status(c, r)) => Ok((c, r.into_string().unwrap_or_default())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Polls `f` every 250 ms until it returns `Some` or `limit` passes (a bound, not a timed
+/// assertion: the value is checked, the time is not).
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn live_daemon_prometheus_and_pull() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("SKIPPED live_daemon_prometheus_and_pull: needs root for perf events");
+        return;
+    }
+    if !corpus::tools_available(
+        "live_daemon_prometheus_and_pull",
+        &["clang-19", "llvm-profdata-19"],
+    ) {
+        return;
+    }
+    let dir = scratch("live");
+    let spin = spin_binary(&dir);
+    let hex = ProfiledBinary::load(&spin)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .to_hex();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let config = Config::parse(
+        "[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n\
+         [filters]\ncomms = [\"spin\"]\n[output]\nflush_interval_secs = 1\n",
+        Path::new("http-test.toml"),
+    )
+    .unwrap();
+    let args = RunArgs {
+        config: None,
+        state_dir: Some(dir.join("state")),
+        duration_secs: Some(120),
+        listen: Some(format!("127.0.0.1:{port}")),
+    };
+    let control = Arc::new(RunControl::default());
+    let daemon = {
+        let control = control.clone();
+        std::thread::spawn(move || run_daemon(&config, &args, &control))
+    };
+    let mut child = Command::new(&spin).arg("4").spawn().unwrap();
+
+    // The profile appears once spin has been sampled and a flush happened.
+    let listed = wait_for(Duration::from_secs(60), || {
+        let (code, body) = http_get(&format!("{base}/api/v1/profiles")).ok()?;
+        (code == 200 && body.contains(&hex)).then_some(body)
+    });
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_millis(1500)); // one more flush with all of spin
+    assert!(listed.is_some(), "spin's profile never listed");
+
+    // promtool check metrics: nothing to report.
+    let (code, metrics) = http_get(&format!("{base}/metrics")).unwrap();
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("pgo_agent_samples_total{mode=\"cpu_clock\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("pgo_agent_sampling_mode_info{mode=\"cpu_clock\"} 1"));
+    assert!(metrics.contains(&format!("pgo_agent_binary_samples{{build_id=\"{hex}\"}}")));
+    if corpus::find_tool("promtool").is_some() {
+        let mut p = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        p.stdin
+            .take()
+            .unwrap()
+            .write_all(metrics.as_bytes())
+            .unwrap();
+        let out = p.wait_with_output().unwrap();
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && report.trim().is_empty(),
+            "promtool: {report}"
+        );
+    } else {
+        eprintln!("SKIPPED promtool check: promtool missing (Debian package prometheus; .ci/run installs it)");
+    }
+
+    // A real Prometheus scrapes the daemon.
+    if corpus::find_tool("prometheus").is_some() {
+        let prom_port = free_port();
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pgo\n    \
+                 static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+            ),
+        )
+        .unwrap();
+        let mut prom = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let query = |q: &str| {
+            let (code, body) = http_get(&format!(
+                "http://127.0.0.1:{prom_port}/api/v1/query?query={q}"
+            ))
+            .ok()?;
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            (code == 200).then_some(())?;
+            let r = v["data"]["result"].get(0)?.clone();
+            Some(r)
+        };
+        let up = wait_for(Duration::from_secs(60), || {
+            query("up%7Bjob%3D%22pgo%22%7D").filter(|r| r["value"][1] == "1")
+        });
+        let samples = wait_for(Duration::from_secs(30), || {
+            query("pgo_agent_samples_total")
+                .filter(|r| r["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()) > Some(0.0))
+        });
+        let _ = prom.kill();
+        let _ = prom.wait();
+        assert!(up.is_some(), "prometheus never saw the target up");
+        let samples = samples.expect("prometheus has no pgo_agent_samples_total");
+        assert_eq!(samples["metric"]["mode"], "cpu_clock");
+    } else {
+        eprintln!("SKIPPED prometheus scrape: prometheus missing (Debian package prometheus; .ci/run installs it)");
+    }
+
+    // pull → llvm-profdata show → clang -fprofile-sample-use.
+    let pulled = dir.join("spin.extbinary.prof");
+    cli(&[
+        "pull",
+        "--agent",
+        &base,
+        "--build-id",
+        &hex,
+        "--binary",
+        spin.to_str().unwrap(),
+        "-o",
+        pulled.to_str().unwrap(),
+    ]);
+    control.stop.store(true, Ordering::SeqCst);
+    let summary = daemon.join().unwrap().unwrap();
+    assert!(summary.readers.samples > 0);
+    // The pulled profile is what `convert` makes of the daemon's own state file.
+    let state_file = dir.join("state").join(format!("{hex}.unsymbolized"));
+    let converted = dir.join("converted.extbinary.prof");
+    cli(&[
+        "convert",
+        "--unsymbolized-profile",
+        state_file.to_str().unwrap(),
+        "--binary",
+        spin.to_str().unwrap(),
+        "-o",
+        converted.to_str().unwrap(),
+    ]);
+    assert!(std::fs::read(&pulled).unwrap() == std::fs::read(&converted).unwrap());
+    let show = Command::new("llvm-profdata-19")
+        .args(["show", "--sample"])
+        .arg(&pulled)
+        .output()
+        .unwrap();
+    assert!(
+        show.status.success() && show.stderr.is_empty(),
+        "llvm-profdata-19 show: {}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    let cc = Command::new("clang-19")
+        .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
+        .arg(dir.join("spin.o"))
+        .arg(format!("-fprofile-sample-use={}", pulled.display()))
+        .arg(corpus::sources_dir().join("live/spin.c"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&cc.stderr);
+    assert!(
+        cc.status.success() && stderr.trim().is_empty(),
+        "clang: {stderr}"
+    );
+}
