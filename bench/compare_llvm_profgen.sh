@@ -9,11 +9,12 @@
 # Steps:
 #  1. builds pgo-agent (release) and bench/programs/mix.c with clang-19 (pseudo-probe flags);
 #  2. records the program with the software LBR recorder (`pgo-agent record --script`); the
-#     recording is cached in target/bench/ keyed by the program binary's hash, PERIOD and
-#     ROUNDS, so reruns skip this (it takes minutes: one ptrace stop per instruction);
+#     binary and its recording are cached in target/bench/mix-KEY/, KEY hashing the source,
+#     flags, compiler, PERIOD and ROUNDS, so reruns skip this (it takes minutes: one ptrace
+#     stop per instruction);
 #  3. for two variants — the full profile (`--format=extbinary --csspgo-preinliner=false
 #     --gen-cs-nested-profile=false`) and `--skip-symbolization` — runs both tools RUNS
-#     times, interleaved, and keeps each one's best wall time;
+#     times, interleaved, and keeps each one's best wall time (and that run's CPU time);
 #  4. checks the outputs are equivalent (extbinary: `llvm-profdata-19 merge --sample --text`
 #     of both is identical; unsymbolized: byte-identical) and prints ours / llvm-profgen.
 # Exits non-zero if a tool fails or the outputs differ. It does not fail on the ratio: it is
@@ -39,21 +40,28 @@ echo "== building pgo-agent (release)" >&2
 cargo build --release -p daemon --manifest-path "$ROOT/Cargo.toml" >&2
 AGENT="$ROOT/target/release/pgo-agent"
 
-echo "== building bench/programs/mix.c" >&2
-PROG="$OUT/mix"
-"$CC" -O2 -g -fpseudo-probe-for-profiling -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
-  -fdebug-info-for-profiling -fPIE -pie -Wl,--build-id -o "$PROG.tmp" "$ROOT/bench/programs/mix.c"
-mv "$PROG.tmp" "$PROG"
-
-KEY="$(sha256sum "$PROG" | cut -c1-16)-p$PERIOD-r$ROUNDS"
-SCRIPT="$OUT/mix-$KEY.perfscript"
-if [ -s "$SCRIPT" ]; then
-  echo "== using cached recording $SCRIPT" >&2
+# clang's output is not byte-reproducible (temporary object names), so the cache is keyed by
+# what goes in (source, flags, compiler, recording settings) and keeps the binary with its
+# recording: the recording is only valid for the exact binary that ran.
+CFLAGS=(-O2 -g -fpseudo-probe-for-profiling -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+  -fdebug-info-for-profiling -fPIE -pie -Wl,--build-id)
+KEY="$( { cat "$ROOT/bench/programs/mix.c"; echo "${CFLAGS[*]}"; "$CC" --version | head -1;
+          echo "period=$PERIOD rounds=$ROUNDS"; } | sha256sum | cut -c1-16)"
+CASE="$OUT/mix-$KEY"
+PROG="$CASE/mix"
+SCRIPT="$CASE/mix.perfscript"
+if [ -s "$SCRIPT" ] && [ -x "$PROG" ]; then
+  echo "== using cached binary and recording in $CASE" >&2
 else
+  rm -rf "$OUT"/mix-*
+  TMP="$(mktemp -d "$OUT/.mix.XXXXXX")"
+  trap 'rm -rf "$TMP"' EXIT
+  echo "== building bench/programs/mix.c" >&2
+  "$CC" "${CFLAGS[@]}" -o "$TMP/mix" "$ROOT/bench/programs/mix.c"
   echo "== recording (period $PERIOD, $ROUNDS rounds; takes a few minutes)" >&2
-  rm -f "$OUT"/mix-*.perfscript
-  "$AGENT" record --period "$PERIOD" --script "$SCRIPT.tmp" -- "$PROG" "$ROUNDS" >/dev/null
-  mv "$SCRIPT.tmp" "$SCRIPT"
+  "$AGENT" record --period "$PERIOD" --script "$TMP/mix.perfscript" -- "$TMP/mix" "$ROUNDS" >/dev/null
+  mv "$TMP" "$CASE"
+  trap - EXIT
 fi
 
 # One sample = its call-stack lines, then one line of LBR entries (` 0xFROM/0xTO/...`).

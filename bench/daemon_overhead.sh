@@ -26,6 +26,9 @@ DURATION=${DURATION:-60}
 FREQ=${FREQ:-1000}
 MODES=${MODES:-'"intel_lbr", "amd_branch", "cpu_clock"'}
 FLUSH=${FLUSH:-60}
+# Profile only the workload (the default), or every process (ALL=1): the machine may be
+# running other work (builds) whose huge binaries the daemon would load and aggregate too.
+ALL=${ALL:-0}
 CPUS=$(nproc)
 WORK=${WORK:-$ROOT/target/bench/daemon_overhead}
 mkdir -p "$WORK"
@@ -50,11 +53,15 @@ clang-19 -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
     -fpseudo-probe-for-profiling -fPIE -pie -Wl,--build-id \
     -o "$SPIN" "$ROOT/tests/programs/live/spin.c"
 
+GLOBS='"'"$SPIN"'"'
+[ "$ALL" = 1 ] && GLOBS=""
 CONFIG="$WORK/pgo-agent.toml"
 cat >"$CONFIG" <<EOF
 [sampling]
 modes = [$MODES]
 cpu_clock_frequency_hz = $FREQ
+[filters]
+exe_path_globs = [$GLOBS]
 [output]
 state_dir = "$STATE"
 flush_interval_secs = $FLUSH
@@ -107,7 +114,7 @@ wait "$TIME_PID" || { echo "daemon_overhead: pgo-agent failed" >&2; cat "$LOG" >
 read -r wall user sys maxrss <"$TIMEFILE"
 mode=$(sed -n 's/^pgo-agent: sampling mode \([a-z_]*\).*/\1/p' "$LOG" | head -1)
 samples=$(sed -n 's/^pgo-agent: stopped; \([0-9]*\) samples read.*/\1/p' "$LOG")
-echo "daemon_overhead: mode ${mode:-?}, $CPUS CPUs at $FREQ Hz, ${DURATION} s, workload: $CPUS x spin"
+echo "daemon_overhead: mode ${mode:-?}, $CPUS CPUs at $FREQ Hz, ${DURATION} s, workload: $CPUS x spin, profiling: $([ "$ALL" = 1 ] && echo 'every process' || echo 'the workload only')"
 tail -1 "$LOG"
 awk -v ft="$first_t" -v fc="$first_c" -v lt="$last_t" -v lc="$last_c" -v tck="$TCK" \
     -v wall="$wall" -v user="$user" -v sys="$sys" -v maxrss="$maxrss" -v hwm="$hwm" \

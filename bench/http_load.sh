@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 DURATION_SECS=${DURATION_SECS:-30}
 RATE=${RATE:-500}
-CONNECTIONS=10
+CONNECTIONS=20
 PORT=${PORT:-19464}
 WORK=$(mktemp -d /tmp/pgo-http-load.XXXXXX)
 pids=()

@@ -187,9 +187,11 @@ impl ConvertArgs {
     /// The generation options these arguments ask for (llvm-profgen 19 defaults for the
     /// rest).
     pub fn generate_options(&self) -> GenerateOptions {
-        let mut o = GenerateOptions::default();
-        o.preinliner = self.csspgo_preinliner.unwrap_or(true);
-        o.nested_profile = self.gen_cs_nested_profile.unwrap_or(true);
+        let mut o = GenerateOptions {
+            preinliner: self.csspgo_preinliner.unwrap_or(true),
+            nested_profile: self.gen_cs_nested_profile.unwrap_or(true),
+            ..GenerateOptions::default()
+        };
         if let Some(v) = self.sample_profile_hot_inline_threshold {
             o.preinline.hot_threshold = v;
         }

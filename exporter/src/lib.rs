@@ -9,4 +9,5 @@
 pub mod format;
 pub mod http;
 pub mod metrics;
+pub mod profile_quality;
 pub mod store;

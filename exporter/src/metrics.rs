@@ -12,14 +12,17 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::store::ProfileSummary;
+use crate::store::{ProfileQuality, ProfileSummary};
 
 /// Per-binary series are kept for this many binaries (most samples first).
 pub const TOP_BINARIES: usize = 20;
+/// Quality gauges are computed for this many binaries (most samples first): each costs a
+/// profile generation whenever the binary's aggregate changed.
+pub const QUALITY_BINARIES: usize = 5;
 
 /// Flush durations of every worker of this process. A process-wide histogram because the
 /// workers flush on their own threads; [`Metrics::new`] registers it. Record with
@@ -73,6 +76,8 @@ pub struct Metrics {
     binary_samples: IntGaugeVec,
     over_budget: IntGauge,
     memory: IntGauge,
+    density: GaugeVec,
+    branch_ratio: GaugeVec,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
 }
@@ -160,6 +165,22 @@ impl Metrics {
             "Resident set size of the daemon (/proc/self/statm).",
         )
         .expect("valid");
+        let density = GaugeVec::new(
+            Opts::new(
+                "pgo_agent_profile_density",
+                "llvm-profgen's profile density of the generated profile (warns below 50).",
+            ),
+            &["build_id"],
+        )
+        .expect("valid");
+        let branch_ratio = GaugeVec::new(
+            Opts::new(
+                "pgo_agent_profile_taken_branches_per_text_byte",
+                "Taken branches counted per byte of function code.",
+            ),
+            &["build_id"],
+        )
+        .expect("valid");
         let http_requests = IntCounterVec::new(
             Opts::new(
                 "pgo_agent_http_requests_total",
@@ -188,6 +209,8 @@ impl Metrics {
         reg(Box::new(binary_samples.clone()));
         reg(Box::new(over_budget.clone()));
         reg(Box::new(memory.clone()));
+        reg(Box::new(density.clone()));
+        reg(Box::new(branch_ratio.clone()));
         reg(Box::new(http_requests.clone()));
         reg(Box::new(http_duration.clone()));
         reg(Box::new(FLUSH_DURATION.clone()));
@@ -204,6 +227,8 @@ impl Metrics {
             binary_samples,
             over_budget,
             memory,
+            density,
+            branch_ratio,
             http_requests,
             http_duration,
         }
@@ -239,6 +264,20 @@ impl Metrics {
         }
         self.over_budget
             .set(list.len().saturating_sub(TOP_BINARIES) as i64);
+    }
+
+    /// Sets the quality gauges (replacing the previous set).
+    pub fn observe_quality(&self, quality: &[(String, ProfileQuality)]) {
+        self.density.reset();
+        self.branch_ratio.reset();
+        for (id, q) in quality.iter().take(QUALITY_BINARIES) {
+            self.density
+                .with_label_values(&[id.as_str()])
+                .set(q.density);
+            self.branch_ratio
+                .with_label_values(&[id.as_str()])
+                .set(q.taken_branches_per_text_byte);
+        }
     }
 
     /// Records one HTTP request (`route` is the matched route template, never the raw URI).

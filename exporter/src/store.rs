@@ -136,6 +136,8 @@ pub enum ProfileFormat {
     Text,
     /// llvm-profgen's unsymbolized profile (mergeable counters).
     Unsymbolized,
+    /// pprof `profile.proto` (uncompressed; see [`crate::format::pprof`]).
+    Pprof,
 }
 
 impl ProfileFormat {
@@ -145,13 +147,14 @@ impl ProfileFormat {
             ProfileFormat::Extbinary => "extbinary.prof",
             ProfileFormat::Text => "text.prof",
             ProfileFormat::Unsymbolized => "unsymbolized",
+            ProfileFormat::Pprof => "pb",
         }
     }
 
     /// The `Content-Type`.
     pub fn content_type(self) -> &'static str {
         match self {
-            ProfileFormat::Extbinary => "application/octet-stream",
+            ProfileFormat::Extbinary | ProfileFormat::Pprof => "application/octet-stream",
             ProfileFormat::Text | ProfileFormat::Unsymbolized => "text/plain; charset=utf-8",
         }
     }
@@ -184,11 +187,21 @@ pub struct StoreSettings {
     pub retained_secs: u64,
 }
 
+/// Quality figures of one aggregate ([`crate::profile_quality`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ProfileQuality {
+    /// llvm-profgen's profile density of the generated profile.
+    pub density: f64,
+    /// Taken branches counted per byte of function code.
+    pub taken_branches_per_text_byte: f64,
+}
+
 /// See the module docs.
 pub struct ProfileStore {
     settings: StoreSettings,
     binaries: Mutex<HashMap<BuildId, Option<Arc<ProfiledBinary>>>>,
     rendered: Mutex<Vec<(String, RenderedProfile)>>,
+    quality: Mutex<HashMap<BuildId, (Vec<u8>, ProfileQuality)>>,
 }
 
 impl ProfileStore {
@@ -198,6 +211,7 @@ impl ProfileStore {
             settings,
             binaries: Mutex::new(HashMap::new()),
             rendered: Mutex::new(Vec::new()),
+            quality: Mutex::new(HashMap::new()),
         }
     }
 
@@ -315,7 +329,34 @@ impl ProfileStore {
             path: self.path(id, "unsymbolized"),
             reason: e.to_string(),
         })?;
-        let Some(counters) = parsed.to_counter_set(base) else {
+        let counters = parsed.to_counter_set(base);
+        if format == ProfileFormat::Pprof {
+            // Line contexts are stored as symbolized strings: their counters go context-less.
+            let flat = |p: &crate::format::unsymbolized::UnsymbolizedProfile| {
+                let mut all = unwinder::ContextCounters::default();
+                for c in p.contexts.values() {
+                    all.merge(c);
+                }
+                all
+            };
+            let pprof = match &counters {
+                Some(set) => crate::format::pprof::build(
+                    &binary,
+                    set.contexts.iter().map(|(k, c)| (k.as_slice(), c)),
+                ),
+                None => {
+                    let all = flat(&parsed);
+                    crate::format::pprof::build(&binary, [(&[][..], &all)])
+                }
+            };
+            return Ok(self.remember(RenderedProfile {
+                format,
+                bytes: Arc::new(crate::format::pprof::to_bytes(&pprof)),
+                etag,
+                last_flush_unix_secs,
+            }));
+        }
+        let Some(counters) = counters else {
             return Ok(unsymbolized(raw));
         };
         let profile = generate_profile(&*binary, &counters, &GenerateOptions::default());
@@ -328,19 +369,86 @@ impl ProfileStore {
             build_id: id.to_hex(),
             reason: e.to_string(),
         })?;
-        let rendered = RenderedProfile {
+        Ok(self.remember(RenderedProfile {
             format,
             bytes: Arc::new(bytes),
-            etag: etag.clone(),
+            etag,
             last_flush_unix_secs,
+        }))
+    }
+
+    /// The SVG flame graph of `id` (frames named with the binary when found, else hex).
+    pub fn flamegraph(&self, id: &BuildId) -> Result<Vec<u8>, StoreError> {
+        let raw = self.unsymbolized_bytes(id)?;
+        let meta = self.meta(id)?;
+        let binary = self.binary(id, &meta.path);
+        let base = binary.as_ref().map_or(0, |b| b.preferred_base());
+        let parsed = read_unsymbolized(&String::from_utf8_lossy(&raw), base).map_err(|e| {
+            StoreError::Invalid {
+                path: self.path(id, "unsymbolized"),
+                reason: e.to_string(),
+            }
+        })?;
+        let lines = crate::format::flamegraph::collapsed(&parsed, binary.as_deref(), base);
+        let title = format!("{} ({})", meta.path, id.to_hex());
+        let mut svg = Vec::new();
+        crate::format::flamegraph::write_svg(&lines, &title, &mut svg).map_err(|e| {
+            StoreError::Render {
+                build_id: id.to_hex(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(svg)
+    }
+
+    /// The quality figures of `id`, recomputed only when its aggregate changed; `None`
+    /// when the host cannot symbolize it.
+    pub fn quality(&self, id: &BuildId) -> Result<Option<ProfileQuality>, StoreError> {
+        let raw = self.unsymbolized_bytes(id)?;
+        let digest = Md5::digest(&raw).to_vec();
+        if let Some((d, q)) = self.quality.lock().ok().and_then(|m| m.get(id).cloned()) {
+            if d == digest {
+                return Ok(Some(q));
+            }
+        }
+        let meta = self.meta(id)?;
+        let Some(binary) = self.binary(id, &meta.path) else {
+            return Ok(None);
         };
+        let base = binary.preferred_base();
+        let parsed = read_unsymbolized(&String::from_utf8_lossy(&raw), base).map_err(|e| {
+            StoreError::Invalid {
+                path: self.path(id, "unsymbolized"),
+                reason: e.to_string(),
+            }
+        })?;
+        let Some(counters) = parsed.to_counter_set(base) else {
+            return Ok(None);
+        };
+        let profile = generate_profile(&*binary, &counters, &GenerateOptions::default());
+        let q = ProfileQuality {
+            density: crate::profile_quality::profile_density(
+                &profile,
+                crate::profile_quality::DENSITY_CUTOFF_HOT,
+            ),
+            taken_branches_per_text_byte: crate::profile_quality::taken_branches_per_text_byte(
+                &counters, &binary,
+            ),
+        };
+        if let Ok(mut m) = self.quality.lock() {
+            m.insert(id.clone(), (digest, q));
+        }
+        Ok(Some(q))
+    }
+
+    fn remember(&self, rendered: RenderedProfile) -> RenderedProfile {
         if let Ok(mut cache) = self.rendered.lock() {
             if cache.len() >= RENDER_CACHE_ENTRIES {
                 cache.remove(0);
             }
-            cache.push((etag, rendered.clone()));
+            cache.push((rendered.etag.clone(), rendered.clone()));
         }
-        Ok(rendered)
+        rendered
     }
 
     fn cached(&self, etag: &str) -> Option<RenderedProfile> {

@@ -3,7 +3,8 @@
 //! * `router(state).oneshot(..)` over a state directory made from a corpus recording
 //!   (`convert --skip-symbolization` output + the daemon's JSON metadata): every route,
 //!   formats byte-equal to `convert`, ETag/304, gzip, content-disposition, JSON 404/400,
-//!   bearer token.
+//!   bearer token, rate limit; pprof decoded by an independent decoder (Python protobuf,
+//!   tests/tests/decode_pprof.py) and the flame graph both name the hot function.
 //! * A real daemon (`run_daemon` with `--listen 127.0.0.1:PORT`, cpu-clock mode) sampling
 //!   `tests/programs/live/spin.c` built with pseudo probes: a real Prometheus (Debian
 //!   package `prometheus`, installed by `.ci/run`) scrapes it on loopback; `promtool check
@@ -51,6 +52,10 @@ struct Fixture {
     hex: String,
     convert_extbinary: Vec<u8>,
     convert_text: Vec<u8>,
+    /// The function with the most executed instructions, by the recorder's exact truth.
+    hot_function: String,
+    /// llvm-profgen-19 `--show-density` of the same recording ("1968.5"), when available.
+    llvm_density: Option<String>,
 }
 
 fn fixture() -> Option<Fixture> {
@@ -61,6 +66,15 @@ fn fixture() -> Option<Fixture> {
     let rec = corpus::record(&prog).unwrap();
     let binary = ProfiledBinary::load(&prog.binary).unwrap();
     let hex = binary.build_id().unwrap().to_hex();
+    let file_name = prog.binary.file_name().unwrap().to_str().unwrap();
+    let truth = rec.truth.binary(file_name).unwrap();
+    let mut per_function = std::collections::BTreeMap::<String, u64>::new();
+    for (addr, n) in symbolizer::quality::instruction_counts(truth).unwrap() {
+        if let Some(r) = binary.func_range_at(addr) {
+            *per_function.entry(r.name.clone()).or_default() += n;
+        }
+    }
+    let hot_function = per_function.into_iter().max_by_key(|(_, n)| *n).unwrap().0;
     let state = scratch("state");
     let (ps, bin) = (
         rec.perf_script.to_str().unwrap(),
@@ -107,11 +121,26 @@ fn fixture() -> Option<Fixture> {
     let convert_text = std::fs::read(&text).unwrap();
     std::fs::remove_file(ext).unwrap();
     std::fs::remove_file(text).unwrap();
+    let llvm_density = corpus::find_tool("llvm-profgen-19").and_then(|tool| {
+        let out = Command::new(tool)
+            .arg(format!("--perfscript={ps}"))
+            .arg(format!("--binary={bin}"))
+            .arg(format!("--output={}", state.join("llvm.prof").display()))
+            .arg("--show-density")
+            .output()
+            .ok()?;
+        let _ = std::fs::remove_file(state.join("llvm.prof"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let rest = text.split("Functions with density >= ").nth(1)?;
+        Some(rest.split(' ').next()?.to_string())
+    });
     Some(Fixture {
         state,
         hex,
         convert_extbinary,
         convert_text,
+        hot_function,
+        llvm_density,
     })
 }
 
@@ -221,6 +250,59 @@ async fn router_serves_the_state_dir() {
         format!("attachment; filename=\"{hex}.window-all.unsymbolized\"").as_str()
     );
 
+    // pprof, decoded by an independent decoder (Python protobuf, profile.proto's
+    // messages declared in tests/tests/decode_pprof.py).
+    let (s, h, b) = get(&state, &format!("{uri}?format=pprof"), &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        h[header::CONTENT_DISPOSITION],
+        format!("attachment; filename=\"{hex}.window-all.pb\"").as_str()
+    );
+    let pb = fx.state.join("profile.pb");
+    std::fs::write(&pb, &b).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/decode_pprof.py");
+    let python = ["python3", "/usr/bin/python3"].into_iter().find(|p| {
+        Command::new(p)
+            .args(["-c", "import google.protobuf"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    match python {
+        Some(python) => {
+            let out = Command::new(python).arg(&script).arg(&pb).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(text.contains("TYPE executions count\n"), "{text}");
+            assert!(text.contains(&format!("BUILD_ID {hex}\n")), "{text}");
+            let top = text.lines().find_map(|l| l.strip_prefix("TOP ")).unwrap();
+            assert_eq!(
+                top.split(' ').next(),
+                Some(fx.hot_function.as_str()),
+                "{text}"
+            );
+        }
+        None => eprintln!(
+            "SKIPPED pprof decode: no python3 with the protobuf package (Debian python3-protobuf)"
+        ),
+    }
+
+    // Flame graph (inferno): names the hot function.
+    let (s, h, b) = get(&state, &format!("{uri}/flamegraph.svg"), &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h[header::CONTENT_TYPE], "image/svg+xml");
+    let svg = String::from_utf8(b).unwrap();
+    assert!(
+        svg.starts_with("<?xml") && svg.contains(&fx.hot_function),
+        "{svg}"
+    );
+    let (s, _, _) = get(&state, "/api/v1/profiles/0011/flamegraph.svg", &[]).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
     // Errors: JSON with a code.
     let (s, h, b) = get(&state, "/api/v1/profiles/00112233", &[]).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
@@ -256,6 +338,20 @@ async fn router_serves_the_state_dir() {
     assert!(text.contains("pgo_agent_binaries_tracked 1\n"), "{text}");
     assert!(text.contains(&format!(
         "pgo_agent_binary_samples{{build_id=\"{hex}\"}} 1234\n"
+    )));
+
+    // Quality gauges: the density agrees with llvm-profgen-19 --show-density (%.1f).
+    let density_line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("pgo_agent_profile_density{{build_id=\"{hex}\"}} ")))
+        .unwrap_or_else(|| panic!("no density gauge in {text}"));
+    let density: f64 = density_line.rsplit(' ').next().unwrap().parse().unwrap();
+    match &fx.llvm_density {
+        Some(want) => assert_eq!(&format!("{density:.1}"), want, "{density_line}"),
+        None => eprintln!("SKIPPED density oracle: llvm-profgen-19 missing"),
+    }
+    assert!(text.contains(&format!(
+        "pgo_agent_profile_taken_branches_per_text_byte{{build_id=\"{hex}\"}} "
     )));
 
     // Bearer token.

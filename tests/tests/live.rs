@@ -407,7 +407,9 @@ fn memory_budget_drops_and_counts() {
     }
     // Before a flush the size is unknown (0): the first half is counted.
     worker.handle(WorkItem::Flush { now_secs: 0 });
-    let before = worker.counters(&id).expect("first half aggregated");
+    let before = worker
+        .counters(&id)
+        .unwrap_or_else(|| panic!("first half not aggregated: {:?}", worker.stats()));
     assert!(!before.contexts.is_empty());
     assert_eq!(worker.stats().over_memory, 0);
     assert!(state.join(format!("{}.unsymbolized", id.to_hex())).exists());

@@ -141,3 +141,84 @@ impl Drop for HttpServer {
         self.shutdown();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pgo-http-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn non_loopback_without_token_is_refused_and_loopback_serves() {
+        let dir = temp("listen");
+        let config = Config::embedded();
+        let stats = Arc::new(ReaderStats::default());
+        let err = start(
+            "0.0.0.0:0",
+            &config,
+            dir.clone(),
+            SamplingMode::CpuClock,
+            stats.clone(),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            format!("{err:#}").contains("without a token file"),
+            "{err:#}"
+        );
+        let err = start(
+            "localhost",
+            &config,
+            dir.clone(),
+            SamplingMode::CpuClock,
+            stats.clone(),
+        )
+        .err()
+        .unwrap();
+        assert!(format!("{err:#}").contains("expected IP:PORT"), "{err:#}");
+
+        // With a token file, a wildcard address is allowed; requests need the token.
+        std::fs::write(dir.join("token"), "s3cret\n").unwrap();
+        let mut config = Config::embedded();
+        config.output.token_file = Some(dir.join("token"));
+        let server = start(
+            "0.0.0.0:0",
+            &config,
+            dir.clone(),
+            SamplingMode::CpuClock,
+            stats,
+        )
+        .unwrap();
+        let port = server.local_addr.port();
+        let url = format!("http://127.0.0.1:{port}/api/v1/profiles");
+        match ureq::get(&url).call() {
+            Err(ureq::Error::Status(code, _)) => assert_eq!(code, 401),
+            other => panic!("expected 401, got {other:?}"),
+        }
+        let body = ureq::get(&url)
+            .set("Authorization", "Bearer s3cret")
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        assert_eq!(body, r#"{"profiles":[]}"#);
+        server.stop();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn token_file_first_line() {
+        let dir = temp("token");
+        let p = dir.join("t");
+        std::fs::write(&p, "  abc  \nsecond\n").unwrap();
+        assert_eq!(read_token(&p).unwrap(), "abc");
+        std::fs::write(&p, "\n").unwrap();
+        assert!(read_token(&p).is_err());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

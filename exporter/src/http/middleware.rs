@@ -87,6 +87,9 @@ pub async fn record_request(State(state): State<AppState>, req: Request, next: N
             "/metrics" => "/metrics",
             "/api/v1/profiles" => "/api/v1/profiles",
             "/api/v1/profiles/{build_id}" => "/api/v1/profiles/{build_id}",
+            "/api/v1/profiles/{build_id}/flamegraph.svg" => {
+                "/api/v1/profiles/{build_id}/flamegraph.svg"
+            }
             _ => "other",
         });
     let method = match *req.method() {

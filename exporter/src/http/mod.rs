@@ -7,7 +7,8 @@
 //! | `GET /healthz` | `ok` (no token needed) |
 //! | `GET /metrics` | Prometheus text exposition ([`crate::metrics`]) |
 //! | `GET /api/v1/profiles` | JSON list of the aggregates ([`crate::store::ProfileSummary`]) |
-//! | `GET /api/v1/profiles/{build_id}?format=extbinary\|text\|unsymbolized&window=all` | one profile |
+//! | `GET /api/v1/profiles/{build_id}?format=extbinary\|text\|unsymbolized\|pprof&window=all` | one profile |
+//! | `GET /api/v1/profiles/{build_id}/flamegraph.svg` | inferno flame graph |
 //!
 //! Profiles carry a strong ETag (304 on `If-None-Match`), a `Content-Disposition` file name
 //! `<build-id>.window-all.<ext>`, and `X-Pgo-Profile-Format` (the format served: the
@@ -120,6 +121,10 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(routes::metrics))
         .route("/api/v1/profiles", get(routes::list_profiles))
         .route("/api/v1/profiles/{build_id}", get(routes::get_profile))
+        .route(
+            "/api/v1/profiles/{build_id}/flamegraph.svg",
+            get(routes::flamegraph),
+        )
         .fallback(routes::not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

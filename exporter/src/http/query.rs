@@ -18,7 +18,7 @@ pub enum WindowSelector {
     All,
 }
 
-/// `?format=extbinary|text|unsymbolized&window=all`.
+/// `?format=extbinary|text|unsymbolized|pprof&window=all`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileQuery {

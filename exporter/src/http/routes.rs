@@ -8,6 +8,8 @@ use axum::Json;
 
 use super::query::{parse_build_id, ProfileQuery};
 use super::{ApiError, AppState};
+use crate::metrics::QUALITY_BINARIES;
+use crate::store::Symbolization;
 
 /// `GET /healthz`.
 pub async fn healthz() -> &'static str {
@@ -35,6 +37,17 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         }
         if let Ok(list) = state.store.list() {
             state.metrics.observe_store(&list);
+            let quality: Vec<_> = list
+                .iter()
+                .filter(|p| p.symbolization == Symbolization::Symbolized)
+                .take(QUALITY_BINARIES)
+                .filter_map(|p| {
+                    let id = collector::BuildId::from_hex(&p.build_id)?;
+                    let q = state.store.quality(&id).ok()??;
+                    Some((p.build_id.clone(), q))
+                })
+                .collect();
+            state.metrics.observe_quality(&quality);
         }
         Ok(state.metrics.encode())
     })
@@ -101,4 +114,21 @@ pub async fn get_profile(
         resp.headers_mut().insert("x-pgo-profile-format", v);
     }
     Ok(resp)
+}
+
+/// `GET /api/v1/profiles/{build_id}/flamegraph.svg`.
+pub async fn flamegraph(
+    State(state): State<AppState>,
+    Path(build_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_build_id(&build_id)?;
+    let svg = blocking(move || Ok(state.store.flamegraph(&id)?)).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("image/svg+xml"),
+        )],
+        svg,
+    )
+        .into_response())
 }

@@ -410,7 +410,7 @@ impl CandidateQueue {
             self.heap[hole] = self.heap[second];
             hole = second;
         }
-        if n >= 2 && n % 2 == 0 && second == (n - 2) / 2 {
+        if n >= 2 && n.is_multiple_of(2) && second == (n - 2) / 2 {
             second = 2 * (second + 1);
             self.heap[hole] = self.heap[second - 1];
             hole = second - 1;
@@ -664,8 +664,7 @@ fn tarjan_sccs(adj: &[Vec<(usize, u64)>], root: usize) -> Vec<Vec<usize>> {
     };
     visit_one(root, &mut num, &mut scc_stack, &mut stack);
     while !stack.is_empty() {
-        loop {
-            let Some(top) = stack.last_mut() else { break };
+        while let Some(top) = stack.last_mut() {
             let kids = &adj[top.node];
             if top.next >= kids.len() {
                 break;
@@ -720,7 +719,7 @@ fn sort_scc_members(adj: &[Vec<(usize, u64)>], scc: &[usize]) -> Vec<usize> {
             }
         }
     }
-    sorted.sort_by(|a, b| b.2.cmp(&a.2));
+    sorted.sort_by_key(|e| std::cmp::Reverse(e.2));
     // Kruskal with union-find.
     let mut group: Vec<usize> = (0..scc.len()).collect();
     let mut rank: Vec<u32> = vec![0; scc.len()];

@@ -183,20 +183,21 @@ impl SizeTracker {
     }
 }
 
+/// A leaf-first probe context: (descriptor name, call site into the previous entry).
+type ProbePath = Vec<(String, LineLocation)>;
+
 /// For `trackInlineesOptimizedAway`: per top-level function name (descriptor name of the
 /// last top-level inline-tree node of its GUID, as `TopLevelProbeFrameMap` keeps it), the
 /// leaf-first probe contexts of every node of its tree that owns probes.
-fn probe_contexts_by_top_level<B: BinaryView>(
-    binary: &B,
-) -> HashMap<String, Vec<Vec<(String, LineLocation)>>> {
+fn probe_contexts_by_top_level<B: BinaryView>(binary: &B) -> HashMap<String, Vec<ProbePath>> {
     let mut with_probes: BTreeSet<InlineNodeId> = BTreeSet::new();
     for p in binary.probes() {
         with_probes.insert(p.node);
     }
     // guid → site (sequence) of its last top-level node.
     let mut last_top: HashMap<u64, u32> = HashMap::new();
-    let mut out: HashMap<String, Vec<Vec<(String, LineLocation)>>> = HashMap::new();
-    let mut entries: Vec<(u64, u32, Vec<(String, LineLocation)>)> = Vec::new();
+    let mut out: HashMap<String, Vec<ProbePath>> = HashMap::new();
+    let mut entries: Vec<(u64, u32, ProbePath)> = Vec::new();
     for node in with_probes {
         let mut path = Vec::new();
         let mut cur = node;
