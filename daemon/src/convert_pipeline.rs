@@ -240,6 +240,36 @@ impl<E> Iterator for EventBatches<E> {
     }
 }
 
+/// The processes with an MMAP2 event of the binary (restricted to `pid`), from a first
+/// pass over the perf.data: what llvm-profgen's `convertPerfDataToTrace` collects.
+fn mapping_processes(
+    path: &Path,
+    binary_name: &str,
+    pid: Option<u32>,
+) -> anyhow::Result<std::collections::BTreeSet<u32>> {
+    let mut reader = PerfDataReader::open(path)
+        .with_context(|| format!("reading perf.data {}", path.display()))?;
+    let mut pids = std::collections::BTreeSet::new();
+    while let Some(event) = reader
+        .next_event()
+        .with_context(|| format!("reading perf.data {}", path.display()))?
+    {
+        pids.extend(unwinder::options::processes_mapping(
+            std::iter::once(&event),
+            binary_name,
+            pid,
+        ));
+    }
+    if pids.is_empty() {
+        bail!(
+            "{}: no mmap event of {binary_name} found in perf data (no process mapped the binary{})",
+            path.display(),
+            pid.map(|p| format!(" with pid {p}")).unwrap_or_default()
+        );
+    }
+    Ok(pids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,34 +344,4 @@ mod tests {
         // At most the channel's batches, the one taken and the one being filled.
         assert!(reads.load(Ordering::Relaxed) <= 18 * EVENT_BATCH as u64 + 1);
     }
-}
-
-/// The processes with an MMAP2 event of the binary (restricted to `pid`), from a first
-/// pass over the perf.data: what llvm-profgen's `convertPerfDataToTrace` collects.
-fn mapping_processes(
-    path: &Path,
-    binary_name: &str,
-    pid: Option<u32>,
-) -> anyhow::Result<std::collections::BTreeSet<u32>> {
-    let mut reader = PerfDataReader::open(path)
-        .with_context(|| format!("reading perf.data {}", path.display()))?;
-    let mut pids = std::collections::BTreeSet::new();
-    while let Some(event) = reader
-        .next_event()
-        .with_context(|| format!("reading perf.data {}", path.display()))?
-    {
-        pids.extend(unwinder::options::processes_mapping(
-            std::iter::once(&event),
-            binary_name,
-            pid,
-        ));
-    }
-    if pids.is_empty() {
-        bail!(
-            "{}: no mmap event of {binary_name} found in perf data (no process mapped the binary{})",
-            path.display(),
-            pid.map(|p| format!(" with pid {p}")).unwrap_or_default()
-        );
-    }
-    Ok(pids)
 }

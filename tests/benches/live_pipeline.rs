@@ -220,8 +220,13 @@ fn replay(
                 let t = CpuInstant::now();
                 let room = BATCH_EVENTS - events.len();
                 // ~1 KiB per LBR sample: bound the drain so a batch is not overfilled much.
-                let drained =
-                    decoder.drain(&mut ring, &mut scratch, room as u64 * 1024, &mut events, &stats);
+                let drained = decoder.drain(
+                    &mut ring,
+                    &mut scratch,
+                    room as u64 * 1024,
+                    &mut events,
+                    &stats,
+                );
                 stages.parse += t.elapsed();
                 if events.len() >= BATCH_EVENTS {
                     let full = std::mem::replace(&mut events, Vec::with_capacity(BATCH_EVENTS));

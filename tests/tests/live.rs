@@ -401,21 +401,21 @@ fn memory_budget_drops_and_counts() {
         state_dir: state.clone(),
         coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
     });
-    let half = rec.events.len() / 2;
-    for (_, g) in router.route(rec.events[..half].to_vec(), 0) {
+    // First pass: counted (before a flush the size is unknown, 0).
+    for (_, g) in router.route(rec.events.clone(), 0) {
         worker.handle(WorkItem::Samples(g));
     }
-    // Before a flush the size is unknown (0): the first half is counted.
     worker.handle(WorkItem::Flush { now_secs: 0 });
     let before = worker
         .counters(&id)
-        .unwrap_or_else(|| panic!("first half not aggregated: {:?}", worker.stats()));
+        .unwrap_or_else(|| panic!("first pass not aggregated: {:?}", worker.stats()));
     assert!(!before.contexts.is_empty());
     assert_eq!(worker.stats().over_memory, 0);
     assert!(state.join(format!("{}.unsymbolized", id.to_hex())).exists());
     let unloadable = worker.stats().unloadable_samples;
     let mut routed = 0u64;
-    for (_, g) in router.route(rec.events[half..].to_vec(), 1) {
+    // Second pass, after the flush measured the counters above the budget: dropped.
+    for (_, g) in router.route(rec.events.clone(), 1) {
         routed += g.samples.len() as u64;
         worker.handle(WorkItem::Samples(g));
     }

@@ -29,9 +29,7 @@ use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
-use unwinder::{
-    unwind_samples, BinaryLoadInfo, CodeLayout, CounterKind, UnwindOptions,
-};
+use unwinder::{unwind_samples, BinaryLoadInfo, CodeLayout, CounterKind, UnwindOptions};
 
 /// x86 instruction classes llvm-profgen distinguishes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -346,14 +344,8 @@ fn check_lbr_only(name: &str, variant: Variant) -> Result<(), String> {
     let (theirs, their_warnings) = llvm_profgen(&script, &program.binary, &[], &raw);
     let what = format!("{name}/{variant}/lbr-only");
     let binary = ProfiledBinary::load(&program.binary).map_err(|e| format!("{what}: {e}"))?;
-    let (mine, warnings) = ours(
-        &recording.events,
-        &binary,
-        &binary.load_info(),
-        false,
-        None,
-    )
-    .map_err(|e| format!("{what}: {e}"))?;
+    let (mine, warnings) = ours(&recording.events, &binary, &binary.load_info(), false, None)
+        .map_err(|e| format!("{what}: {e}"))?;
     compare(&theirs, &mine, &what, &raw)?;
     if warnings != their_warnings {
         return Err(format!("{what}: warnings differ:\n  llvm-profgen {their_warnings:?}\n  ours         {warnings:?}"));

@@ -389,9 +389,15 @@ impl FileKey {
     fn is_of(&self, m: &Mmap2Event) -> bool {
         match (self, &m.build_id) {
             (FileKey::BuildId(k), Some(b)) => k == b,
-            (FileKey::Inode { maj, min, ino, path }, None) => {
-                (*maj, *min, *ino) == (m.maj, m.min, m.ino) && *path == m.filename
-            }
+            (
+                FileKey::Inode {
+                    maj,
+                    min,
+                    ino,
+                    path,
+                },
+                None,
+            ) => (*maj, *min, *ino) == (m.maj, m.min, m.ino) && *path == m.filename,
             _ => false,
         }
     }
@@ -596,6 +602,9 @@ mod tests {
         // Both mappings of the file go with the group (the shard places the binary by them).
         assert_eq!(groups[0].1.mappings.len(), 2);
         let s = r.stats();
-        assert_eq!((s.samples, s.empty_branch_stack, s.unresolved_binary), (2, 1, 1));
+        assert_eq!(
+            (s.samples, s.empty_branch_stack, s.unresolved_binary),
+            (2, 1, 1)
+        );
     }
 }
