@@ -9,7 +9,7 @@
 /// This is llvm-profgen's linear in-place algorithm: for each length `I` a window of `2·I`
 /// slides over the context; when its halves are equal the right half is skipped, otherwise
 /// the right half's part that differs from the left half is kept.
-pub fn compress_recursion<T: PartialEq + Copy>(context: &mut Vec<T>, max_size: Option<u32>) {
+pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: Option<u32>) {
     let half = context.len() / 2;
     let mut max_dedup = match max_size {
         None => half,
@@ -35,17 +35,28 @@ pub fn compress_recursion<T: PartialEq + Copy>(context: &mut Vec<T>, max_size: O
             } else {
                 let from = (right + 1) as usize;
                 let to = (left + size as isize + 1) as usize;
-                context.copy_within(from..to, end);
+                move_within(context, from..to, end);
                 end += to - from;
                 right = left + size as isize;
             }
         }
         let from = (right + 1) as usize;
-        context.copy_within(from..len, end);
+        move_within(context, from..len, end);
         end += len - from;
         size += 1;
         context.truncate(end);
         max_dedup = max_dedup.min(end / 2);
+    }
+}
+
+/// `copy_within` for frames that are `Clone` but not `Copy` (string frames): copies
+/// `range` to `dest`, with `dest <= range.start`, front to back.
+fn move_within<T: Clone>(context: &mut [T], range: std::ops::Range<usize>, dest: usize) {
+    if dest == range.start {
+        return;
+    }
+    for (k, i) in range.enumerate() {
+        context[dest + k] = context[i].clone();
     }
 }
 
