@@ -58,7 +58,12 @@ struct Fixture {
     llvm_density: Option<String>,
 }
 
+/// Serialises the ptrace recording in [`fixture`] with the live daemon test: run side by
+/// side in one test process they interfere (the live daemon then misses spin's samples).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn fixture() -> Option<Fixture> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !corpus::tools_available("http", &["clang-19"]) {
         return None;
     }
@@ -461,6 +466,7 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
 
 #[test]
 fn live_daemon_prometheus_and_pull() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc_geteuid() } != 0 {
         eprintln!("SKIPPED live_daemon_prometheus_and_pull: needs root for perf events");
