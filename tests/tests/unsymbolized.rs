@@ -11,14 +11,11 @@
 //! * flat (`--ignore-stack-samples`) for both variants;
 //! * LBR-only input (the recording without call chains) for both variants.
 //!
-//! Each comparison runs twice: with the symbolizer's `ProfiledBinary` as the code layout
-//! (the product path), and, for probe and flat counters, with a layout read from
-//! `llvm-objdump-19 -d` (test-only, an oracle independent of the symbolizer's decoder), so
-//! a difference tells whether the unwinder or the binary model is at fault. The warning
+//! Each comparison uses the symbolizer's `ProfiledBinary` as the code layout (the product
+//! path; tests/symbolizer checks its decoding against llvm-profgen's disassembly). The warning
 //! summary ([`unwinder::UnwindStats::warnings`]) must equal llvm-profgen's stderr warnings. On a mismatch
 //! our output is written next to llvm-profgen's under `target/corpus/recordings/`.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -30,172 +27,6 @@ use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
 use unwinder::{unwind_samples, BinaryLoadInfo, CodeLayout, CounterKind, UnwindOptions};
-
-/// x86 instruction classes llvm-profgen distinguishes.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Class {
-    Other,
-    Call,
-    Return,
-    Jump,
-    CondBranch,
-}
-
-/// A [`CodeLayout`] from `llvm-objdump -d` text (test oracle): instruction starts and
-/// classes of every executable section but `.plt`, function starts from symbol labels.
-struct ObjdumpLayout {
-    insts: BTreeMap<u64, Class>,
-    prolog_epilog: BTreeSet<u64>,
-    probes: bool,
-}
-
-impl ObjdumpLayout {
-    fn load(binary: &Path) -> ObjdumpLayout {
-        let out = Command::new("llvm-objdump-19")
-            .args(["-d", "--no-show-raw-insn"])
-            .arg(binary)
-            .output()
-            .expect("llvm-objdump-19");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut insts = BTreeMap::new();
-        let mut starts = Vec::new();
-        // llvm-profgen disassembles from each symbol-table symbol to the next, in every
-        // text section but `.plt`; `name@plt` labels are objdump's own (synthesised from
-        // PLT relocations, e.g. in `.plt.got`), so their code is not decoded by it.
-        let (mut plt_section, mut synthetic) = (false, false);
-        for line in text.lines() {
-            if let Some(sec) = line.strip_prefix("Disassembly of section ") {
-                plt_section = sec.trim_end_matches(':') == ".plt";
-                synthetic = false;
-                continue;
-            }
-            // "0000000000001710 <foo>:"
-            if let Some((addr, rest)) = line.split_once(' ') {
-                if rest.starts_with('<') && rest.ends_with(">:") {
-                    synthetic = rest.ends_with("@plt>:");
-                    if let (Ok(a), false, false) =
-                        (u64::from_str_radix(addr, 16), synthetic, plt_section)
-                    {
-                        starts.push(a);
-                    }
-                    continue;
-                }
-            }
-            if plt_section || synthetic {
-                continue;
-            }
-            // "    1764:      \tcallq\t0x1710 <foo>"
-            let Some((addr, rest)) = line.trim_start().split_once(':') else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
-            let mnemonic = rest.split_whitespace().next().unwrap_or("");
-            if mnemonic.is_empty() || mnemonic == "..." {
-                continue;
-            }
-            let class = if mnemonic.starts_with("call") {
-                Class::Call
-            } else if mnemonic.starts_with("ret") {
-                Class::Return
-            } else if mnemonic.starts_with("jmp") {
-                Class::Jump
-            } else if mnemonic.starts_with('j') {
-                Class::CondBranch
-            } else {
-                Class::Other
-            };
-            insts.insert(addr, class);
-        }
-        let addrs: Vec<u64> = insts.keys().copied().collect();
-        let mut prolog_epilog = BTreeSet::new();
-        for s in starts {
-            if let Ok(i) = addrs.binary_search(&s) {
-                prolog_epilog.insert(s);
-                if let Some(n) = addrs.get(i + 1) {
-                    prolog_epilog.insert(*n);
-                }
-            }
-        }
-        for (i, a) in addrs.iter().enumerate() {
-            if insts[a] == Class::Return {
-                prolog_epilog.insert(*a);
-                if i > 0 {
-                    prolog_epilog.insert(addrs[i - 1]);
-                }
-            }
-        }
-        let sections = Command::new("llvm-readelf-19")
-            .arg("-SW")
-            .arg(binary)
-            .output()
-            .expect("llvm-readelf-19");
-        let sections = String::from_utf8_lossy(&sections.stdout);
-        let probes = sections.contains(".pseudo_probe_desc") && sections.contains(".pseudo_probe ");
-        ObjdumpLayout {
-            insts,
-            prolog_epilog,
-            probes,
-        }
-    }
-}
-
-impl CodeLayout for ObjdumpLayout {
-    fn is_code(&self, addr: u64) -> bool {
-        self.insts.contains_key(&addr)
-    }
-    fn is_call(&self, addr: u64) -> bool {
-        self.insts.get(&addr) == Some(&Class::Call)
-    }
-    fn is_return(&self, addr: u64) -> bool {
-        self.insts.get(&addr) == Some(&Class::Return)
-    }
-    fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
-        start < end
-            && self
-                .insts
-                .range(start..end)
-                .any(|(_, c)| matches!(c, Class::Call | Class::Return | Class::Jump))
-    }
-    fn previous_instruction(&self, addr: u64) -> Option<u64> {
-        self.insts.range(..addr).next_back().map(|(a, _)| *a)
-    }
-    fn is_prolog_or_epilog(&self, addr: u64) -> bool {
-        self.prolog_epilog.contains(&addr)
-    }
-    fn has_pseudo_probes(&self) -> bool {
-        self.probes
-    }
-    fn inline_context_equal(&self, _a: u64, _b: u64) -> bool {
-        false
-    }
-}
-
-/// The load description from the program headers (llvm-profgen's
-/// `setPreferredTextSegmentAddresses`: executable PT_LOADs, page-aligned).
-fn load_info(binary: &Path) -> BinaryLoadInfo {
-    use object::read::elf::{ElfFile64, ProgramHeader};
-    let data = std::fs::read(binary).unwrap();
-    let elf = ElfFile64::<object::Endianness>::parse(&*data).unwrap();
-    let endian = elf.endian();
-    let mut offsets = Vec::new();
-    let mut addrs = Vec::new();
-    for ph in elf.elf_program_headers() {
-        if ph.p_type(endian) == object::elf::PT_LOAD
-            && ph.p_flags(endian) & object::elf::PF_X != object::elf::ProgramFlags(0)
-        {
-            offsets.push(ph.p_offset(endian) & !0xfff);
-            addrs.push(ph.p_vaddr(endian) & !0xfff);
-        }
-    }
-    BinaryLoadInfo {
-        name: binary.file_name().unwrap().to_string_lossy().into_owned(),
-        preferred_base: addrs[0],
-        text_segment_offsets: offsets,
-        preferred_text_segment_addresses: addrs,
-    }
-}
 
 /// Runs llvm-profgen-19; returns the unsymbolized profile and its warnings (stderr lines
 /// without the "warning: " prefix).
@@ -307,19 +138,6 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
         return Err(format!("{what}: warnings differ:\n  llvm-profgen {their_warnings:?}\n  ours         {warnings:?}"));
     }
 
-    // The objdump oracle (no inline frames: probe and flat counters only).
-    if ignore_stack || variant == Variant::Probe {
-        let layout = ObjdumpLayout::load(&program.binary);
-        let (mine, _) = ours(
-            &recorded.recording.events,
-            &layout,
-            &load_info(&program.binary),
-            ignore_stack,
-            None,
-        )
-        .map_err(|e| format!("{what}: {e}"))?;
-        compare(&theirs, &mine, &format!("{what}/objdump"), &raw)?;
-    }
     Ok(())
 }
 
@@ -356,12 +174,7 @@ fn check_lbr_only(name: &str, variant: Variant) -> Result<(), String> {
 fn run_all(variants: &[Variant], ignore_stack: bool) {
     if !corpus::tools_available(
         "unsymbolized",
-        &[
-            "clang-19",
-            "llvm-profgen-19",
-            "llvm-objdump-19",
-            "llvm-readelf-19",
-        ],
+        &["clang-19", "llvm-profgen-19", "llvm-readelf-19"],
     ) {
         return;
     }
