@@ -2,6 +2,7 @@
 //! subcommand, so the end-to-end tests drive exactly what users run. Wiring only: every
 //! subcommand lives in its own module and calls into the pipeline crates.
 
+pub mod atomic_file;
 pub mod cli;
 pub mod config;
 pub mod convert;

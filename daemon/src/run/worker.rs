@@ -19,6 +19,7 @@ use unwinder::window::WindowSettings;
 use unwinder::{CounterKind, CounterSet, UnwindOptions};
 
 use super::router::SampleGroup;
+use crate::atomic_file::write_atomic;
 
 /// What a worker is told to do.
 #[derive(Debug)]
@@ -311,26 +312,6 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
         over_budget: s.over_budget,
         profile: dir.join(format!("{}.unsymbolized", id.to_hex())),
     }
-}
-
-fn write_atomic(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let file =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    write(&mut out)?;
-    out.flush()
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    drop(out);
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 fn write_entry(dir: &Path, id: &BuildId, e: &Entry) -> anyhow::Result<()> {
