@@ -3,7 +3,6 @@
 //! the state directory at each flush (temp file + rename).
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
