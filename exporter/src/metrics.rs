@@ -16,6 +16,8 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use unwinder::shard::UNWIND_ERROR_REASONS;
+
 use crate::store::{ProfileQuality, ProfileSummary};
 
 /// Per-binary series are kept for this many binaries (most samples first).
@@ -70,6 +72,7 @@ pub struct Metrics {
     samples_lost: IntCounter,
     dropped: IntCounterVec,
     parse_errors: IntCounter,
+    unwind_errors: IntCounterVec,
     mode: IntGaugeVec,
     lbr: IntGauge,
     binaries: IntGauge,
@@ -126,7 +129,16 @@ impl Metrics {
         .expect("valid");
         let parse_errors = IntCounter::new(
             "pgo_agent_parse_errors_total",
-            "Ring records that did not parse (unwind errors by reason: not counted live yet).",
+            "Ring records that did not parse.",
+        )
+        .expect("valid");
+        let unwind_errors = IntCounterVec::new(
+            Opts::new(
+                "pgo_agent_unwind_errors_total",
+                "Samples (for bogus_range: range samples) the unwinder could not use fully, by \
+                 reason, summed over the tracked binaries.",
+            ),
+            &["reason"],
         )
         .expect("valid");
         let mode = IntGaugeVec::new(
@@ -203,6 +215,7 @@ impl Metrics {
         reg(Box::new(samples_lost.clone()));
         reg(Box::new(dropped.clone()));
         reg(Box::new(parse_errors.clone()));
+        reg(Box::new(unwind_errors.clone()));
         reg(Box::new(mode.clone()));
         reg(Box::new(lbr.clone()));
         reg(Box::new(binaries.clone()));
@@ -221,6 +234,7 @@ impl Metrics {
             samples_lost,
             dropped,
             parse_errors,
+            unwind_errors,
             mode,
             lbr,
             binaries,
@@ -264,6 +278,20 @@ impl Metrics {
         }
         self.over_budget
             .set(list.len().saturating_sub(TOP_BINARIES) as i64);
+        let mut by_reason: std::collections::BTreeMap<&str, u64> = Default::default();
+        for p in list {
+            // Only the daemon's own reasons become labels (the files could say anything).
+            for (reason, n) in &p.unwind_errors {
+                let Some(r) = UNWIND_ERROR_REASONS.iter().find(|r| **r == reason.as_str()) else {
+                    continue;
+                };
+                let sum = by_reason.entry(r).or_default();
+                *sum = sum.saturating_add(*n);
+            }
+        }
+        for (reason, n) in by_reason {
+            counter_add(&self.unwind_errors.with_label_values(&[reason]), n);
+        }
     }
 
     /// Sets the quality gauges (replacing the previous set).
@@ -354,5 +382,36 @@ mod tests {
                 assert!(name.ends_with("_total"), "{name}");
             }
         }
+    }
+
+    #[test]
+    fn unwind_errors_sum_over_binaries_and_ignore_unknown_reasons() {
+        use crate::store::{Symbolization, WindowRange};
+        let summary = |id: &str, errors: &[(&str, u64)]| ProfileSummary {
+            build_id: id.into(),
+            binary_paths: vec![],
+            mode: "cpu_clock".into(),
+            kind: "flat".into(),
+            samples: 1,
+            window: WindowRange {
+                retained_secs: 0,
+                last_flush_unix_secs: 0,
+            },
+            has_pseudo_probes: None,
+            symbolization: Symbolization::BinaryNotFound,
+            unwind_errors: errors.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+        };
+        let m = Metrics::new();
+        m.observe_store(&[
+            summary("aa", &[("bogus_trace", 3), ("made_up", 9)]),
+            summary("bb", &[("bogus_trace", 4), ("ip_not_code", 1)]),
+        ]);
+        let text = m.encode();
+        assert!(
+            text.contains("pgo_agent_unwind_errors_total{reason=\"bogus_trace\"} 7\n"),
+            "{text}"
+        );
+        assert!(text.contains("pgo_agent_unwind_errors_total{reason=\"ip_not_code\"} 1\n"));
+        assert!(!text.contains("made_up"), "{text}");
     }
 }

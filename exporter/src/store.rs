@@ -9,7 +9,7 @@
 //! A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
 //! symbolized strings, are served as the unsymbolized profile and listed as such.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
@@ -81,6 +81,9 @@ pub struct StateMeta {
     pub kind: String,
     /// Samples in the retained windows.
     pub samples: u64,
+    /// Samples the unwinder could not use fully, by reason (absent in older files).
+    #[serde(default)]
+    pub unwind_errors: BTreeMap<String, u64>,
 }
 
 /// Whether the host can symbolize a profile, and why not.
@@ -114,6 +117,8 @@ pub struct ProfileSummary {
     pub has_pseudo_probes: Option<bool>,
     /// Whether text/extbinary are served.
     pub symbolization: Symbolization,
+    /// Samples the unwinder could not use fully, by reason, since the daemon started.
+    pub unwind_errors: BTreeMap<String, u64>,
 }
 
 /// The window range of a served aggregate: all retained windows up to the last flush.
@@ -278,6 +283,7 @@ impl ProfileStore {
             },
             has_pseudo_probes: binary.map(|b| b.has_pseudo_probes()),
             symbolization,
+            unwind_errors: meta.unwind_errors,
         }
     }
 

@@ -53,6 +53,44 @@ pub struct ShardStats {
     pub unwind: UnwindStats,
 }
 
+/// The reasons [`ShardStats::errors_by_reason`] reports, in its order: a bounded label set
+/// for metrics.
+pub const UNWIND_ERROR_REASONS: [&str; 9] = [
+    "ip_not_code",
+    "bad_stack",
+    "dropped_stack_sample",
+    "dropped_empty_lbr",
+    "bogus_trace",
+    "leaf_external_frame",
+    "mismatched_external_call",
+    "mismatched_prolog_epilog_call",
+    "bogus_range",
+];
+
+impl ShardStats {
+    /// Samples (or, for the range reasons, range samples) the shard could not use fully,
+    /// by reason ([`UNWIND_ERROR_REASONS`]); each is a count since the shard was made.
+    pub fn errors_by_reason(&self) -> [(&'static str, u64); 9] {
+        let u = &self.unwind;
+        let counts = [
+            self.not_code,
+            self.bad_stack,
+            u.dropped_stack_samples,
+            u.dropped_empty_lbr_samples,
+            u.bogus_traces,
+            u.leaf_external_frames,
+            u.mismatched_ext_call_branches,
+            u.mismatched_prolog_epilog_branches,
+            u.bogus_ranges,
+        ];
+        let mut out = [("", 0u64); 9];
+        for (i, (r, c)) in UNWIND_ERROR_REASONS.iter().zip(counts).enumerate() {
+            out[i] = (r, c);
+        }
+        out
+    }
+}
+
 /// The live aggregate of one binary.
 pub struct BinaryShard {
     layout: Arc<dyn CodeLayout + Send + Sync>,
@@ -273,5 +311,22 @@ mod tests {
             (s.stats().offered, s.stats().over_budget, s.stats().not_code),
             (4, 1, 0)
         );
+    }
+
+    #[test]
+    fn errors_by_reason_names_each_counter() {
+        let mut s = ShardStats {
+            not_code: 3,
+            bad_stack: 4,
+            ..ShardStats::default()
+        };
+        s.unwind.bogus_traces = 5;
+        s.unwind.bogus_ranges = 7;
+        let e = s.errors_by_reason();
+        assert_eq!(e[0], ("ip_not_code", 3));
+        assert_eq!(e[1], ("bad_stack", 4));
+        assert_eq!(e[4], ("bogus_trace", 5));
+        assert_eq!(e[8], ("bogus_range", 7));
+        assert_eq!(e.iter().map(|(_, c)| c).sum::<u64>(), 19);
     }
 }

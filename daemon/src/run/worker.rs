@@ -77,6 +77,9 @@ pub struct BinarySummary {
     pub over_budget: u64,
     /// The unsymbolized profile file.
     pub profile: PathBuf,
+    /// Samples the unwinder could not use fully, by reason (since the daemon started);
+    /// the HTTP store reads it for `pgo_agent_unwind_errors_total`.
+    pub unwind_errors: std::collections::BTreeMap<&'static str, u64>,
 }
 
 struct Entry {
@@ -310,6 +313,7 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
         counted: s.counted,
         over_budget: s.over_budget,
         profile: dir.join(format!("{}.unsymbolized", id.to_hex())),
+        unwind_errors: s.errors_by_reason().into_iter().collect(),
     }
 }
 
