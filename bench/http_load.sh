@@ -68,8 +68,9 @@ done
 s0=$(samples); t0=$(date +%s.%N); sleep 10; s1=$(samples); t1=$(date +%s.%N)
 before=$(python3 -c "print(($s1-$s0)/($t1-$t0))")
 
-# Each connection waits CONNECTIONS/RATE s between requests: RATE req/s in all.
-delay_ms=$((1000 * CONNECTIONS / RATE))
+# Each connection waits a little less than CONNECTIONS/RATE s between requests, so that
+# with the response time added the total is at least RATE req/s (checked below).
+delay_ms=$((1000 * CONNECTIONS * 95 / (RATE * 100)))
 cat > "$WORK/load.lua" <<LUA
 local n = 0
 request = function()
@@ -89,8 +90,11 @@ reqs=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
 errors=$(awk '/Socket errors|Non-2xx/ {print}' "$WORK/wrk.txt")
 echo "http_load: $reqs requests in ${DURATION_SECS}s (target $RATE req/s), p99 $p99"
 printf 'http_load: sampling rate before %.0f samples/s, during %.0f samples/s\n' "$before" "$during"
+rate=$(python3 -c "print(round($reqs/$DURATION_SECS))")
+echo "http_load: achieved $rate req/s"
 fail=0
 if [ -n "$errors" ]; then echo "http_load: FAIL: $errors"; fail=1; fi
+if [ "$rate" -lt "$RATE" ]; then echo "http_load: FAIL: below $RATE req/s"; fail=1; fi
 if python3 -c "import sys; sys.exit(0 if $during >= 0.9*$before else 1)"; then :; else
   echo "http_load: FAIL: the sampling rate dropped"; fail=1
 fi

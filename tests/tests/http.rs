@@ -640,6 +640,23 @@ fn live_daemon_prometheus_and_pull() {
         "llvm-profdata-19 show: {}",
         String::from_utf8_lossy(&show.stderr)
     );
+    // cpu-clock samples reach the probes of the sampled blocks: the profile has body
+    // samples. (Which of the two loops leads is not asserted: on this VM cpu-clock samples
+    // are biased towards cold_work, for perf as well; see README.)
+    let listing = String::from_utf8_lossy(&show.stdout);
+    let lines: Vec<&str> = listing.lines().collect();
+    let total_of = |name: &str| -> u64 {
+        lines
+            .windows(2)
+            .filter(|w| w[0].starts_with(&format!("Function: {name}:")))
+            .filter_map(|w| w[1].split(',').next()?.trim().parse::<u64>().ok())
+            .sum()
+    };
+    let (hot, cold) = (total_of("hot_loop"), total_of("cold_work"));
+    assert!(
+        hot + cold > 0,
+        "hot_loop {hot}, cold_work {cold}:\n{listing}"
+    );
     let cc = Command::new("clang-19")
         .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
         .arg(dir.join("spin.o"))

@@ -175,11 +175,12 @@ fn samples_per_function(summary: &RunSummary) -> Vec<(String, u64)> {
     let mut per: std::collections::BTreeMap<String, u64> = Default::default();
     for c in counters.contexts.values() {
         for (&(start, end), &n) in &c.ranges {
-            assert_eq!(start, end, "cpu-clock ranges are single IPs");
-            let f = funcs
-                .iter()
-                .find(|f| start >= f.0 && start < f.1)
-                .map_or("?".into(), |f| f.2.clone());
+            // A cpu-clock range runs from the sampled block's probe to the IP, within
+            // one function.
+            let func_of = |a: u64| funcs.iter().position(|f| a >= f.0 && a < f.1);
+            assert!(start <= end, "{start:#x} > {end:#x}");
+            assert_eq!(func_of(start), func_of(end), "{start:#x}..{end:#x}");
+            let f = func_of(end).map_or("?".into(), |i| funcs[i].2.clone());
             *per.entry(f).or_default() += n;
         }
     }

@@ -32,6 +32,15 @@ pub trait CodeLayout {
     /// frames except the leaf's location (llvm-profgen's `inlineContextEqual`).
     fn inline_context_equal(&self, a: u64, b: u64) -> bool;
 
+    /// For probe binaries: the address of the nearest block probe at or before `addr` in
+    /// the same function (the start of the sampled block, when blocks are laid out
+    /// contiguously). Leading-IP samples count the range from it to the IP, so that a
+    /// sample anywhere in a block reaches the block's probe. `None`: no such probe.
+    fn block_probe_anchor(&self, addr: u64) -> Option<u64> {
+        let _ = addr;
+        None
+    }
+
     /// llvm-profgen's `isValidFallThroughRange`: `start <= end` and no unconditional
     /// transfer lies in `[start, end)`.
     fn is_valid_fall_through_range(&self, start: u64, end: u64) -> bool {

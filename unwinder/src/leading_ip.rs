@@ -16,8 +16,11 @@
 //!   frame trie walk restarts with an empty stack there);
 //! * [`CounterKind::Flat`] (no call chain, or `ignore_stack_samples`): the empty context.
 //!
-//! Counts are samples (not periods): `ranges[(ip, ip)] += sample.count`. No branch
-//! counters are produced, so call targets and head samples stay empty in this mode.
+//! Counts are samples (not periods): `ranges[(ip, ip)] += sample.count`. On probe binaries
+//! the range starts at the sampled block's probe instead
+//! ([`CodeLayout::block_probe_anchor`]): `(IP, IP)` would reach a probe only when the IP is
+//! the probe's own address, and the profile would stay nearly empty. No branch counters
+//! are produced, so call targets and head samples stay empty in this mode.
 
 use collector::Sample;
 
@@ -94,10 +97,17 @@ pub fn count_leading_ip(
             key
         }
     };
+    // llvm-profgen's (IP, IP) reaches a probe only when the IP is a probe's address; on
+    // probe binaries the range starts at the sampled block's probe instead.
+    let start = if layout.has_pseudo_probes() {
+        layout.block_probe_anchor(ip).unwrap_or(ip)
+    } else {
+        ip
+    };
     *counters
         .context_mut(&key)
         .ranges
-        .entry((ip, ip))
+        .entry((start, ip))
         .or_default() += sample.count.max(1);
     LeadingIpOutcome::Counted
 }
@@ -230,5 +240,29 @@ mod tests {
         };
         count_leading_ip(&s, &p, &l, &o, &mut c);
         assert_eq!(ranges(&c, &[]), vec![((0x1014, 0x1014), 3)]);
+    }
+
+    #[test]
+    fn probe_binaries_count_from_the_block_probe() {
+        // Block probes at main's 0x1000 and foo's 0x1010 and 0x1014; functions
+        // [0x1000, 0x1010) and [0x1010, 0x101c).
+        let l = layout(true)
+            .with_function_ranges(&[(0x1000, 0x1010), (0x1010, 0x101c)])
+            .with_block_probes(&[0x1000, 0x1010, 0x1014]);
+        let p = placement();
+        let o = UnwindOptions::default();
+        let mut c = CounterSet::new(leading_ip_kind(&l, &o, false));
+        for ip in [0x701a, 0x7014, 0x7011, 0x7009] {
+            count_leading_ip(&sample(ip, &[]), &p, &l, &o, &mut c);
+        }
+        assert_eq!(
+            ranges(&c, &[]),
+            vec![
+                ((0x1000, 0x1009), 1),
+                ((0x1010, 0x1011), 1),
+                ((0x1014, 0x1014), 1),
+                ((0x1014, 0x101a), 1)
+            ]
+        );
     }
 }

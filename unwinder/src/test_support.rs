@@ -29,6 +29,7 @@ pub struct FakeLayout {
     inline_frames: BTreeMap<u64, Vec<u64>>,
     probes: bool,
     function_ranges: Vec<(u64, u64)>,
+    block_probes: BTreeSet<u64>,
 }
 
 impl FakeLayout {
@@ -61,6 +62,7 @@ impl FakeLayout {
             inline_frames: BTreeMap::new(),
             probes: false,
             function_ranges: Vec::new(),
+            block_probes: BTreeSet::new(),
         }
     }
 
@@ -84,6 +86,13 @@ impl FakeLayout {
     pub fn with_function_ranges(mut self, ranges: &[(u64, u64)]) -> FakeLayout {
         self.function_ranges = ranges.to_vec();
         self.function_ranges.sort_unstable();
+        self
+    }
+
+    /// Sets the addresses of block probes (for [`CodeLayout::block_probe_anchor`], which
+    /// then looks within the function ranges of [`FakeLayout::with_function_ranges`]).
+    pub fn with_block_probes(mut self, addrs: &[u64]) -> FakeLayout {
+        self.block_probes = addrs.iter().copied().collect();
         self
     }
 
@@ -128,6 +137,10 @@ impl CodeLayout for FakeLayout {
     }
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
         (!self.function_ranges.is_empty()).then_some(self as &dyn RangeChecks)
+    }
+    fn block_probe_anchor(&self, addr: u64) -> Option<u64> {
+        let (start, _) = self.function_range(addr)?;
+        self.block_probes.range(start..=addr).next_back().copied()
     }
 }
 

@@ -513,6 +513,14 @@ impl CodeLayout for ProfiledBinary {
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
         Some(self)
     }
+
+    fn block_probe_anchor(&self, addr: u64) -> Option<u64> {
+        if !self.has_pseudo_probes {
+            return None;
+        }
+        let (start, _) = self.function_range(addr)?;
+        self.probes.block_probe_at_or_before(addr, start)
+    }
 }
 
 impl RangeChecks for ProfiledBinary {

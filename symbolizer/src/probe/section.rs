@@ -120,6 +120,17 @@ impl ProbeSection {
         Ok(out)
     }
 
+    /// The address of the last block probe at or before `addr` and at or after `floor`.
+    pub fn block_probe_at_or_before(&self, addr: u64, floor: u64) -> Option<u64> {
+        let hi = self.probes.partition_point(|p| p.address <= addr);
+        self.probes[..hi]
+            .iter()
+            .rev()
+            .take_while(|p| p.address >= floor)
+            .find(|p| p.kind == ProbeKind::Block)
+            .map(|p| p.address)
+    }
+
     /// The probes at `addr`, in decode order.
     pub fn probes_at(&self, addr: u64) -> &[PseudoProbe] {
         let lo = self.probes.partition_point(|p| p.address < addr);
@@ -276,6 +287,26 @@ mod tests {
         assert_eq!(s.tree.node(foo_node.parent.unwrap()).guid, g("main"));
         assert_eq!(s.probes_at(0x1010).len(), 1);
         assert!(s.probes_at(0x1011).is_empty());
+    }
+
+    #[test]
+    fn block_probe_anchor_skips_call_probes_and_stops_at_the_floor() {
+        use crate::guid::function_guid as g;
+        let starts: HashMap<u64, u64> = [
+            (g("main"), 0x1000),
+            (g("bar"), 0x2000),
+            (g("bar.cold"), 0x3000),
+        ]
+        .into_iter()
+        .collect();
+        let bytes = section(g("main"), g("foo"), g("bar"), g("bar.cold"));
+        let s = ProbeSection::decode(&bytes, &starts).unwrap();
+        // 0x1011: the call probe at 0x1010 is skipped, main's block probe 0x1004 found.
+        assert_eq!(s.block_probe_at_or_before(0x1011, 0x1000), Some(0x1004));
+        assert_eq!(s.block_probe_at_or_before(0x1012, 0x1000), Some(0x1012));
+        assert_eq!(s.block_probe_at_or_before(0x1003, 0x1000), None);
+        // A floor above the probe (another function's start) stops the search.
+        assert_eq!(s.block_probe_at_or_before(0x1011, 0x1005), None);
     }
 
     #[test]
