@@ -27,6 +27,7 @@ pub mod record;
 pub mod recorder;
 pub mod recording;
 pub mod sample;
+pub mod uprobe;
 
 pub use build_id::BuildId;
 pub use event::{CommEvent, Mmap2Event, PerfEvent, SideBandEvent, TaskEvent};

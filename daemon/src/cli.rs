@@ -33,4 +33,15 @@ pub enum Command {
     /// Aggregate raw MemProf heap profiles (clang -fmemory-profile) of one binary and write
     /// MemProf YAML for `llvm-profdata merge` / `clang -fmemory-profile-use`, or text.
     Heap(crate::heap::HeapArgs),
+    /// Sample the allocations of a running process (`--pid`) or of a command (after `--`)
+    /// with uprobes on malloc/calloc/realloc, by bytes (mean interval
+    /// `--sample-interval-bytes`, default 512 KiB), and write a pprof heap profile
+    /// (alloc_objects, alloc_space; unsampled estimates).
+    HeapSample(crate::heap_sample::HeapSampleArgs),
+    /// Check a sample profile against a binary (and the raw samples): stale checksums,
+    /// dropped functions, flow consistency, density. Exit 3 when a check fails.
+    Verify(crate::verify::VerifyArgs),
+    /// ClickHouse fleet store: `clickhouse init` creates the tables the daemon's
+    /// `[sink.clickhouse]` inserts into and `pull --clickhouse` reads.
+    Clickhouse(crate::clickhouse_cmd::ClickHouseArgs),
 }

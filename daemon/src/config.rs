@@ -24,6 +24,9 @@ pub struct Config {
     pub filters: FilterConfig,
     /// `[output]`.
     pub output: OutputConfig,
+    /// `[sink]` (`[sink.clickhouse]`); absent by default.
+    #[serde(default)]
+    pub sink: crate::sink::SinkConfig,
 }
 
 /// `[sampling]`.
@@ -70,6 +73,14 @@ pub struct AggregationConfig {
     pub max_samples_per_binary_per_window: u64,
     /// Memory budget of all counters.
     pub memory_budget_bytes: u64,
+    /// Largest binary a worker loads for symbolization (the whole file is decoded in
+    /// memory); larger ones are skipped and counted in `pgo_agent_binaries_rejected_total`.
+    #[serde(default = "default_max_binary_bytes")]
+    pub max_binary_bytes: u64,
+}
+
+fn default_max_binary_bytes() -> u64 {
+    crate::run::worker::DEFAULT_MAX_BINARY_BYTES
 }
 
 /// `[filters]`.

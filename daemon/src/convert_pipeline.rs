@@ -54,8 +54,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
 }
 
 /// Reads the input into counters: unsymbolized profiles directly, sample inputs through
-/// the unwinder.
-fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<CounterSet> {
+/// the unwinder. Also `verify`'s reader of raw samples.
+pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<CounterSet> {
     if let Some(path) = &args.unsymbolized_profile {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

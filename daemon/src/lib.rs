@@ -4,16 +4,21 @@
 
 pub mod atomic_file;
 pub mod cli;
+pub mod clickhouse_cmd;
 pub mod config;
 pub mod convert;
 pub mod convert_pipeline;
 pub mod heap;
+pub mod heap_sample;
 pub mod merge;
+pub mod notify;
 pub mod progress;
 pub mod pull;
 pub mod record;
 pub mod run;
 pub mod signals;
+pub mod verify;
+pub mod sink;
 
 use std::process::ExitCode;
 
@@ -76,6 +81,9 @@ pub fn execute(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Pull(args) => pull::run(args),
         cli::Command::Merge(args) => merge::run(args),
         cli::Command::Heap(args) => heap::run(args),
+        cli::Command::HeapSample(args) => heap_sample::run(args),
+        cli::Command::Verify(args) => verify::run(args),
+        cli::Command::Clickhouse(args) => clickhouse_cmd::run(args),
     }
 }
 

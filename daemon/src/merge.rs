@@ -11,9 +11,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use exporter::format::unsymbolized::{read_unsymbolized, UnsymbolizedProfile};
+use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized, UnsymbolizedProfile};
+use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::{generate_profile, GenerateOptions};
+use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
+use unwinder::CounterSet;
 
 /// Largest input profile `merge`/`pull` read (bytes).
 pub const MAX_INPUT_BYTES: u64 = 1 << 30;
@@ -87,19 +90,7 @@ pub fn merge_and_write(
     output: &Path,
 ) -> anyhow::Result<()> {
     let binary = match binary {
-        Some(p) => {
-            let b = ProfiledBinary::load(p)
-                .with_context(|| format!("loading binary {}", p.display()))?;
-            if let Some(want) = build_id {
-                let have = b.build_id().map(|i| i.to_hex()).unwrap_or_default();
-                anyhow::ensure!(
-                    have.eq_ignore_ascii_case(want.trim()),
-                    "{} has build id {have:?}, not {want}",
-                    p.display()
-                );
-            }
-            Some(b)
-        }
+        Some(p) => Some(load_binary(p, build_id)?),
         None => None,
     };
     let format = format.unwrap_or(if binary.is_some() {
@@ -127,14 +118,59 @@ pub fn merge_and_write(
                      can merge them"
                 );
             };
-            let profile = generate_profile(b, &counters, &GenerateOptions::default());
-            match f {
-                MergeFormat::Text => exporter::format::llvm_text::write(&profile, &mut out)?,
-                _ => exporter::format::extbinary::write(&profile, &mut out)?,
-            }
+            write_counters(&counters, Some(b), base, f, &mut out)?;
         }
     }
     out.flush()
         .with_context(|| format!("writing {}", output.display()))?;
+    Ok(())
+}
+
+/// Loads the binary at `path`, checking its build id against `build_id` (hex) when given.
+pub fn load_binary(path: &Path, build_id: Option<&str>) -> anyhow::Result<ProfiledBinary> {
+    let b = ProfiledBinary::load(path)
+        .with_context(|| format!("loading binary {}", path.display()))?;
+    if let Some(want) = build_id {
+        let have = b.build_id().map(|i| i.to_hex()).unwrap_or_default();
+        anyhow::ensure!(
+            have.eq_ignore_ascii_case(want.trim()),
+            "{} has build id {have:?}, not {want}",
+            path.display()
+        );
+    }
+    Ok(b)
+}
+
+/// Writes `counters` (in preferred addresses) as `format`: the unsymbolized profile
+/// (offsets from `binary`'s preferred base, else from `base`; line contexts need `binary`
+/// to be printed, as the daemon's state files print them), or the text / extbinary
+/// profile generated with llvm-profgen's default options (needs `binary`). `merge`,
+/// `pull` and `pull --clickhouse` write through here.
+pub fn write_counters(
+    counters: &CounterSet,
+    binary: Option<&ProfiledBinary>,
+    base: u64,
+    format: MergeFormat,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let opts = GenerateOptions::default();
+    match (format, binary) {
+        (MergeFormat::Unsymbolized, None) => write_unsymbolized(out, counters, base, None)?,
+        (MergeFormat::Unsymbolized, Some(b)) => {
+            let line_context = |key: &[u64]| {
+                let (frames, _) = expand_line_context(b, key, &opts);
+                SampleContext { frames }.to_string()
+            };
+            write_unsymbolized(out, counters, b.preferred_base(), Some(&line_context))?
+        }
+        (_, None) => bail!("--format text/extbinary needs --binary"),
+        (f, Some(b)) => {
+            let profile = generate_profile(b, counters, &opts);
+            match f {
+                MergeFormat::Text => exporter::format::llvm_text::write(&profile, out)?,
+                _ => exporter::format::extbinary::write(&profile, out)?,
+            }
+        }
+    }
     Ok(())
 }

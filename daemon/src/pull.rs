@@ -15,8 +15,27 @@ use crate::merge::{merge_and_write, MergeFormat, MAX_INPUT_BYTES};
 #[derive(Debug, Clone, Args)]
 pub struct PullArgs {
     /// Agent base URLs (`http://host:9464`); repeat for many agents.
-    #[arg(long = "agent", required = true)]
+    #[arg(long = "agent", required_unless_present = "clickhouse")]
     pub agents: Vec<String>,
+    /// ClickHouse HTTP URL: ask it for the fleet-merged counters instead of the agents
+    /// (one aggregate query; see `pgo-agent clickhouse init`).
+    #[arg(long, conflicts_with = "agents")]
+    pub clickhouse: Option<String>,
+    /// ClickHouse database.
+    #[arg(long, default_value = "pgo", requires = "clickhouse")]
+    pub database: String,
+    /// ClickHouse user (HTTP basic auth).
+    #[arg(long, requires = "clickhouse")]
+    pub user: Option<String>,
+    /// File whose first line is the ClickHouse password.
+    #[arg(long, requires = "clickhouse")]
+    pub password_file: Option<PathBuf>,
+    /// Only windows starting at or after this Unix time (seconds).
+    #[arg(long, requires = "clickhouse")]
+    pub since: Option<u64>,
+    /// Query the cluster's Distributed tables (`<table>_dist`).
+    #[arg(long, requires = "clickhouse")]
+    pub distributed: bool,
     /// Build id (hex) of the binary.
     #[arg(long)]
     pub build_id: String,
@@ -42,6 +61,9 @@ pub struct PullArgs {
 
 /// Runs `pgo-agent pull`.
 pub fn run(args: PullArgs) -> anyhow::Result<std::process::ExitCode> {
+    if let Some(url) = &args.clickhouse {
+        return crate::clickhouse_cmd::pull(&args, url);
+    }
     let id = collector::BuildId::from_hex(&args.build_id)
         .with_context(|| format!("--build-id {:?} is not hex", args.build_id))?;
     let token = match &args.token_file {

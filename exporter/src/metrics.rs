@@ -45,6 +45,147 @@ pub fn observe_flush(took: Duration) {
     FLUSH_DURATION.observe(took.as_secs_f64());
 }
 
+/// State-file flushes that failed (disk full, I/O error), process-wide like
+/// [`FLUSH_DURATION`]; record with [`count_flush_failure`].
+static STATE_FLUSH_FAILURES: LazyLock<IntCounter> = LazyLock::new(|| {
+    IntCounter::new(
+        "pgo_agent_state_flush_failures_total",
+        "Worker flushes that failed to write a state file (the previous file is kept).",
+    )
+    .expect("static counter options are valid")
+});
+
+/// State files renamed aside at start (corrupt, foreign version), by reason.
+static STATE_SET_ASIDE: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    IntCounterVec::new(
+        Opts::new(
+            "pgo_agent_state_files_set_aside_total",
+            "State files renamed aside at start instead of restored, by reason.",
+        ),
+        &["reason"],
+    )
+    .expect("static counter options are valid")
+});
+
+/// Aggregates dropped from memory to stay within the memory budget, by what was dropped.
+static MEMORY_EVICTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    IntCounterVec::new(
+        Opts::new(
+            "pgo_agent_memory_evictions_total",
+            "Contexts and binaries evicted (coldest first) to keep the counters within the memory budget.",
+        ),
+        &["what"],
+    )
+    .expect("static counter options are valid")
+});
+
+/// Binaries a worker refused to symbolize (too large, not a usable ELF file), by reason.
+static BINARIES_REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    IntCounterVec::new(
+        Opts::new(
+            "pgo_agent_binaries_rejected_total",
+            "Binaries that could not be loaded for symbolization (their samples are dropped), by reason.",
+        ),
+        &["reason"],
+    )
+    .expect("static counter options are valid")
+});
+
+/// Counts one binary rejected by a worker; `reason` comes from a fixed set (`too_large`,
+/// `invalid_elf`, `unsupported`, `malformed_section`, `dwarf`, `io`, `other`).
+pub fn count_binary_rejected(reason: &str) {
+    BINARIES_REJECTED.with_label_values(&[reason]).inc();
+}
+
+/// Counts one failed flush of a worker's state files.
+pub fn count_flush_failure() {
+    STATE_FLUSH_FAILURES.inc();
+}
+
+/// Counts one state file set aside; `reason` comes from a fixed set (`checksum`,
+/// `version`, `magic`, `truncated`, `malformed`, `build_id`, `io`).
+pub fn count_state_file_set_aside(reason: &str) {
+    STATE_SET_ASIDE.with_label_values(&[reason]).inc();
+}
+
+/// Counts `n` evictions of `what` (`context` or `binary`).
+pub fn count_evictions(what: &str, n: u64) {
+    MEMORY_EVICTIONS.with_label_values(&[what]).inc_by(n);
+}
+
+/// ClickHouse sink families (process-wide: the sink runs on its own thread); record with
+/// the `sink_*` functions below.
+struct SinkMetrics {
+    rows: IntCounter,
+    latency: Histogram,
+    spool_windows: IntGauge,
+    spool_bytes: IntGauge,
+    dropped: IntCounter,
+    errors: IntCounterVec,
+}
+
+static SINK: LazyLock<SinkMetrics> = LazyLock::new(|| SinkMetrics {
+    rows: IntCounter::new(
+        "pgo_agent_sink_rows_inserted_total",
+        "Counter rows inserted into ClickHouse (a retried window counts again).",
+    )
+    .expect("static counter options are valid"),
+    latency: Histogram::with_opts(
+        HistogramOpts::new(
+            "pgo_agent_sink_insert_duration_seconds",
+            "Time to insert one closed window into ClickHouse (all its blocks and marker).",
+        )
+        .buckets(vec![0.005, 0.025, 0.1, 0.5, 2.0, 10.0, 60.0]),
+    )
+    .expect("static histogram options are valid"),
+    spool_windows: IntGauge::new(
+        "pgo_agent_sink_spool_windows",
+        "Closed windows waiting in the ClickHouse sink's spool.",
+    )
+    .expect("static gauge options are valid"),
+    spool_bytes: IntGauge::new(
+        "pgo_agent_sink_spool_bytes",
+        "Bytes of the windows waiting in the ClickHouse sink's spool.",
+    )
+    .expect("static gauge options are valid"),
+    dropped: IntCounter::new(
+        "pgo_agent_sink_windows_dropped_total",
+        "Closed windows the ClickHouse sink dropped (spool full: oldest first; queue full).",
+    )
+    .expect("static counter options are valid"),
+    errors: IntCounterVec::new(
+        Opts::new(
+            "pgo_agent_sink_insert_errors_total",
+            "Failed window deliveries to ClickHouse, by reason (connect, timeout, \
+             server_error, rejected, bad_response).",
+        ),
+        &["reason"],
+    )
+    .expect("static counter options are valid"),
+});
+
+/// Records one delivered window: `rows` counter rows inserted in `took`.
+pub fn observe_sink_insert(rows: u64, took: Duration) {
+    SINK.rows.inc_by(rows);
+    SINK.latency.observe(took.as_secs_f64());
+}
+
+/// Counts one failed delivery; `reason` comes from a fixed set (see the family's help).
+pub fn sink_insert_error(reason: &str) {
+    SINK.errors.with_label_values(&[reason]).inc();
+}
+
+/// Sets the spool gauges.
+pub fn set_sink_spool(windows: u64, bytes: u64) {
+    SINK.spool_windows.set(windows.min(i64::MAX as u64) as i64);
+    SINK.spool_bytes.set(bytes.min(i64::MAX as u64) as i64);
+}
+
+/// Counts `n` windows the sink dropped.
+pub fn sink_windows_dropped(n: u64) {
+    SINK.dropped.inc_by(n);
+}
+
 /// The daemon's counters at one moment, as [`Metrics::observe_daemon`] takes them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DaemonCounters {
@@ -81,6 +222,7 @@ pub struct Metrics {
     memory: IntGauge,
     density: GaugeVec,
     branch_ratio: GaugeVec,
+    stale_share: GaugeVec,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
 }
@@ -193,6 +335,15 @@ impl Metrics {
             &["build_id"],
         )
         .expect("valid");
+        let stale_share = GaugeVec::new(
+            Opts::new(
+                "pgo_agent_profile_stale_sample_ratio",
+                "Share of the profile's body samples in functions whose probe checksum differs \
+                 from the binary's (stale; clang drops them).",
+            ),
+            &["build_id"],
+        )
+        .expect("valid");
         let http_requests = IntCounterVec::new(
             Opts::new(
                 "pgo_agent_http_requests_total",
@@ -224,9 +375,20 @@ impl Metrics {
         reg(Box::new(memory.clone()));
         reg(Box::new(density.clone()));
         reg(Box::new(branch_ratio.clone()));
+        reg(Box::new(stale_share.clone()));
         reg(Box::new(http_requests.clone()));
         reg(Box::new(http_duration.clone()));
         reg(Box::new(FLUSH_DURATION.clone()));
+        reg(Box::new(SINK.rows.clone()));
+        reg(Box::new(SINK.latency.clone()));
+        reg(Box::new(SINK.spool_windows.clone()));
+        reg(Box::new(SINK.spool_bytes.clone()));
+        reg(Box::new(SINK.dropped.clone()));
+        reg(Box::new(SINK.errors.clone()));
+        reg(Box::new(STATE_FLUSH_FAILURES.clone()));
+        reg(Box::new(STATE_SET_ASIDE.clone()));
+        reg(Box::new(MEMORY_EVICTIONS.clone()));
+        reg(Box::new(BINARIES_REJECTED.clone()));
         Metrics {
             registry,
             samples,
@@ -243,6 +405,7 @@ impl Metrics {
             memory,
             density,
             branch_ratio,
+            stale_share,
             http_requests,
             http_duration,
         }
@@ -298,6 +461,7 @@ impl Metrics {
     pub fn observe_quality(&self, quality: &[(String, ProfileQuality)]) {
         self.density.reset();
         self.branch_ratio.reset();
+        self.stale_share.reset();
         for (id, q) in quality.iter().take(QUALITY_BINARIES) {
             self.density
                 .with_label_values(&[id.as_str()])
@@ -305,6 +469,9 @@ impl Metrics {
             self.branch_ratio
                 .with_label_values(&[id.as_str()])
                 .set(q.taken_branches_per_text_byte);
+            self.stale_share
+                .with_label_values(&[id.as_str()])
+                .set(q.stale_sample_share);
         }
     }
 
@@ -375,6 +542,9 @@ mod tests {
             "pgo_agent_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 1\n"
         ));
         assert!(text.contains("# TYPE pgo_agent_flush_duration_seconds histogram\n"));
+        assert!(text.contains("# TYPE pgo_agent_sink_insert_duration_seconds histogram\n"));
+        assert!(text.contains("# TYPE pgo_agent_sink_windows_dropped_total counter\n"));
+        assert!(text.contains("# TYPE pgo_agent_state_flush_failures_total counter\n"));
         for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
             let name = line.split_whitespace().nth(2).unwrap();
             assert!(name.starts_with("pgo_agent_"), "{name}");

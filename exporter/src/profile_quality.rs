@@ -10,54 +10,28 @@
 //! density taken (0 for an empty profile). llvm-profgen warns below 50
 //! (`--profile-density-threshold`); `--profile-density-cutoff-hot` defaults to 990000.
 
-use symbolizer::profile::{FunctionSamples, SampleProfile};
 use symbolizer::ProfiledBinary;
 use unwinder::CounterSet;
 
-/// llvm-profgen's default `--profile-density-cutoff-hot`.
-pub const DENSITY_CUTOFF_HOT: u32 = 990_000;
+/// The density and its default cutoff live with the profile verifier
+/// (`symbolizer::verify::density`), which also fails a profile below the threshold.
+pub use symbolizer::verify::density::{profile_density, DENSITY_CUTOFF_HOT};
 
-fn body_samples_and_size(f: &FunctionSamples, samples: &mut u64, size: &mut u64) {
-    *size += f.body.len() as u64;
-    for b in f.body.values() {
-        *samples += b.count;
-    }
-    for callees in f.callsites.values() {
-        for callee in callees.values() {
-            body_samples_and_size(callee, samples, size);
-        }
-    }
-}
-
-/// The profile density of `profile` (see the module docs).
-pub fn profile_density(profile: &SampleProfile, cutoff_hot: u32) -> f64 {
-    let mut list: Vec<(f64, u64)> = Vec::new();
-    let mut total = 0u64;
-    for f in profile.profiles.values() {
-        let (mut samples, mut size) = (0u64, 0u64);
-        body_samples_and_size(f, &mut samples, &mut size);
-        if size == 0 {
-            continue;
-        }
-        total += samples;
-        list.push((samples as f64 / size as f64, samples));
-    }
-    list.sort_by(|a, b| {
-        b.0.partial_cmp(&a.0)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then(a.1.cmp(&b.1))
-    });
-    // llvm-profgen compares with `Total * (float)Cutoff / 1000000` (float, then double).
-    let limit = total as f64 * f64::from(cutoff_hot as f32) / 1_000_000.0;
-    let (mut accumulated, mut density) = (0u64, 0.0);
-    for (d, s) in list {
-        if (accumulated as f64) >= limit {
-            break;
-        }
-        accumulated += s;
-        density = d;
-    }
-    density
+/// The verifier's stale and dropped function counts of `profile` against `binary` (and
+/// the raw `counters`, when given) as `(stale, dropped)`: figures for quality metrics
+/// (`symbolizer::verify`).
+pub fn stale_and_dropped(
+    profile: &symbolizer::profile::SampleProfile,
+    binary: &ProfiledBinary,
+    counters: Option<&CounterSet>,
+) -> (usize, usize) {
+    let report = symbolizer::verify::verify(
+        profile,
+        binary,
+        counters,
+        &symbolizer::verify::VerifyOptions::default(),
+    );
+    (report.stale_count(), report.dropped_count())
 }
 
 /// Taken branches counted in `counters` per byte of function code in `binary` (0 when
@@ -83,7 +57,7 @@ pub fn taken_branches_per_text_byte(counters: &CounterSet, binary: &ProfiledBina
 #[cfg(test)]
 mod tests {
     use super::*;
-    use symbolizer::profile::{LineLocation, SampleContext};
+    use symbolizer::profile::{FunctionSamples, LineLocation, SampleContext, SampleProfile};
 
     fn func(name: &str, counts: &[u64]) -> FunctionSamples {
         let mut f = FunctionSamples::new(SampleContext::from_name(name));

@@ -199,6 +199,9 @@ pub struct ProfileQuality {
     pub density: f64,
     /// Taken branches counted per byte of function code.
     pub taken_branches_per_text_byte: f64,
+    /// Share of body samples in functions whose probe checksum differs from the binary's
+    /// `.pseudo_probe_desc` (stale: clang would drop them).
+    pub stale_sample_share: f64,
 }
 
 /// See the module docs.
@@ -440,6 +443,11 @@ impl ProfileStore {
             taken_branches_per_text_byte: crate::profile_quality::taken_branches_per_text_byte(
                 &counters, &binary,
             ),
+            stale_sample_share: symbolizer::verify::stale_sample_share(&profile, |name| {
+                binary
+                    .probe_desc(symbolizer::guid::function_guid(name))
+                    .map(|d| d.hash)
+            }),
         };
         if let Ok(mut m) = self.quality.lock() {
             m.insert(id.clone(), (digest, q));

@@ -21,6 +21,7 @@ pub mod probe;
 pub mod profile;
 pub mod quality;
 pub mod symtab;
+pub mod verify;
 
 pub use binary::{BinaryFunction, FrameLocation, FuncRange, LoadOptions, ProfiledBinary};
 pub use dwarf::discriminator;

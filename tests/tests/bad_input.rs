@@ -1,23 +1,97 @@
-//! Malformed input to `pgo-agent convert`: every case fails with an error that names the
-//! input and where in it (offset, line or section), and never panics.
+//! Malformed input to `pgo-agent convert`, `pgo-agent heap` and the HTTP API (issue 9).
 //!
-//! Each case runs the real command line in-process (`daemon::parse_args` +
-//! `daemon::execute`); a panic would fail the test.
+//! Command-line cases are a table: each runs the real command line (`daemon::run_cli`) in a
+//! child process (this test binary re-executed on [`cli_process`]), and must exit non-zero
+//! with a message naming the input and where in it (offset, line, section or field), with
+//! no panic in the output. HTTP cases drive the router with `oneshot` and must get a 4xx
+//! whose JSON body names the bad parameter.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
 
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use collector::memprof::raw::write_raw_profile;
+use collector::memprof::SegmentEntry;
+use collector::BuildId;
 use e2e::corpus::{self, Variant};
+use exporter::http::{router, AppState};
+use exporter::store::{ProfileStore, StoreSettings};
+use tower::ServiceExt;
 
-/// Runs `pgo-agent convert <args>` and returns its error message (`{:#}`, the chain the
-/// binary prints); panics if it succeeds.
-fn convert_error(args: &[&str]) -> String {
-    let mut argv = vec!["pgo-agent".to_string(), "convert".to_string()];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let cli = daemon::parse_args(argv).expect("arguments parse");
-    match daemon::execute(cli) {
-        Ok(_) => panic!("convert {} succeeded on bad input", args.join(" ")),
-        Err(e) => format!("{e:#}"),
+/// Environment variable that turns [`cli_process`] into `pgo-agent` (its value: the
+/// arguments, separated by U+001F).
+const CLI_ENV: &str = "PGO_BAD_INPUT_ARGS";
+
+/// `pgo-agent <args>`, when this binary is re-executed by [`run`]; a no-op otherwise.
+#[test]
+fn cli_process() {
+    let Ok(args) = std::env::var(CLI_ENV) else {
+        return;
+    };
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.split('\u{1f}').map(str::to_string));
+    let code = daemon::run_cli(argv);
+    std::process::exit(if code == std::process::ExitCode::SUCCESS {
+        0
+    } else {
+        1
+    });
+}
+
+/// Runs `pgo-agent <args>` in a child process: (exit code, stdout + stderr).
+fn run(args: &[String]) -> (Option<i32>, String) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CLI_ENV, args.join("\u{1f}"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// One command-line case: the arguments and the strings the output must contain.
+struct Case {
+    name: String,
+    args: Vec<String>,
+    expect: Vec<String>,
+}
+
+fn case(name: &str, args: &[&str], expect: &[&str]) -> Case {
+    Case {
+        name: name.to_string(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        expect: expect.iter().map(|s| s.to_string()).collect(),
     }
+}
+
+/// Runs every case; all failures are reported together.
+fn check(cases: &[Case]) {
+    let mut failures = Vec::new();
+    for c in cases {
+        let (code, out) = run(&c.args);
+        let mut wrong = Vec::new();
+        if code != Some(1) {
+            wrong.push(format!("exit code {code:?}, expected 1"));
+        }
+        if out.contains("panicked") {
+            wrong.push("panicked".to_string());
+        }
+        for e in &c.expect {
+            if !out.contains(e.as_str()) {
+                wrong.push(format!("no {e:?} in the output"));
+            }
+        }
+        if !wrong.is_empty() {
+            failures.push(format!("{}: {}\n{out}", c.name, wrong.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -26,6 +100,12 @@ fn scratch(name: &str) -> PathBuf {
         .join(std::process::id().to_string());
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+fn write(name: &str, bytes: &[u8]) -> String {
+    let p = scratch(name);
+    std::fs::write(&p, bytes).unwrap();
+    s(&p).to_string()
 }
 
 fn s(p: &Path) -> &str {
@@ -40,73 +120,6 @@ fn fixture() -> (PathBuf, PathBuf) {
     )
 }
 
-#[test]
-fn truncated_perf_data_names_the_file_and_offset() {
-    let (data, binary) = fixture();
-    let bytes = std::fs::read(&data).unwrap();
-    for cut in [50usize, 300, 100_000, bytes.len() - 7] {
-        let path = scratch(&format!("cut-{cut}.data"));
-        std::fs::write(&path, &bytes[..cut]).unwrap();
-        let out = scratch("out.raw");
-        let msg = convert_error(&[
-            "--perfdata",
-            s(&path),
-            "--binary",
-            s(&binary),
-            "--skip-symbolization",
-            "-o",
-            s(&out),
-        ]);
-        assert!(msg.contains(s(&path)), "cut at {cut}: {msg}");
-        assert!(msg.contains("offset"), "cut at {cut}: {msg}");
-    }
-}
-
-#[test]
-fn garbage_elf_names_the_binary() {
-    let (data, _) = fixture();
-    let binary = scratch("garbage.elf");
-    std::fs::write(&binary, b"\x7fELF\x02\x01\x01 this is not a binary").unwrap();
-    let msg = convert_error(&[
-        "--perfdata",
-        s(&data),
-        "--binary",
-        s(&binary),
-        "-o",
-        s(&scratch("o")),
-    ]);
-    assert!(msg.contains(s(&binary)), "{msg}");
-}
-
-#[test]
-fn corrupt_pseudo_probe_section_names_section_and_offset() {
-    if !corpus::tools_available("corrupt_pseudo_probe", &["clang-19"]) {
-        return;
-    }
-    let program = corpus::program("recursion", Variant::Probe).unwrap();
-    let bytes = std::fs::read(&program.binary).unwrap();
-    // Overwrite the whole .pseudo_probe section with 0xff: GUIDs that match no descriptor
-    // and LEB128 numbers that never end.
-    let (offset, size) = section_range(&bytes, ".pseudo_probe");
-    let mut bad = bytes.clone();
-    bad[offset..offset + size].fill(0xff);
-    let binary = scratch("recursion");
-    std::fs::write(&binary, &bad).unwrap();
-    let script = scratch("empty.perfscript");
-    std::fs::write(&script, "").unwrap();
-    let msg = convert_error(&[
-        "--perfscript",
-        s(&script),
-        "--binary",
-        s(&binary),
-        "-o",
-        s(&scratch("o")),
-    ]);
-    assert!(msg.contains(s(&binary)), "{msg}");
-    assert!(msg.contains(".pseudo_probe"), "{msg}");
-    assert!(msg.contains("offset"), "{msg}");
-}
-
 /// File offset and size of a section, from the ELF section headers.
 fn section_range(data: &[u8], name: &str) -> (usize, usize) {
     use object::{Object, ObjectSection};
@@ -116,70 +129,286 @@ fn section_range(data: &[u8], name: &str) -> (usize, usize) {
     (offset as usize, size as usize)
 }
 
+/// File offset of perf.data feature `bit`'s section (the feature table follows the data
+/// section; one 16-byte `{offset, size}` per set bit, in bit order).
+fn perf_data_feature(bytes: &[u8], bit: u32) -> usize {
+    let le64 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let data_end = (le64(40) + le64(48)) as usize;
+    let index = (0..bit)
+        .filter(|b| bytes[72 + (b / 8) as usize] & (1 << (b % 8)) != 0)
+        .count();
+    le64(data_end + index * 16) as usize
+}
+
 #[test]
-fn malformed_perf_script_names_the_line() {
+fn convert_rejects_malformed_input() {
+    let (data, binary) = fixture();
+    let bin = s(&binary);
+    let out = scratch("out.prof");
+    let out = s(&out);
+    let bytes = std::fs::read(&data).unwrap();
+    let mut cases = Vec::new();
+
+    // perf.data: truncated anywhere, bad magic, and counts that would size allocations.
+    for cut in [0usize, 50, 300, 100_000, bytes.len() - 7] {
+        let p = write(&format!("cut-{cut}.data"), &bytes[..cut]);
+        cases.push(case(
+            &format!("perf.data cut at {cut}"),
+            &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+            &[&p, "offset"],
+        ));
+    }
+    let mut magic = bytes.clone();
+    magic[..8].copy_from_slice(b"PERFILE9");
+    let p = write("magic.data", &magic);
+    cases.push(case(
+        "perf.data bad magic",
+        &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+        &[&p, "offset 0", "bad magic"],
+    ));
+    // Fuzz crash (perf_data target): HEADER_EVENT_DESC nr = 0xffffffff.
+    let mut desc = bytes.clone();
+    let at = perf_data_feature(&bytes, 12);
+    desc[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let p = write("event-desc.data", &desc);
+    cases.push(case(
+        "perf.data EVENT_DESC count",
+        &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+        &[&p, &format!("offset {at}"), "event_desc nr 4294967295"],
+    ));
+    let mut attr = bytes.clone();
+    attr[16..24].copy_from_slice(&8u64.to_le_bytes());
+    let p = write("attr-size.data", &attr);
+    cases.push(case(
+        "perf.data attr_size",
+        &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+        &[&p, "offset 16", "attr_size 8"],
+    ));
+
+    // Binaries.
+    let p = write("garbage.elf", b"\x7fELF\x02\x01\x01 this is not a binary");
+    cases.push(case(
+        "garbage ELF",
+        &["convert", "--perfdata", s(&data), "--binary", &p, "-o", out],
+        &[&p, "not a valid ELF"],
+    ));
+    let missing = "/nonexistent/perf.data";
+    cases.push(case(
+        "missing input",
+        &["convert", "--perfdata", missing, "--binary", bin, "-o", out],
+        &[missing],
+    ));
+
+    // perf script: a hybrid sample without its branch-stack line; not a perf script.
+    let p = write(
+        "no-lbr.perfscript",
+        b"\t          4005dc\n\t          4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\t          4005dc\n\t          4005c8\n",
+    );
+    cases.push(case(
+        "perf script missing LBR line",
+        &["convert", "--perfscript", &p, "--binary", bin, "-o", out],
+        &[&format!("{p}:5:"), "No LBR sample line"],
+    ));
+    let p = write("text.perfscript", b"not a perf script\n");
+    cases.push(case(
+        "not a perf script",
+        &["convert", "--perfscript", &p, "--binary", bin, "-o", out],
+        &[&p, "Invalid perf script input"],
+    ));
+
+    // Unsymbolized profiles: a bad range line, a count past the lines that follow.
+    let p = write("bad.raw", b"2\n8d0-8e3:10\nzz-8f4:5\n0\n");
+    cases.push(case(
+        "unsymbolized bad range",
+        &[
+            "convert",
+            "--unsymbolized-profile",
+            &p,
+            "--binary",
+            bin,
+            "-o",
+            out,
+        ],
+        &[&p, "line 3"],
+    ));
+    let p = write("count.raw", b"99999999999\n8d0-8e3:10\n");
+    cases.push(case(
+        "unsymbolized huge count",
+        &[
+            "convert",
+            "--unsymbolized-profile",
+            &p,
+            "--binary",
+            bin,
+            "-o",
+            out,
+        ],
+        &[&p, "line"],
+    ));
+
+    // A corrupt .pseudo_probe section (needs the corpus, built with clang-19).
+    if corpus::tools_available(
+        "convert_rejects_malformed_input (probe case)",
+        &["clang-19"],
+    ) {
+        let program = corpus::program("recursion", Variant::Probe).unwrap();
+        let mut bad = std::fs::read(&program.binary).unwrap();
+        let (offset, size) = section_range(&bad, ".pseudo_probe");
+        bad[offset..offset + size].fill(0xff);
+        let p = write("recursion", &bad);
+        let empty = write("empty.perfscript", b"");
+        cases.push(case(
+            "corrupt .pseudo_probe",
+            &["convert", "--perfscript", &empty, "--binary", &p, "-o", out],
+            &[&p, ".pseudo_probe", "offset"],
+        ));
+    }
+    check(&cases);
+}
+
+#[test]
+fn heap_rejects_malformed_raw_profiles() {
     let (_, binary) = fixture();
-    let script = scratch("no-lbr.perfscript");
-    // A hybrid sample whose stack lines (lines 5 and 6) are followed by the end of the
-    // file instead of its branch-stack line (with a blank line after the stack,
-    // llvm-profgen only skips the sample; so do we).
+    let bin = s(&binary);
+    let out = scratch("heap.yaml");
+    let out = s(&out);
+    let id = BuildId(vec![0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66]);
+    let segment = |id: BuildId| SegmentEntry {
+        start: 0x1000,
+        end: 0x2000,
+        offset: 0,
+        build_id: id,
+    };
+    let good = write_raw_profile(4, &[segment(id.clone())], &[], &[]);
+    let mut cases = Vec::new();
+    for cut in [0usize, 7, 40, good.len() - 1] {
+        let p = write(&format!("cut-{cut}.memprofraw"), &good[..cut]);
+        cases.push(case(
+            &format!("raw profile cut at {cut}"),
+            &["heap", "--profraw", &p, "--binary", bin, "-o", out],
+            &[&format!("rejected {p}: {p}: offset"), "truncated"],
+        ));
+    }
+    let mut magic = good.clone();
+    magic[0] ^= 0xff;
+    let p = write("magic.memprofraw", &magic);
+    cases.push(case(
+        "raw profile bad magic",
+        &["heap", "--profraw", &p, "--binary", bin, "-o", out],
+        &[&p, "offset 0", "bad magic"],
+    ));
+    let mut version = good.clone();
+    version[8..16].copy_from_slice(&99u64.to_le_bytes());
+    let p = write("version.memprofraw", &version);
+    cases.push(case(
+        "raw profile version",
+        &["heap", "--profraw", &p, "--binary", bin, "-o", out],
+        &[&p, "offset 8", "unsupported raw MemProf version 99"],
+    ));
+    let other = write_raw_profile(4, &[segment(BuildId(vec![1, 2, 3, 4]))], &[], &[]);
+    let p = write("other.memprofraw", &other);
+    cases.push(case(
+        "raw profile of another binary",
+        &["heap", "--profraw", &p, "--binary", bin, "-o", out],
+        &[&p, "01020304"],
+    ));
+    let p = write("garbage-heap.elf", b"\x7fELF garbage");
+    let raw = write("good.memprofraw", &good);
+    cases.push(case(
+        "heap garbage binary",
+        &["heap", "--profraw", &raw, "--binary", &p, "-o", out],
+        &[&p],
+    ));
+    check(&cases);
+}
+
+#[tokio::test]
+async fn http_rejects_malformed_requests_with_4xx() {
+    let state = scratch("http-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let hex = "0123456789abcdef";
     std::fs::write(
-        &script,
-        "\t          4005dc\n\t          4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\t          4005dc\n\t          4005c8\n",
+        state.join(format!("{hex}.json")),
+        format!("{{\"build_id\":\"{hex}\",\"path\":\"/nonexistent\",\"kind\":\"lbr_only\",\"samples\":1}}"),
     )
     .unwrap();
-    let msg = convert_error(&[
-        "--perfscript",
-        s(&script),
-        "--binary",
-        s(&binary),
-        "-o",
-        s(&scratch("o")),
-    ]);
-    assert!(msg.contains(&format!("{}:5:", s(&script))), "{msg}");
-    assert!(msg.contains("No LBR sample line"), "{msg}");
-
-    let empty = scratch("empty.perfscript");
-    std::fs::write(&empty, "not a perf script\n").unwrap();
-    let msg = convert_error(&[
-        "--perfscript",
-        s(&empty),
-        "--binary",
-        s(&binary),
-        "-o",
-        s(&scratch("o")),
-    ]);
-    assert!(msg.contains(s(&empty)), "{msg}");
-    assert!(msg.contains("Invalid perf script input"), "{msg}");
-}
-
-#[test]
-fn malformed_unsymbolized_profile_names_the_line() {
-    let (_, binary) = fixture();
-    let raw = scratch("bad.raw");
-    std::fs::write(&raw, "2\n8d0-8e3:10\nzz-8f4:5\n0\n").unwrap();
-    let msg = convert_error(&[
-        "--unsymbolized-profile",
-        s(&raw),
-        "--binary",
-        s(&binary),
-        "-o",
-        s(&scratch("o")),
-    ]);
-    assert!(msg.contains(s(&raw)), "{msg}");
-    assert!(msg.contains("line 3"), "{msg}");
-}
-
-#[test]
-fn missing_input_file_is_named() {
-    let (_, binary) = fixture();
-    let msg = convert_error(&[
-        "--perfdata",
-        "/nonexistent/perf.data",
-        "--binary",
-        s(&binary),
-        "-o",
-        s(&scratch("o")),
-    ]);
-    assert!(msg.contains("/nonexistent/perf.data"), "{msg}");
+    std::fs::write(state.join(format!("{hex}.unsymbolized")), "0\n0\n").unwrap();
+    let app = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
+        state_dir: state,
+        debug_dirs: vec![],
+        mode: "intel_lbr".into(),
+        retained_secs: 3600,
+    })));
+    let long = "a".repeat(300);
+    let cases: Vec<(String, StatusCode, &str)> = vec![
+        (
+            "/api/v1/profiles/xyz".into(),
+            StatusCode::BAD_REQUEST,
+            "invalid build id \\\"xyz\\\"",
+        ),
+        (
+            "/api/v1/profiles/abc".into(),
+            StatusCode::BAD_REQUEST,
+            "invalid build id",
+        ),
+        (
+            format!("/api/v1/profiles/{long}"),
+            StatusCode::BAD_REQUEST,
+            "invalid build id",
+        ),
+        (
+            format!("/api/v1/profiles/{hex}?format=gcov"),
+            StatusCode::BAD_REQUEST,
+            "format",
+        ),
+        (
+            format!("/api/v1/profiles/{hex}?window=1h"),
+            StatusCode::BAD_REQUEST,
+            "window",
+        ),
+        (
+            format!("/api/v1/profiles/{hex}?colour=red"),
+            StatusCode::BAD_REQUEST,
+            "colour",
+        ),
+        (
+            format!("/api/v1/profiles/{hex}?format=text&format=pprof"),
+            StatusCode::BAD_REQUEST,
+            "format",
+        ),
+        (
+            format!("/api/v1/profiles/{hex}?format=%ff%fe"),
+            StatusCode::BAD_REQUEST,
+            "format",
+        ),
+        (
+            "/api/v1/profiles/fedcba9876543210".into(),
+            StatusCode::NOT_FOUND,
+            "fedcba9876543210",
+        ),
+        (
+            "/api/v1/profiles/zz/flamegraph.svg".into(),
+            StatusCode::BAD_REQUEST,
+            "invalid build id",
+        ),
+        ("/api/v2/nothing".into(), StatusCode::NOT_FOUND, "not_found"),
+    ];
+    let mut failures = Vec::new();
+    for (uri, status, needle) in cases {
+        let resp = router(app.clone())
+            .oneshot(Request::builder().uri(&uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let got = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body = String::from_utf8_lossy(&body);
+        if got != status || !body.contains(needle) || !body.starts_with('{') {
+            failures.push(format!(
+                "{uri}: {got} {body} (expected {status} naming {needle:?})"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

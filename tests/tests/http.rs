@@ -358,6 +358,13 @@ async fn router_serves_the_state_dir() {
     assert!(text.contains(&format!(
         "pgo_agent_profile_taken_branches_per_text_byte{{build_id=\"{hex}\"}} "
     )));
+    // The aggregate was made from this very binary: nothing is stale.
+    assert!(
+        text.contains(&format!(
+            "pgo_agent_profile_stale_sample_ratio{{build_id=\"{hex}\"}} 0\n"
+        )),
+        "{text}"
+    );
 
     // Bearer token.
     let mut locked = state.clone();

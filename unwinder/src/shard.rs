@@ -154,6 +154,11 @@ impl BinaryShard {
         &self.windows
     }
 
+    /// The windows, mutable: restoring persisted windows, evicting contexts.
+    pub fn windows_mut(&mut self) -> &mut WindowedCounters {
+        &mut self.windows
+    }
+
     /// Every retained window merged, and the samples they hold.
     pub fn snapshot(&self) -> (CounterSet, u64) {
         self.windows.merged()

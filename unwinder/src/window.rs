@@ -2,9 +2,9 @@
 //! old windows dropped by retention. Time is passed in (seconds on any monotonic clock),
 //! so the behaviour is testable without waiting.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::{CounterKind, CounterSet};
+use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
 
 /// Window length and retention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,9 +129,63 @@ impl WindowedCounters {
         self.windows
             .iter()
             .flat_map(|w| w.counters.contexts.iter())
-            .map(|(k, c)| 64 + 8 * k.len() + 48 * (c.ranges.len() + c.branches.len()))
+            .map(|(k, c)| context_approx_bytes(k, c))
             .sum()
     }
+
+    /// Inserts a window restored from a state file, keeping the windows ordered by start;
+    /// a window with the same start is merged into. Retention applies at the next
+    /// [`WindowedCounters::expire`] or [`WindowedCounters::current`].
+    pub fn restore(&mut self, window: Window) {
+        match self
+            .windows
+            .binary_search_by_key(&window.start_secs, |w| w.start_secs)
+        {
+            Ok(i) => {
+                let w = &mut self.windows[i];
+                w.counters.merge(&window.counters);
+                w.samples += window.samples;
+            }
+            Err(i) => self.windows.insert(i, window),
+        }
+    }
+
+    /// Heat of each context: the sum of its range and branch counts over the retained
+    /// windows (what the memory budget evicts by, coldest first), with its approximate
+    /// bytes.
+    pub fn context_heat(&self) -> HashMap<&ContextKey, (u64, usize)> {
+        let mut heat: HashMap<&ContextKey, (u64, usize)> = HashMap::new();
+        for w in &self.windows {
+            for (k, c) in &w.counters.contexts {
+                let e = heat.entry(k).or_default();
+                let n = c.ranges.values().chain(c.branches.values());
+                e.0 = n.fold(e.0, |a, &v| a.saturating_add(v));
+                e.1 += context_approx_bytes(k, c);
+            }
+        }
+        heat
+    }
+
+    /// Removes the contexts `keys` from every window (memory budget); returns how many
+    /// context entries were removed. The windows' sample counts are kept.
+    pub fn evict_contexts(&mut self, keys: &HashSet<ContextKey>) -> usize {
+        let mut removed = 0;
+        for w in self.windows.iter_mut() {
+            let before = w.counters.contexts.len();
+            w.counters.contexts.retain(|k, _| !keys.contains(k));
+            removed += before - w.counters.contexts.len();
+        }
+        removed
+    }
+}
+
+/// The budget's size estimate of one context's counters, in heap bytes: the hash map slot
+/// (key and value headers at the map's load factor, about 128 bytes), the key's heap
+/// buffer (8 bytes a frame plus the allocator's 16), and each non-empty `BTreeMap`'s leaf
+/// nodes (288 bytes for up to 11 entries; taken as 8 entries a node, the usual fill).
+pub fn context_approx_bytes(key: &ContextKey, c: &ContextCounters) -> usize {
+    let btree = |n: usize| n.div_ceil(8) * 288;
+    128 + 16 + 8 * key.len() + btree(c.ranges.len()) + btree(c.branches.len())
 }
 
 #[cfg(test)]
@@ -173,5 +227,46 @@ mod tests {
         );
         assert_eq!(w.merged().1, 6);
         assert_eq!(w.samples_in_window(31), 0);
+    }
+
+    #[test]
+    fn restored_windows_keep_their_starts_and_coldest_contexts_are_evicted() {
+        let settings = WindowSettings {
+            window_secs: 10,
+            retained_windows: 2,
+        };
+        let mut w = WindowedCounters::new(CounterKind::ProbeContext, settings);
+        w.add(25, &one((1, 1), 4), 4);
+        let mut old = CounterSet::new(CounterKind::ProbeContext);
+        old.context_mut(&[7]).ranges.insert((2, 2), 1);
+        w.restore(Window {
+            start_secs: 10,
+            counters: old,
+            samples: 1,
+        });
+        w.restore(Window {
+            start_secs: 20,
+            counters: one((1, 1), 2),
+            samples: 2,
+        });
+        assert_eq!(
+            w.windows()
+                .map(|x| (x.start_secs, x.samples))
+                .collect::<Vec<_>>(),
+            vec![(10, 1), (20, 6)]
+        );
+        assert_eq!(w.merged().0.contexts[&vec![]].ranges[&(1, 1)], 6);
+        let heat = w.context_heat();
+        assert_eq!(heat[&vec![7]], (1, 144 + 8 + 288));
+        assert_eq!(heat[&vec![]], (6, 144 + 288));
+        let cold: HashSet<ContextKey> = [vec![7]].into_iter().collect();
+        assert_eq!(w.evict_contexts(&cold), 1);
+        assert_eq!(w.approx_bytes(), 144 + 288);
+        // The restored window [10,20) expires normally at t=30.
+        w.expire(30);
+        assert_eq!(
+            w.windows().map(|x| x.start_secs).collect::<Vec<_>>(),
+            vec![20]
+        );
     }
 }

@@ -47,6 +47,40 @@ impl PerfEventFd {
         })
     }
 
+    /// `perf_event_open` of an attr built by the caller (e.g. the uprobe sampler, whose
+    /// `config1` is a pointer to a path that must stay alive across this call); `label`
+    /// names it in errors.
+    pub fn open_raw(
+        raw: &mut bindings::perf_event_attr,
+        label: &str,
+        pid: i32,
+        cpu: i32,
+    ) -> Result<PerfEventFd, LiveError> {
+        // SAFETY: `raw` is a fully initialised attr that lives across the call; any pointer
+        // it holds is the caller's to keep valid.
+        let fd = unsafe {
+            perf_event_open_sys::perf_event_open(
+                raw,
+                pid,
+                cpu,
+                -1,
+                bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+            )
+        };
+        if fd < 0 {
+            return Err(LiveError::Open {
+                what: label.to_string(),
+                cpu,
+                source: io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: a fresh fd returned by the kernel, owned from here on.
+        Ok(PerfEventFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            cpu,
+        })
+    }
+
     /// The CPU the event was opened on.
     pub fn cpu(&self) -> i32 {
         self.cpu

@@ -424,8 +424,108 @@ fn check_structure(
     for (i, bit) in header.feature_bits().enumerate() {
         let s = FileSection::parse(&tb[i * 16..i * 16 + 16]);
         within(&s, &format!("feature {bit}"), table.offset + i as u64 * 16)?;
+        // linux-perf-data sizes vectors from the counts in these two sections before it
+        // reads them: check every count against the section first.
+        if bit == Feature::EVENT_DESC.0 || bit == Feature::CMDLINE.0 {
+            let mut data = vec![0u8; s.size as usize];
+            read_at(path, file, s.offset, &mut data)?;
+            let checked = if bit == Feature::EVENT_DESC.0 {
+                check_event_desc(&data)
+            } else {
+                check_string_list(&data, 0).map(|_| ())
+            };
+            checked.map_err(|(at, what)| corrupt(path, s.offset + at, what))?;
+        }
+    }
+    if header.event_types.size != 0 {
+        // Legacy event_types: `{ attr[attr_size]; ids section }[]`, read by linux-perf-data
+        // when there is no EVENT_DESC feature.
+        within(&header.event_types, "event_types", 56)?;
+        let entry = header.attr_size + 16;
+        for i in 0..header.event_types.size / entry {
+            let at = header.event_types.offset + i * entry + header.attr_size;
+            let mut b = [0u8; 16];
+            read_at(path, file, at, &mut b)?;
+            within(&FileSection::parse(&b), "event_types ids", at)?;
+        }
     }
     Ok((header, attrs))
+}
+
+/// Walks a HEADER_EVENT_DESC section (`u32 nr, attr_size; { attr[attr_size]; u32 nr_ids;
+/// perf_header_string name; u64 ids[nr_ids] }[nr]`): every count must fit in the section.
+/// Errors are (offset in the section, what).
+fn check_event_desc(data: &[u8]) -> Result<(), (u64, String)> {
+    let len = data.len() as u64;
+    let u32_at = |at: u64, what: &str| -> Result<u64, (u64, String)> {
+        data.get(at as usize..at as usize + 4)
+            .map(|b| le32(b) as u64)
+            .ok_or_else(|| {
+                (
+                    at,
+                    format!("event_desc {what} past the end of the {len}-byte section"),
+                )
+            })
+    };
+    let nr = u32_at(0, "nr")?;
+    let attr_size = u32_at(4, "attr_size")?;
+    if !(64..=4096).contains(&attr_size) {
+        return Err((
+            4,
+            format!("event_desc attr_size {attr_size} out of range [64, 4096]"),
+        ));
+    }
+    let mut pos = 8u64;
+    for i in 0..nr {
+        if pos + attr_size + 8 > len {
+            return Err((
+                0,
+                format!(
+                    "event_desc nr {nr}: event {i} starts past the end of the {len}-byte section"
+                ),
+            ));
+        }
+        pos += attr_size;
+        let nr_ids = u32_at(pos, "nr_ids")?;
+        let name_len = u32_at(pos + 4, "name length")?;
+        let end = pos + 8 + name_len + nr_ids * 8;
+        if end > len {
+            return Err((pos, format!("event_desc event {i}: name of {name_len} bytes and {nr_ids} ids exceed the {len}-byte section")));
+        }
+        pos = end;
+    }
+    Ok(())
+}
+
+/// Walks a perf string list (`u32 nr; { u32 len; char s[len] }[nr]`) starting at `start`
+/// and returns the offset after it. Errors are (offset in the section, what).
+fn check_string_list(data: &[u8], start: u64) -> Result<u64, (u64, String)> {
+    let len = data.len() as u64;
+    let u32_at = |at: u64| {
+        data.get(at as usize..at as usize + 4)
+            .map(|b| le32(b) as u64)
+    };
+    let nr = u32_at(start).ok_or((
+        start,
+        format!("string list count past the end of the {len}-byte section"),
+    ))?;
+    let mut pos = start + 4;
+    for i in 0..nr {
+        let n = u32_at(pos).ok_or((
+            pos,
+            format!(
+                "string list of {nr}: string {i} starts past the end of the {len}-byte section"
+            ),
+        ))?;
+        if pos + 4 + n > len {
+            return Err((
+                pos,
+                format!("string {i} of {n} bytes exceeds the {len}-byte section"),
+            ));
+        }
+        pos += 4 + n;
+    }
+    Ok(pos)
 }
 
 /// File offset of a feature section (for error messages).
@@ -500,4 +600,99 @@ fn parse_build_id_section(
         pos += size;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf_data::write_perf_data;
+
+    /// A valid perf.data written by our writer (with EVENT_DESC and CMDLINE features).
+    fn written(name: &str) -> (PathBuf, Vec<u8>) {
+        let path = std::env::temp_dir().join(format!(
+            "collector-reader-{name}-{}.data",
+            std::process::id()
+        ));
+        let recording = Recording {
+            event: EventDescription {
+                name: "cpu-clock:u".into(),
+                attr_type: 1,
+                config: 0,
+                sample_period: 10007,
+                precise_ip: 0,
+                callchain: true,
+                branch_stack: false,
+            },
+            build_ids: Vec::new(),
+            events: Vec::new(),
+            cmdline: vec!["prog".into(), "arg".into()],
+        };
+        write_perf_data(&path, &recording).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        (path, bytes)
+    }
+
+    /// File offset of feature `bit`'s section (the table follows the data section).
+    fn feature_section(bytes: &[u8], bit: u32) -> usize {
+        let header = FileHeader::parse(bytes[..FILE_HEADER_SIZE as usize].try_into().unwrap());
+        let i = header.feature_bits().position(|b| b == bit).unwrap();
+        let at = header.data.end() as usize + i * 16;
+        FileSection::parse(&bytes[at..at + 16]).offset as usize
+    }
+
+    fn open_error(path: &Path, bytes: &[u8]) -> String {
+        std::fs::write(path, bytes).unwrap();
+        let err = PerfDataReader::open(path).unwrap_err().to_string();
+        std::fs::remove_file(path).unwrap();
+        err
+    }
+
+    /// Fuzz crash (perf_data target): an EVENT_DESC `nr` of 0xffffffff made linux-perf-data
+    /// reserve a vector of 4G attribute descriptions (out of memory) before reading any.
+    #[test]
+    fn event_desc_count_past_the_section_is_corrupt() {
+        let (path, mut bytes) = written("event-desc");
+        assert!(PerfDataReader::open(&path).is_ok());
+        let at = feature_section(&bytes, Feature::EVENT_DESC.0);
+        bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = open_error(&path, &bytes);
+        assert!(
+            err.contains(&format!("offset {at}: event_desc nr 4294967295")),
+            "{err}"
+        );
+    }
+
+    /// Same for the name length inside an EVENT_DESC entry (a 4 GiB string buffer).
+    #[test]
+    fn event_desc_name_length_past_the_section_is_corrupt() {
+        let (path, mut bytes) = written("event-desc-name");
+        let at = feature_section(&bytes, Feature::EVENT_DESC.0);
+        let attr_size = le32(&bytes[at + 4..at + 8]) as usize;
+        let name_len = at + 8 + attr_size + 4;
+        bytes[name_len..name_len + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = open_error(&path, &bytes);
+        assert!(err.contains("name of 4294967295 bytes"), "{err}");
+        assert!(err.contains(&format!("offset {}", name_len - 4)), "{err}");
+    }
+
+    /// CMDLINE `nr` of 0xffffffff: linux-perf-data reserves nr string slices.
+    #[test]
+    fn cmdline_count_past_the_section_is_corrupt() {
+        let (path, mut bytes) = written("cmdline");
+        let at = feature_section(&bytes, Feature::CMDLINE.0);
+        bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = open_error(&path, &bytes);
+        assert!(err.contains("string list of 4294967295"), "{err}");
+    }
+
+    /// A legacy event_types section past the end of the file (linux-perf-data sizes a
+    /// vector from it when EVENT_DESC is absent).
+    #[test]
+    fn event_types_past_the_file_is_corrupt() {
+        let (path, mut bytes) = written("event-types");
+        bytes[56..64].copy_from_slice(&104u64.to_le_bytes());
+        bytes[64..72].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        let err = open_error(&path, &bytes);
+        assert!(err.contains("offset 56: event_types section"), "{err}");
+    }
 }

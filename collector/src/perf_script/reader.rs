@@ -37,7 +37,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use thiserror::Error;
@@ -47,6 +47,9 @@ use crate::{LbrEntry, Mmap2Event, PerfEvent, Sample, SideBandEvent};
 /// Most lines buffered while the script type is detected (the lines before the first
 /// branch-stack line: mmap events, mostly).
 pub const MAX_DETECTION_LINES: usize = 1 << 20;
+
+/// Longest line read (the line buffer is sized by the input otherwise).
+pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// What kind of samples a perf script holds (llvm-profgen's `PerfContent`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,6 +88,17 @@ pub enum PerfScriptError {
         name: String,
         /// Line number (1-based) of the sample's first stack line.
         line: u64,
+    },
+    /// A line longer than [`MAX_LINE_BYTES`] (no perf script line comes close: a
+    /// 32-entry LBR line is about 1.6 KB).
+    #[error("{name}:{line}: line longer than {max} bytes")]
+    LineTooLong {
+        /// The input's name.
+        name: String,
+        /// Line number (1-based).
+        line: u64,
+        /// The limit.
+        max: usize,
     },
     /// More than [`MAX_DETECTION_LINES`] lines before the first sample.
     #[error("{name}: no LBR sample line in the first {max} lines")]
@@ -312,8 +326,8 @@ impl<R: BufRead> PerfScriptReader<R> {
 
     fn read_line_into_current(&mut self) -> Result<(), PerfScriptError> {
         self.line.clear();
-        let n = self
-            .input
+        let n = (&mut self.input)
+            .take(MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut self.line)
             .map_err(|source| PerfScriptError::Io {
                 name: self.name.clone(),
@@ -322,6 +336,13 @@ impl<R: BufRead> PerfScriptReader<R> {
         if n == 0 {
             self.eof = true;
             return Ok(());
+        }
+        if n > MAX_LINE_BYTES && self.line.last() != Some(&b'\n') {
+            return Err(PerfScriptError::LineTooLong {
+                name: self.name.clone(),
+                line: self.line_no + 1,
+                max: MAX_LINE_BYTES,
+            });
         }
         if self.line.last() == Some(&b'\n') {
             self.line.pop();
@@ -983,6 +1004,23 @@ mod tests {
             events.push(e);
         }
         Ok((ty, events, *r.stats()))
+    }
+
+    /// A line past [`MAX_LINE_BYTES`] (say, a file without newlines) is an error naming
+    /// the line, not an unbounded buffer.
+    #[test]
+    fn overlong_line_is_an_error() {
+        let lbr = " 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n";
+        let long = format!("{lbr}{lbr}{}\n", "a".repeat(MAX_LINE_BYTES + 1));
+        match read(&long) {
+            Err(e @ PerfScriptError::LineTooLong { line: 3, .. }) => {
+                assert_eq!(e.to_string(), "test:3: line longer than 1048576 bytes")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Exactly at the limit (newline excluded) is fine.
+        let ok = format!("{lbr}{}\n{lbr}", "a".repeat(MAX_LINE_BYTES));
+        assert!(read(&ok).is_ok());
     }
 
     fn samples(events: &[PerfEvent]) -> Vec<&Sample> {

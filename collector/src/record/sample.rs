@@ -33,6 +33,15 @@ pub struct SampleRecord {
     pub period: u64,
     /// The branch stack's `hw_idx` (PERF_SAMPLE_BRANCH_HW_INDEX), when present.
     pub hw_idx: Option<u64>,
+    /// PERF_SAMPLE_REGS_USER `abi` (`PERF_SAMPLE_REGS_ABI_NONE` = 0: no registers,
+    /// `_32` = 1, `_64` = 2).
+    pub regs_user_abi: u64,
+    /// PERF_SAMPLE_REGS_USER values, in ascending bit order of `sample_regs_user` (empty
+    /// when the abi is NONE). Used by the uprobe allocation sampler to read arguments.
+    pub regs_user: Vec<u64>,
+    /// PERF_SAMPLE_STACK_USER bytes copied from the user stack pointer up (`dyn_size` of
+    /// them are valid; the rest is cut off). Empty when not sampled.
+    pub stack_user: Vec<u8>,
 }
 
 /// Parses a SAMPLE body into the shared [`Sample`] (see [`parse_sample_record`]).
@@ -122,12 +131,12 @@ pub fn parse_sample_record(
             let mut with_idx = c;
             let hw_idx = with_idx.u64("branch_stack.hw_idx");
             if let Ok(hw_idx) = hw_idx {
-                if skip_tail(&mut with_idx, layout).is_ok() && with_idx.remaining() == 0 {
+                if read_tail(&mut with_idx, layout, &mut r).is_ok() && with_idx.remaining() == 0 {
                     r.hw_idx = Some(hw_idx);
                     return Ok(r);
                 }
             }
-            skip_tail(&mut c, layout)?;
+            read_tail(&mut c, layout, &mut r)?;
             return Ok(r);
         }
         if layout.has_hw_idx() {
@@ -156,7 +165,7 @@ pub fn parse_sample_record(
             c.skip(nr as usize * 8, "branch_stack.counters")?;
         }
     }
-    skip_tail(&mut c, layout)?;
+    read_tail(&mut c, layout, &mut r)?;
     Ok(r)
 }
 
@@ -210,6 +219,24 @@ fn skip_read(c: &mut ByteCursor<'_>, layout: &SampleLayout) -> Result<(), Record
     c.skip(nr as usize * per_counter, "read.cntr")
 }
 
+/// Reads `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0).
+fn read_regs(
+    c: &mut ByteCursor<'_>,
+    count: u32,
+    field: &'static str,
+) -> Result<(u64, Vec<u64>), RecordParseError> {
+    let abi = c.u64(field)?;
+    if abi == 0 {
+        return Ok((0, Vec::new()));
+    }
+    let bytes = c.bytes(count as usize * 8, field)?;
+    let regs = bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+        .collect();
+    Ok((abi, regs))
+}
+
 /// Skips `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0).
 fn skip_regs(
     c: &mut ByteCursor<'_>,
@@ -223,11 +250,15 @@ fn skip_regs(
     Ok(())
 }
 
-/// Skips the fields after BRANCH_STACK.
-fn skip_tail(c: &mut ByteCursor<'_>, layout: &SampleLayout) -> Result<(), RecordParseError> {
+/// Reads the fields after BRANCH_STACK: REGS_USER and STACK_USER into `r`, the rest skipped.
+fn read_tail(
+    c: &mut ByteCursor<'_>,
+    layout: &SampleLayout,
+    r: &mut SampleRecord,
+) -> Result<(), RecordParseError> {
     use sample_type::*;
     if layout.has(REGS_USER) {
-        skip_regs(c, layout.regs_user_count, "regs_user")?;
+        (r.regs_user_abi, r.regs_user) = read_regs(c, layout.regs_user_count, "regs_user")?;
     }
     if layout.has(STACK_USER) {
         // `u64 size; u8 data[size]; u64 dyn_size` — with size 0 there is no dyn_size.
@@ -243,8 +274,9 @@ fn skip_tail(c: &mut ByteCursor<'_>, layout: &SampleLayout) -> Result<(), Record
             });
         }
         if size != 0 {
-            c.skip(size as usize, "stack_user.data")?;
-            c.u64("stack_user.dyn_size")?;
+            let data = c.bytes(size as usize, "stack_user.data")?;
+            let dyn_size = c.u64("stack_user.dyn_size")?;
+            r.stack_user = data[..(dyn_size.min(size) as usize)].to_vec();
         }
     }
     if layout.sample_type & (WEIGHT | WEIGHT_STRUCT) != 0 {
@@ -522,5 +554,53 @@ mod tests {
         assert_eq!(user_callchain([1, 2, 3].into_iter()), vec![1, 2, 3]);
         let kernel_only = [PERF_CONTEXT_USER, 5, crate::sample::PERF_CONTEXT_KERNEL, 6];
         assert_eq!(user_callchain(kernel_only.into_iter()), vec![5]);
+    }
+
+    /// IDENTIFIER|IP|TID|CALLCHAIN|REGS_USER|STACK_USER, what the uprobe allocation sampler
+    /// opens: regs SI, DI, SP (sample_regs_user bits 4, 5, 7) and 8 stack bytes.
+    #[test]
+    fn regs_user_and_stack_user_are_kept() {
+        let mut body = Vec::new();
+        for w in [
+            9u64,                        // identifier
+            0x7f00_0000_1000,            // ip
+            (1001 << 32) | 1000,         // pid 1000, tid 1001
+            2,                           // callchain.nr
+            PERF_CONTEXT_USER,           // marker
+            0x7f00_0000_1000,            // ips[1]
+            2,                           // regs abi = PERF_SAMPLE_REGS_ABI_64
+            3,                           // SI
+            4096,                        // DI
+            0x7ffd_0000_0000,            // SP
+            8,                           // stack_user.size
+            0x40_1234,                   // stack word: return address
+            8,                           // dyn_size
+        ] {
+            body.extend_from_slice(&w.to_le_bytes());
+        }
+        let layout = SampleLayout::new(
+            IDENTIFIER | IP | TID | CALLCHAIN | REGS_USER | STACK_USER,
+            0,
+            0,
+            false,
+        )
+        .with_regs(1 << 4 | 1 << 5 | 1 << 7, 0);
+        let r = parse_sample_record(&body, &layout).unwrap();
+        assert_eq!(r.id, 9);
+        assert_eq!(r.sample.callchain, vec![0x7f00_0000_1000]);
+        assert_eq!(r.regs_user_abi, 2);
+        assert_eq!(r.regs_user, vec![3, 4096, 0x7ffd_0000_0000]);
+        assert_eq!(r.stack_user, 0x40_1234u64.to_le_bytes().to_vec());
+        // A dyn_size below size keeps only the valid bytes; abi NONE has no registers.
+        let n = body.len();
+        body[n - 8..].copy_from_slice(&4u64.to_le_bytes());
+        let r = parse_sample_record(&body, &layout).unwrap();
+        assert_eq!(r.stack_user, vec![0x34, 0x12, 0x40, 0]);
+        let layout = layout.with_regs(0, 0);
+        let mut none = body[..48].to_vec();
+        none.extend_from_slice(&0u64.to_le_bytes());
+        none.extend_from_slice(&0u64.to_le_bytes());
+        let r = parse_sample_record(&none, &layout).unwrap();
+        assert_eq!((r.regs_user_abi, r.regs_user.len(), r.stack_user.len()), (0, 0, 0));
     }
 }

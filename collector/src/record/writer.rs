@@ -36,7 +36,8 @@ impl RecordWriter {
     /// Appends a PERF_RECORD_SAMPLE. The call chain is written as the kernel writes a user
     /// chain (`PERF_CONTEXT_USER` then the addresses; `nr = 0` when empty). Fields the
     /// pipeline does not keep are written empty: READ as zero values, RAW as 4 zero bytes,
-    /// REGS_USER/REGS_INTR as ABI_64 with zero registers, STACK_USER as size 0, AUX as size 0,
+    /// REGS_USER and STACK_USER as the record holds them (abi NONE and size 0 by default),
+    /// REGS_INTR as ABI_64 with zero registers, AUX as size 0,
     /// branch counters as 0.
     pub fn write_sample(
         &self,
@@ -123,13 +124,23 @@ impl RecordWriter {
                 }
             }
             if l.has(REGS_USER) {
-                put64(b, 2); // PERF_SAMPLE_REGS_ABI_64
-                for _ in 0..l.regs_user_count {
-                    put64(b, 0);
+                // The record's registers (abi NONE: none), zero-padded to the mask's count.
+                put64(b, r.regs_user_abi);
+                if r.regs_user_abi != 0 {
+                    for i in 0..l.regs_user_count as usize {
+                        put64(b, r.regs_user.get(i).copied().unwrap_or(0));
+                    }
                 }
             }
             if l.has(STACK_USER) {
-                put64(b, 0);
+                // `size, data[size], dyn_size` with size rounded up to 8; size 0 when empty.
+                let size = r.stack_user.len().div_ceil(8) * 8;
+                put64(b, size as u64);
+                if size != 0 {
+                    b.extend_from_slice(&r.stack_user);
+                    b.resize(b.len() + size - r.stack_user.len(), 0);
+                    put64(b, r.stack_user.len() as u64);
+                }
             }
             let words = [WEIGHT | WEIGHT_STRUCT, DATA_SRC, TRANSACTION];
             for w in words {
@@ -396,6 +407,7 @@ mod tests {
             cpu: 1,
             period: 1009,
             hw_idx: None,
+            ..SampleRecord::default()
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub mod filters;
 pub mod http;
+pub mod persist;
 pub mod process_table;
 pub mod router;
 pub mod worker;
@@ -146,7 +147,10 @@ pub fn run_daemon(
     args: &RunArgs,
     control: &RunControl,
 ) -> anyhow::Result<RunSummary> {
-    let start = Instant::now();
+    let started = Instant::now();
+    // The window clock counts Unix seconds (`start` is an Instant at the Unix epoch), so
+    // windows restored from the state directory keep their start times across restarts.
+    let start = persist::unix_epoch_instant(started);
     let now_secs = || start.elapsed().as_secs();
     let state_dir = args
         .state_dir
@@ -177,6 +181,20 @@ pub fn run_daemon(
     };
     let agg = &config.aggregation;
     let workers_n = agg.unwind_workers;
+    // Restart safety: each worker takes the state files of the build ids it owns.
+    let restored = persist::restore_dir(&state_dir, persist::mode_label(input));
+    eprintln!(
+        "pgo-agent: state: restored {} binaries ({} samples); {} files set aside; {} partial writes removed",
+        restored.states.len(),
+        restored.states.iter().map(|s| s.samples()).sum::<u64>(),
+        restored.set_aside.len(),
+        restored.temporaries_removed
+    );
+    let mut restored_states: Vec<Vec<persist::PersistedState>> = vec![Vec::new(); workers_n];
+    for s in restored.states {
+        restored_states[router::worker_for(&s.build_id, workers_n)].push(s);
+    }
+    let mut restored_states = restored_states.into_iter();
     let self_pid = (!config.collector.sample_self).then(std::process::id);
     let mut router = Router::new(
         Path::new("/proc"),
@@ -195,6 +213,10 @@ pub fn run_daemon(
         config.output.flush_interval_secs
     );
 
+    // The ClickHouse sink (optional): workers hand it each closed window.
+    let sink = crate::sink::start(&config.sink, &state_dir, start)?;
+    let sink_handle = sink.as_ref().map(|s| s.0.clone());
+
     // Workers.
     let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
     let mut worker_handles = Vec::new();
@@ -212,16 +234,27 @@ pub fn run_daemon(
             state_dir: state_dir.clone(),
             coalesce_samples: worker::COALESCE_SAMPLES,
         };
+        let states = restored_states.next().unwrap_or_default();
         worker_txs.push(tx);
         worker_handles.push(
             std::thread::Builder::new()
                 .name("pgo-worker".into())
-                .spawn(move || {
-                    let mut w = Worker::new(settings);
-                    for item in rx {
-                        w.handle(item);
+                .spawn({
+                    let sink = sink_handle.clone();
+                    let max_binary_bytes = agg.max_binary_bytes;
+                    move || {
+                        let mut w = Worker::new(settings);
+                        w.set_max_binary_bytes(max_binary_bytes);
+                        w.restore(states, persist::unix_secs());
+                        if let Some(s) = sink {
+                            w = w.with_sink(s);
+                        }
+                        for item in rx {
+                            w.handle(item);
+                        }
+                        w.hand_windows(u64::MAX, true);
+                        (w.summaries(), w.stats().clone())
                     }
-                    (w.summaries(), w.stats().clone())
                 })?,
         );
     }
@@ -277,7 +310,13 @@ pub fn run_daemon(
 
     let flush_every = Duration::from_secs(config.output.flush_interval_secs);
     let mut next_flush = Instant::now() + flush_every;
-    let deadline = args.duration_secs.map(|d| start + Duration::from_secs(d));
+    let deadline = args.duration_secs.map(|d| started + Duration::from_secs(d));
+    let mut notifier = crate::notify::Notifier::from_env();
+    notifier.ready(&format!(
+        "sampling {} CPUs in {} mode",
+        session.streams.len(),
+        mode.name()
+    ));
     loop {
         if control.stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -307,10 +346,12 @@ pub fn run_daemon(
                 r.batches_dropped
             );
         }
+        notifier.tick(Instant::now());
         std::thread::sleep(Duration::from_millis(50));
     }
 
     // Shutdown: stop sampling, drain the rings, final flush.
+    notifier.stopping();
     session.disable();
     stop_readers.store(true, Ordering::Release);
     for h in reader_handles {
@@ -331,6 +372,18 @@ pub fn run_daemon(
             .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
         binaries.extend(b);
         worker_stats.push(s);
+    }
+    drop(sink_handle);
+    if let Some((handle, thread)) = sink {
+        drop(handle);
+        if let Ok(s) = thread.join() {
+            eprintln!(
+                "pgo-agent: sink: {} windows delivered, {} left in the spool, {} dropped",
+                s.windows_delivered,
+                s.windows_left,
+                s.windows_dropped
+            );
+        }
     }
     binaries.sort_by_key(|b| std::cmp::Reverse(b.samples));
     let summary = RunSummary {

@@ -445,7 +445,10 @@ impl BinaryCache {
 /// Reads the file behind `m` (the first candidate path that holds an ELF file with a GNU
 /// build id matching the MMAP2's, if it carried one).
 fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
-    binary_candidates(
+    // An executable mapping of an ELF file we cannot use is reported once per file (the
+    // cache keeps the `None`): logged and counted in pgo_agent_binaries_rejected_total.
+    let mut rejected: Option<(&'static str, String)> = None;
+    let found = binary_candidates(
         proc,
         m.pid,
         m.addr,
@@ -456,10 +459,20 @@ fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
     .find_map(|path| {
         let len = std::fs::metadata(&path).ok()?.len();
         if len > MAX_ELF_BYTES {
+            rejected.get_or_insert(("too_large", format!("{len} bytes, over {MAX_ELF_BYTES}")));
             return None;
         }
         let data = std::fs::read(&path).ok()?;
-        let id = ElfFacts::parse(&data).build_id;
+        let facts = ElfFacts::parse(&data);
+        let id = facts.build_id;
+        if id.is_empty() && data.starts_with(b"\x7fELF") {
+            // A parsed ELF executable always has segments: none means it did not parse.
+            rejected.get_or_insert(if facts.segments.is_empty() {
+                ("invalid_elf", "not a valid ELF file".into())
+            } else {
+                ("no_build_id", "no GNU build id".into())
+            });
+        }
         if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
             return None;
         }
@@ -469,7 +482,12 @@ fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
             opened_from: path,
             bytes: Mutex::new(Some(Arc::new(data))),
         }))
-    })
+    });
+    if let (None, Some((reason, what))) = (&found, rejected) {
+        eprintln!("pgo-agent: not profiling {}: {what}", m.filename);
+        exporter::metrics::count_binary_rejected(reason);
+    }
+    found
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use unwinder::shard::{BinaryShard, ShardInput, ShardStats};
 use unwinder::window::WindowSettings;
 use unwinder::{CounterKind, CounterSet, UnwindOptions};
 
+use super::persist::{self, PersistedState, StateHeader};
 use super::router::SampleGroup;
 use crate::atomic_file::write_atomic;
 
@@ -100,6 +101,30 @@ pub struct WorkerStats {
     pub unloadable_samples: u64,
     /// Flush write failures.
     pub write_failures: u64,
+    /// Binaries whose windows were restored from state files at start.
+    pub restored_binaries: u64,
+    /// Contexts evicted (coldest first) to stay within the memory budget.
+    pub evicted_contexts: u64,
+    /// Binaries evicted (all their contexts, or a restored aggregate not sampled since).
+    pub evicted_binaries: u64,
+}
+
+/// Default [`Worker::set_max_binary_bytes`]: 1 GiB (the router reads no larger file).
+pub const DEFAULT_MAX_BINARY_BYTES: u64 = 1 << 30;
+
+/// Samples fed between two memory budget checks (each check walks every context).
+pub const BUDGET_CHECK_SAMPLES: u64 = 4096;
+
+/// The counters are held to this fraction (1/N) of `memory_budget_bytes`: a flush briefly
+/// holds up to two more copies of a binary's counters (the merged windows and the rendered
+/// profile), so the aggregates' peak stays within the budget.
+pub const COUNTER_SHARE_OF_BUDGET: u64 = 4;
+
+/// A restored aggregate whose binary could not be loaded yet (it is merged into the
+/// binary's shard when its samples arrive); its windows still expire at each flush.
+struct Restored {
+    state: PersistedState,
+    windows: unwinder::window::WindowedCounters,
 }
 
 /// See the module docs.
@@ -110,6 +135,11 @@ pub struct Worker {
     failed: HashSet<BuildId>,
     approx_bytes: u64,
     stats: WorkerStats,
+    restored: HashMap<BuildId, Restored>,
+    fed_since_budget_check: u64,
+    sink: Option<crate::sink::SinkHandle>,
+    sink_sent: HashMap<BuildId, Option<u64>>,
+    max_binary_bytes: u64,
 }
 
 fn kind_name(kind: CounterKind) -> &'static str {
@@ -130,6 +160,41 @@ impl Worker {
             failed: HashSet::new(),
             approx_bytes: 0,
             stats: WorkerStats::default(),
+            restored: HashMap::new(),
+            fed_since_budget_check: 0,
+            sink: None,
+            sink_sent: HashMap::new(),
+            max_binary_bytes: DEFAULT_MAX_BINARY_BYTES,
+        }
+    }
+
+    /// Binaries larger than `bytes` are not loaded: marked failed, their samples dropped,
+    /// counted in `pgo_agent_binaries_rejected_total{reason="too_large"}`.
+    pub fn set_max_binary_bytes(&mut self, bytes: u64) {
+        self.max_binary_bytes = bytes;
+    }
+
+    /// Hands each closed window to `sink` (at every flush; see [`Worker::hand_windows`]).
+    pub fn with_sink(mut self, sink: crate::sink::SinkHandle) -> Worker {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Hands the windows closed by `now_secs` (all with `all`: shutdown) that were not
+    /// handed yet to the sink, if any. Never blocks (a full sink queue drops, counted).
+    pub fn hand_windows(&mut self, now_secs: u64, all: bool) {
+        let Some(sink) = &self.sink else { return };
+        for (id, e) in &self.entries {
+            crate::sink::hand_closed_windows(
+                sink,
+                id,
+                e.binary.preferred_base(),
+                e.shard.windows(),
+                self.settings.windows.window_secs,
+                now_secs,
+                all,
+                self.sink_sent.entry(id.clone()).or_default(),
+            );
         }
     }
 
@@ -168,6 +233,7 @@ impl Worker {
                 let started = std::time::Instant::now();
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
+                    exporter::metrics::count_flush_failure();
                     eprintln!("pgo-agent: flush failed: {e:#}");
                 }
                 exporter::metrics::observe_flush(started.elapsed());
@@ -214,17 +280,18 @@ impl Worker {
             self.stats.unloadable_samples += g.samples.len() as u64;
             return;
         }
-        if self.approx_bytes > self.settings.memory_budget_bytes {
-            self.stats.over_memory += g.samples.len() as u64;
-            return;
-        }
         if !self.entries.contains_key(&id) {
             match self.load(&g) {
-                Ok(e) => {
+                Ok(mut e) => {
+                    if let Some(r) = self.restored.remove(&id) {
+                        let windows = r.windows.windows().cloned().collect();
+                        self.merge_restored(&id, &mut e, windows);
+                    }
                     self.entries.insert(id.clone(), e);
                 }
                 Err(err) => {
                     eprintln!("pgo-agent: not profiling {} ({id}): {err:#}", g.binary.path);
+                    exporter::metrics::count_binary_rejected(rejection_reason(&err));
                     self.failed.insert(id);
                     self.stats.load_failures += 1;
                     self.stats.unloadable_samples += g.samples.len() as u64;
@@ -242,6 +309,167 @@ impl Worker {
         {
             entry.dirty = true;
         }
+        self.fed_since_budget_check += g.samples.len() as u64;
+        if self.fed_since_budget_check >= BUDGET_CHECK_SAMPLES {
+            self.enforce_memory_budget();
+        }
+    }
+
+    /// Takes the aggregates restored from the state directory (the ones whose build ids
+    /// this worker owns). A binary still at its recorded path (same build id) is loaded
+    /// now; the others wait for their samples. Windows keep their start times and expire
+    /// normally; a restored current window counts against the per-binary sample budget.
+    /// Returns the samples restored.
+    pub fn restore(&mut self, states: Vec<PersistedState>, now_secs: u64) -> u64 {
+        let mut samples = 0;
+        for state in states {
+            samples += state.samples();
+            self.stats.restored_binaries += 1;
+            let id = state.build_id.clone();
+            match self.load_path(&state) {
+                Ok(mut e) => {
+                    self.merge_restored(&id, &mut e, state.windows);
+                    e.shard.expire(now_secs);
+                    self.entries.insert(id, e);
+                }
+                Err(err) => {
+                    eprintln!(
+                        "pgo-agent: restored {id} ({}) waits for its samples: {err:#}",
+                        state.path
+                    );
+                    let mut windows =
+                        unwinder::window::WindowedCounters::new(state.kind, self.settings.windows);
+                    for w in state.windows.iter().cloned() {
+                        windows.restore(self.align(w));
+                    }
+                    windows.expire(now_secs);
+                    self.restored.insert(id, Restored { state, windows });
+                }
+            }
+        }
+        self.enforce_memory_budget();
+        samples
+    }
+
+    fn align(&self, mut w: unwinder::window::Window) -> unwinder::window::Window {
+        w.start_secs -= w.start_secs % self.settings.windows.window_secs.max(1);
+        w
+    }
+
+    fn merge_restored(&self, id: &BuildId, e: &mut Entry, windows: Vec<unwinder::window::Window>) {
+        if let Some(w) = windows
+            .first()
+            .filter(|w| w.counters.kind != e.shard.kind())
+        {
+            eprintln!(
+                "pgo-agent: restored {id}: counters of kind {} do not match {}; not merged",
+                kind_name(w.counters.kind),
+                kind_name(e.shard.kind())
+            );
+            return;
+        }
+        for w in windows {
+            e.shard.windows_mut().restore(self.align(w));
+        }
+        e.dirty = true;
+    }
+
+    /// Loads the binary a restored state names, if it is still there with the same id.
+    fn load_path(&self, state: &PersistedState) -> anyhow::Result<Entry> {
+        let path = Path::new(&state.path);
+        let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+        anyhow::ensure!(meta.len() <= 4 << 30, "{} is too large", path.display());
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let binary = ProfiledBinary::from_bytes(path, &bytes, &LoadOptions::default())
+            .with_context(|| format!("loading {}", path.display()))?;
+        anyhow::ensure!(
+            binary.build_id() == Some(&state.build_id),
+            "{} now has another build id",
+            path.display()
+        );
+        self.entry_for(Arc::new(binary), state.path.clone())
+    }
+
+    /// Keeps the counters within the worker's memory budget: past it, the coldest
+    /// contexts (fewest counts over the retained windows) of all binaries are evicted until
+    /// the counters are back under 90% of it; restored aggregates not sampled since the
+    /// start go first, and a binary left with no context is dropped. Their last flushed
+    /// files stay in the state directory. Counted in `pgo_agent_memory_evictions_total`.
+    pub fn enforce_memory_budget(&mut self) {
+        self.fed_since_budget_check = 0;
+        let budget = self.settings.memory_budget_bytes / COUNTER_SHARE_OF_BUDGET;
+        let mut total: u64 = self
+            .entries
+            .values()
+            .map(|e| e.shard.windows().approx_bytes() as u64)
+            .chain(
+                self.restored
+                    .values()
+                    .map(|r| r.windows.approx_bytes() as u64),
+            )
+            .sum();
+        self.approx_bytes = total;
+        if total <= budget {
+            return;
+        }
+        let target = budget - budget / 10;
+        let mut restored: Vec<(u64, BuildId)> = self
+            .restored
+            .iter()
+            .map(|(id, r)| (r.windows.merged().1, id.clone()))
+            .collect();
+        restored.sort();
+        let mut binaries = 0u64;
+        for (_, id) in restored {
+            if total <= target {
+                break;
+            }
+            if let Some(r) = self.restored.remove(&id) {
+                total = total.saturating_sub(r.windows.approx_bytes() as u64);
+                binaries += 1;
+            }
+        }
+        let mut contexts = 0u64;
+        if total > target {
+            let mut heat: Vec<(u64, usize, &BuildId, &unwinder::ContextKey)> = Vec::new();
+            for (id, e) in &self.entries {
+                for (k, (n, bytes)) in e.shard.windows().context_heat() {
+                    heat.push((n, bytes, id, k));
+                }
+            }
+            heat.sort_unstable_by_key(|h| h.0);
+            let mut cold: HashMap<BuildId, HashSet<unwinder::ContextKey>> = HashMap::new();
+            for (_, bytes, id, key) in heat {
+                if total <= target {
+                    break;
+                }
+                total = total.saturating_sub(bytes as u64);
+                cold.entry(id.clone()).or_default().insert(key.clone());
+            }
+            for (id, keys) in cold {
+                let Some(e) = self.entries.get_mut(&id) else {
+                    continue;
+                };
+                contexts += e.shard.windows_mut().evict_contexts(&keys) as u64;
+                e.dirty = true;
+                if e.shard.windows().approx_bytes() == 0 {
+                    self.entries.remove(&id);
+                    binaries += 1;
+                }
+            }
+        }
+        self.approx_bytes = total;
+        self.stats.evicted_contexts += contexts;
+        self.stats.evicted_binaries += binaries;
+        eprintln!(
+            "pgo-agent: memory budget: evicted {contexts} coldest contexts and {binaries} binaries; counters now ~{} KiB of {} KiB (totals: {} contexts, {} binaries)",
+            total >> 10,
+            budget >> 10,
+            self.stats.evicted_contexts,
+            self.stats.evicted_binaries
+        );
+        exporter::metrics::count_evictions("context", contexts);
+        exporter::metrics::count_evictions("binary", binaries);
     }
 
     fn load(&self, g: &SampleGroup) -> anyhow::Result<Entry> {
@@ -252,10 +480,22 @@ impl Worker {
             .ok()
             .and_then(|mut b| b.take())
             .context("binary bytes already taken")?;
+        if bytes.len() as u64 > self.max_binary_bytes {
+            return Err(symbolizer::SymbolizerError::TooLarge {
+                path: g.binary.opened_from.clone(),
+                what: "binary size (aggregation.max_binary_bytes)",
+                size: bytes.len() as u64,
+                max: self.max_binary_bytes,
+            }
+            .into());
+        }
         let binary =
             ProfiledBinary::from_bytes(Path::new(&g.binary.path), &bytes, &LoadOptions::default())
                 .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
-        let binary = Arc::new(binary);
+        self.entry_for(Arc::new(binary), g.binary.path.clone())
+    }
+
+    fn entry_for(&self, binary: Arc<ProfiledBinary>, path: String) -> anyhow::Result<Entry> {
         let shard = BinaryShard::new(
             binary.clone(),
             binary.load_info(),
@@ -267,29 +507,57 @@ impl Worker {
         Ok(Entry {
             binary,
             shard,
-            path: g.binary.path.clone(),
+            path,
             dirty: false,
         })
     }
 
-    /// Writes every changed aggregate: `<build-id>.unsymbolized` and `<build-id>.json`.
+    /// Writes every changed aggregate: `<build-id>.state` (the windows, restored at
+    /// start; see [`persist`]), `<build-id>.unsymbolized` and `<build-id>.json`. A failed
+    /// write (disk full) leaves the previous files intact and the aggregate in memory, to
+    /// be written at the next flush.
     pub fn flush(&mut self, now_secs: u64) -> anyhow::Result<()> {
-        let mut bytes = 0u64;
         let mut first_err = None;
+        self.hand_windows(now_secs, false);
+        let mode = persist::mode_label(self.settings.input);
+        let window_secs = self.settings.windows.window_secs;
         for (id, e) in self.entries.iter_mut() {
+            let before = e.shard.windows().windows().count();
             e.shard.expire(now_secs);
-            bytes += e.shard.windows().approx_bytes() as u64;
+            if e.shard.windows().windows().count() != before {
+                e.dirty = true;
+            }
             if !e.dirty {
                 continue;
             }
-            match write_entry(&self.settings.state_dir, id, e) {
+            match write_entry(&self.settings.state_dir, id, e, mode, window_secs) {
                 Ok(()) => e.dirty = false,
                 Err(err) => {
                     first_err.get_or_insert(err);
                 }
             }
         }
-        self.approx_bytes = bytes;
+        let dir = self.settings.state_dir.clone();
+        self.restored.retain(|id, r| {
+            let before = r.windows.windows().count();
+            r.windows.expire(now_secs);
+            let left = r.windows.windows().count();
+            if left == before {
+                return true;
+            }
+            if left == 0 {
+                for ext in ["state", "unsymbolized", "json"] {
+                    let _ = std::fs::remove_file(dir.join(format!("{}.{ext}", id.to_hex())));
+                }
+                return false;
+            }
+            let windows: Vec<&unwinder::window::Window> = r.windows.windows().collect();
+            if let Err(err) = persist::write_state(&dir, &r.state.header(), &windows) {
+                first_err.get_or_insert(err);
+            }
+            true
+        });
+        self.enforce_memory_budget();
         first_err.map_or(Ok(()), Err)
     }
 
@@ -317,8 +585,32 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
     }
 }
 
-fn write_entry(dir: &Path, id: &BuildId, e: &Entry) -> anyhow::Result<()> {
-    let (counters, _) = e.shard.snapshot();
+fn write_entry(
+    dir: &Path,
+    id: &BuildId,
+    e: &Entry,
+    mode: &str,
+    window_secs: u64,
+) -> anyhow::Result<()> {
+    let windows: Vec<&unwinder::window::Window> = e.shard.windows().windows().collect();
+    let header = StateHeader {
+        build_id: id,
+        kind: e.shard.kind(),
+        mode,
+        path: &e.path,
+        preferred_base: e.binary.preferred_base(),
+        window_secs,
+    };
+    persist::write_state(dir, &header, &windows)?;
+    // One window (the usual case with long windows): write it without a merged copy.
+    let merged;
+    let counters = match windows[..] {
+        [only] => &only.counters,
+        _ => {
+            merged = e.shard.snapshot().0;
+            &merged
+        }
+    };
     let binary = &e.binary;
     let profile = dir.join(format!("{}.unsymbolized", id.to_hex()));
     write_atomic(&profile, |out| {
@@ -327,7 +619,7 @@ fn write_entry(dir: &Path, id: &BuildId, e: &Entry) -> anyhow::Result<()> {
             let (frames, _) = expand_line_context(&**binary, key, &opts);
             SampleContext { frames }.to_string()
         };
-        write_unsymbolized(out, &counters, binary.preferred_base(), Some(&line_context))?;
+        write_unsymbolized(out, counters, binary.preferred_base(), Some(&line_context))?;
         Ok(())
     })?;
     let meta = dir.join(format!("{}.json", id.to_hex()));
@@ -335,4 +627,18 @@ fn write_entry(dir: &Path, id: &BuildId, e: &Entry) -> anyhow::Result<()> {
         serde_json::to_writer_pretty(&mut *out, &summary(dir, id, e))?;
         Ok(())
     })
+}
+
+/// The `reason` label of `pgo_agent_binaries_rejected_total` for a load error.
+fn rejection_reason(err: &anyhow::Error) -> &'static str {
+    use symbolizer::SymbolizerError as E;
+    match err.chain().find_map(|e| e.downcast_ref::<E>()) {
+        Some(E::TooLarge { .. }) => "too_large",
+        Some(E::InvalidElf { .. }) => "invalid_elf",
+        Some(E::UnsupportedArchitecture { .. } | E::NoExecutableSegment { .. }) => "unsupported",
+        Some(E::SectionData { .. } | E::MalformedSection { .. }) => "malformed_section",
+        Some(E::Dwarf { .. }) => "dwarf",
+        Some(E::Io { .. }) => "io",
+        _ => "other",
+    }
 }

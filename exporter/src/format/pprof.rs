@@ -165,6 +165,23 @@ impl Builder {
         i
     }
 
+    /// The id of the function named `name`, added on first use.
+    fn function(&mut self, name: &str) -> u64 {
+        if let Some(&id) = self.functions.get(name) {
+            return id;
+        }
+        let id = self.profile.function.len() as u64 + 1;
+        let n = self.string(name);
+        self.profile.function.push(Function {
+            id,
+            name: n,
+            system_name: n,
+            filename: 0,
+        });
+        self.functions.insert(name.to_string(), id);
+        id
+    }
+
     fn location(&mut self, binary: &ProfiledBinary, addr: u64) -> u64 {
         if let Some(&id) = self.locations.get(&addr) {
             return id;
@@ -252,6 +269,152 @@ pub fn to_bytes(profile: &Profile) -> Vec<u8> {
     profile.encode_to_vec()
 }
 
+/// The encoded bytes of `profile`, gzip-compressed (what `go tool pprof` and the Go
+/// runtime write as `*.pb.gz`).
+pub fn to_gzip_bytes(profile: &Profile) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing into a Vec cannot fail.
+    let _ = gz.write_all(&profile.encode_to_vec());
+    gz.finish().unwrap_or_default()
+}
+
+/// Why [`from_bytes`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PprofDecodeError {
+    /// The gzip stream is corrupt.
+    #[error("pprof gzip stream: {0}")]
+    Gzip(std::io::Error),
+    /// The protobuf message is malformed.
+    #[error("pprof protobuf: {0}")]
+    Proto(#[from] prost::DecodeError),
+}
+
+/// Decodes a profile (plain or gzip-compressed bytes); at most 1 GiB uncompressed.
+pub fn from_bytes(bytes: &[u8]) -> Result<Profile, PprofDecodeError> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .take(1 << 30)
+            .read_to_end(&mut plain)
+            .map_err(PprofDecodeError::Gzip)?;
+        return Ok(Profile::decode(plain.as_slice())?);
+    }
+    Ok(Profile::decode(bytes)?)
+}
+
+/// A mapped binary of a heap profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeapMapping {
+    /// Start address in the process.
+    pub start: u64,
+    /// End address (exclusive).
+    pub limit: u64,
+    /// File offset of `start`.
+    pub file_offset: u64,
+    /// The file's path.
+    pub filename: String,
+    /// GNU build id, hex (empty when unknown).
+    pub build_id: String,
+}
+
+/// One frame of a heap sample.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeapFrame {
+    /// Index in the mappings passed to [`build_heap`], if the address is mapped.
+    pub mapping: Option<usize>,
+    /// Runtime address (the allocator's entry for the leaf, return addresses above).
+    pub address: u64,
+    /// Function names at the address, innermost (inlined) first; empty when unknown.
+    pub functions: Vec<String>,
+}
+
+/// One allocation context with its unsampled (estimated) totals.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HeapContext {
+    /// Frames, leaf first.
+    pub frames: Vec<HeapFrame>,
+    /// Estimated allocations.
+    pub alloc_objects: f64,
+    /// Estimated bytes allocated.
+    pub alloc_space: f64,
+}
+
+/// Builds a pprof heap profile: sample types `alloc_objects/count`, `alloc_space/bytes`
+/// (values already unsampled, as the Go runtime writes them), period type `space/bytes`
+/// with the mean sampling interval as period. Locations are shared per (mapping, address);
+/// a location's lines list its inline frames innermost first (profile.proto: the last
+/// line is the caller the others were inlined into).
+pub fn build_heap(mappings: &[HeapMapping], contexts: &[HeapContext], interval: u64) -> Profile {
+    let mut b = Builder::default();
+    b.string("");
+    let (objects, count) = (b.string("alloc_objects"), b.string("count"));
+    let (space, bytes) = (b.string("alloc_space"), b.string("bytes"));
+    b.profile.sample_type = vec![
+        ValueType {
+            r#type: objects,
+            unit: count,
+        },
+        ValueType {
+            r#type: space,
+            unit: bytes,
+        },
+    ];
+    let space_type = b.string("space");
+    b.profile.period_type = Some(ValueType {
+        r#type: space_type,
+        unit: bytes,
+    });
+    b.profile.period = interval.min(i64::MAX as u64) as i64;
+    b.profile.default_sample_type = space;
+    for (i, m) in mappings.iter().enumerate() {
+        let (filename, build_id) = (b.string(&m.filename), b.string(&m.build_id));
+        b.profile.mapping.push(Mapping {
+            id: i as u64 + 1,
+            memory_start: m.start,
+            memory_limit: m.limit,
+            file_offset: m.file_offset,
+            filename,
+            build_id,
+            has_functions: true,
+        });
+    }
+    let mut locations: HashMap<(Option<usize>, u64), u64> = HashMap::new();
+    for c in contexts {
+        let mut ids = Vec::with_capacity(c.frames.len());
+        for f in &c.frames {
+            let key = (f.mapping.filter(|&m| m < mappings.len()), f.address);
+            if let Some(&id) = locations.get(&key) {
+                ids.push(id);
+                continue;
+            }
+            let mut lines = Vec::with_capacity(f.functions.len());
+            for name in &f.functions {
+                lines.push(Line {
+                    function_id: b.function(name),
+                    line: 0,
+                });
+            }
+            let id = b.profile.location.len() as u64 + 1;
+            b.profile.location.push(Location {
+                id,
+                mapping_id: key.0.map_or(0, |m| m as u64 + 1),
+                address: f.address,
+                line: lines,
+            });
+            locations.insert(key, id);
+            ids.push(id);
+        }
+        let round = |v: f64| v.round().clamp(0.0, i64::MAX as f64) as i64;
+        b.profile.sample.push(Sample {
+            location_id: ids,
+            value: vec![round(c.alloc_objects), round(c.alloc_space)],
+        });
+    }
+    b.profile
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +430,66 @@ mod tests {
         };
         // field 1 packed [1, 2]; field 2 packed [5].
         assert_eq!(s.encode_to_vec(), [0x0a, 2, 1, 2, 0x12, 1, 5]);
+    }
+
+    #[test]
+    fn heap_profile_shares_locations_and_rounds_estimates() {
+        let mappings = [HeapMapping {
+            start: 0x40_0000,
+            limit: 0x40_2000,
+            file_offset: 0,
+            filename: "/bin/prog".into(),
+            build_id: "abcd".into(),
+        }];
+        let frame = |address, names: &[&str]| HeapFrame {
+            mapping: Some(0),
+            address,
+            functions: names.iter().map(|s| s.to_string()).collect(),
+        };
+        let contexts = [
+            HeapContext {
+                frames: vec![
+                    frame(0x40_1000, &["malloc"]),
+                    frame(0x40_1100, &["inl", "f"]),
+                ],
+                alloc_objects: 2.4,
+                alloc_space: 1000.6,
+            },
+            HeapContext {
+                frames: vec![frame(0x40_1000, &["malloc"]), frame(0x40_1200, &["g"])],
+                alloc_objects: 1.0,
+                alloc_space: 8.0,
+            },
+        ];
+        let p = build_heap(&mappings, &contexts, 524288);
+        let bytes = to_gzip_bytes(&p);
+        let q = from_bytes(&bytes).unwrap();
+        assert_eq!(q, p);
+        let st = |i: i64| q.string_table[i as usize].as_str();
+        assert_eq!(st(0), "");
+        let types: Vec<_> = q
+            .sample_type
+            .iter()
+            .map(|t| (st(t.r#type), st(t.unit)))
+            .collect();
+        assert_eq!(
+            types,
+            [("alloc_objects", "count"), ("alloc_space", "bytes")]
+        );
+        assert_eq!(q.period, 524288);
+        assert_eq!(q.location.len(), 3);
+        assert_eq!(q.sample[0].location_id, vec![1, 2]);
+        assert_eq!(q.sample[1].location_id, vec![1, 3]);
+        assert_eq!(q.sample[0].value, vec![2, 1001]);
+        let lines: Vec<_> = q.location[1]
+            .line
+            .iter()
+            .map(|l| st(q.function[l.function_id as usize - 1].name))
+            .collect();
+        assert_eq!(lines, ["inl", "f"]);
+        assert_eq!(
+            q.mapping[0].build_id,
+            q.string_table.iter().position(|s| s == "abcd").unwrap() as i64
+        );
     }
 }

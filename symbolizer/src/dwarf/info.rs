@@ -28,6 +28,53 @@ type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
 /// `DW_AT_specification` when resolving one attribute (guards against reference cycles).
 const MAX_REFERENCE_HOPS: usize = 16;
 
+/// Most frames [`DwarfInfo::inlining_info`] returns for one address (innermost first). Real
+/// inline chains are a few dozen deep; a crafted DIE tree nesting thousands of inlined
+/// subroutines over the same code would otherwise cost depth × instructions frames in
+/// the per-instruction frame cache.
+pub const MAX_INLINE_DEPTH: usize = 1024;
+
+/// Largest uncompressed size a compressed debug section may claim per compressed byte
+/// (zlib's ratio cannot pass 1032:1, zstd's stays below 2^15:1 per 128 KiB block of one
+/// repeated byte): the size drives one allocation before any data is decompressed.
+pub const MAX_DECOMPRESSION_RATIO: u64 = 1 << 15;
+
+/// Largest uncompressed debug section.
+pub const MAX_DEBUG_SECTION_BYTES: u64 = 4 << 30;
+
+/// The (decompressed) contents of a debug section, refusing compressed sections whose
+/// claimed uncompressed size exceeds [`MAX_DECOMPRESSION_RATIO`] times their compressed
+/// size or [`MAX_DEBUG_SECTION_BYTES`].
+pub(crate) fn debug_section_data<'data>(
+    section: &impl ObjectSection<'data>,
+    path: &Path,
+) -> Result<Cow<'data, [u8]>, SymbolizerError> {
+    let name = || section.name().unwrap_or("?").to_string();
+    let error = |what: String| SymbolizerError::SectionData {
+        path: path.to_path_buf(),
+        section: name(),
+        what,
+    };
+    let compressed = section
+        .compressed_data()
+        .map_err(|e| error(e.to_string()))?;
+    if compressed.format != object::CompressionFormat::None {
+        let max = (compressed.data.len() as u64)
+            .saturating_mul(MAX_DECOMPRESSION_RATIO)
+            .min(MAX_DEBUG_SECTION_BYTES);
+        if compressed.uncompressed_size > max {
+            return Err(error(format!(
+                "claims {} uncompressed bytes from {} compressed, over the limit of {max}",
+                compressed.uncompressed_size,
+                compressed.data.len()
+            )));
+        }
+    }
+    section
+        .uncompressed_data()
+        .map_err(|e| error(e.to_string()))
+}
+
 /// One frame of [`DwarfInfo::inlining_info`] (LLVM `DILineInfo`, reduced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawFrame {
@@ -97,14 +144,7 @@ impl DwarfInfo {
         let mut data: HashMap<gimli::SectionId, Cow<'data, [u8]>> = HashMap::new();
         for id in ALL_SECTIONS {
             if let Some(section) = file.section_by_name(id.name()) {
-                let bytes =
-                    section
-                        .uncompressed_data()
-                        .map_err(|e| SymbolizerError::SectionData {
-                            path: path.to_path_buf(),
-                            section: id.name().to_string(),
-                            what: e.to_string(),
-                        })?;
+                let bytes = debug_section_data(&section, path)?;
                 data.insert(id, bytes);
             }
         }
@@ -176,7 +216,7 @@ impl DwarfInfo {
                 start_line: node.decl_line,
                 discriminator,
             });
-            if node.is_subprogram {
+            if node.is_subprogram || frames.len() >= MAX_INLINE_DEPTH {
                 break;
             }
             match node.parent {
@@ -489,4 +529,115 @@ impl<'a, 'd> Loader<'a, 'd> {
 
 fn unit_section_offset(unit: &gimli::Unit<Slice<'_>>) -> usize {
     unit.header.offset().0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A subprogram with `depth - 1` inlined subroutines nested over [0x1000, 0x1010).
+    fn nested(depth: u32) -> DwarfInfo {
+        let nodes = (0..depth)
+            .map(|i| Subroutine {
+                name: Some(0),
+                decl_line: 1,
+                call_line: 10 + u64::from(i),
+                call_discriminator: 0,
+                parent: i.checked_sub(1),
+                is_subprogram: i == 0,
+            })
+            .collect();
+        let mut die_map = IntervalMapBuilder::default();
+        die_map.insert(0x1000, 0x1010, depth - 1);
+        let mut unit_map = IntervalMapBuilder::default();
+        unit_map.insert(0x1000, 0x1010, 0);
+        DwarfInfo {
+            subprograms: Vec::new(),
+            names: vec!["f".into()],
+            units: vec![UnitInfo {
+                nodes,
+                die_map: die_map.finish(),
+                sequences: Vec::new(),
+            }],
+            unit_map: unit_map.finish(),
+        }
+    }
+
+    #[test]
+    fn inline_chain_reaches_the_subprogram() {
+        let frames = nested(3).inlining_info(0x1008);
+        // Innermost first: its line from the line table (none: 0), then each caller's
+        // line is its callee's call line.
+        let lines: Vec<u64> = frames.iter().map(|f| f.line).collect();
+        assert_eq!(lines, vec![0, 12, 11]);
+    }
+
+    /// A minimal x86-64 ELF whose only section is a zlib-compressed `.debug_info` (8 bytes
+    /// of data) claiming `claimed` uncompressed bytes.
+    fn compressed_debug_info(claimed: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+        b.extend(2u16.to_le_bytes()); // e_type: EXEC
+        b.extend(62u16.to_le_bytes()); // e_machine: x86-64
+        b.extend(1u32.to_le_bytes()); // e_version
+        b.extend(0u64.to_le_bytes()); // e_entry
+        b.extend(0u64.to_le_bytes()); // e_phoff
+        b.extend(120u64.to_le_bytes()); // e_shoff
+        b.extend(0u32.to_le_bytes()); // e_flags
+        for h in [64u16, 56, 0, 64, 3, 2] {
+            // e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
+            b.extend(h.to_le_bytes());
+        }
+        // 64: Elf64_Chdr { ch_type: ELFCOMPRESS_ZLIB, ch_size, ch_addralign } + 8 bytes.
+        b.extend(1u32.to_le_bytes());
+        b.extend(0u32.to_le_bytes());
+        b.extend(claimed.to_le_bytes());
+        b.extend(1u64.to_le_bytes());
+        b.extend([0x78, 0x9c, 0, 0, 0, 0, 0, 0]);
+        // 96: section names.
+        b.extend(b"\0.debug_info\0.shstrtab\0\0");
+        assert_eq!(b.len(), 120);
+        let section = |b: &mut Vec<u8>, name: u32, ty: u32, flags: u64, offset: u64, size: u64| {
+            b.extend(name.to_le_bytes());
+            b.extend(ty.to_le_bytes());
+            b.extend(flags.to_le_bytes());
+            b.extend(0u64.to_le_bytes()); // sh_addr
+            b.extend(offset.to_le_bytes());
+            b.extend(size.to_le_bytes());
+            b.extend([0u8; 8]); // sh_link, sh_info
+            b.extend(1u64.to_le_bytes()); // sh_addralign
+            b.extend(0u64.to_le_bytes()); // sh_entsize
+        };
+        section(&mut b, 0, 0, 0, 0, 0);
+        section(&mut b, 1, 1, 0x800, 64, 32); // PROGBITS, SHF_COMPRESSED
+        section(&mut b, 13, 3, 0, 96, 23); // STRTAB
+        b
+    }
+
+    /// Fuzz crash (elf target): a compressed `.debug_info` claiming 2^48 uncompressed bytes
+    /// made object reserve them before decompressing anything.
+    #[test]
+    fn compressed_section_claiming_too_much_is_refused() {
+        let bytes = compressed_debug_info(1 << 48);
+        let file = object::File::parse(&*bytes).unwrap();
+        let err = DwarfInfo::load(&file, Path::new("bomb.elf")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bomb.elf: section .debug_info: cannot read contents: claims 281474976710656 \
+             uncompressed bytes from 8 compressed, over the limit of 262144"
+        );
+        // Within the ratio, the (here corrupt) data is decompressed and fails on its own.
+        let bytes = compressed_debug_info(1000);
+        let file = object::File::parse(&*bytes).unwrap();
+        let err = DwarfInfo::load(&file, Path::new("ok.elf")).unwrap_err();
+        assert!(!err.to_string().contains("claims"), "{err}");
+    }
+
+    /// A crafted DIE tree 100000 inlined subroutines deep: the chain stops at the limit.
+    #[test]
+    fn inline_chain_is_bounded() {
+        let frames = nested(100_000).inlining_info(0x1008);
+        assert_eq!(frames.len(), MAX_INLINE_DEPTH);
+        assert_eq!(frames[1].line, 10 + 99_999);
+    }
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
-use object::{Object, ObjectSection};
+use object::Object;
 
 use crate::dwarf::interval::{IntervalMap, IntervalMapBuilder};
 use crate::error::SymbolizerError;
@@ -95,14 +95,7 @@ impl MemProfDwarf {
         let mut data: HashMap<gimli::SectionId, Cow<'data, [u8]>> = HashMap::new();
         for id in SECTIONS {
             if let Some(section) = file.section_by_name(id.name()) {
-                let bytes =
-                    section
-                        .uncompressed_data()
-                        .map_err(|e| SymbolizerError::SectionData {
-                            path: path.to_path_buf(),
-                            section: id.name().to_string(),
-                            what: e.to_string(),
-                        })?;
+                let bytes = crate::dwarf::info::debug_section_data(&section, path)?;
                 data.insert(id, bytes);
             }
         }

@@ -1,9 +1,10 @@
-//! LLVM extensible binary sample profile (`--format=extbinary`) writer.
+//! LLVM extensible binary sample profile (`--format=extbinary`) writer and reader.
 //!
 //! Layout and encodings: llvm-profgen.md §3.3 (header, section table in layout order,
 //! summary, string name table, CSNameTable, LBRProfile, FuncOffsetTable, FuncMetadata).
 
 pub mod leb128;
+pub mod reader;
 pub mod section;
 pub mod writer;
 

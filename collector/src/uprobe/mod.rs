@@ -1,0 +1,37 @@
+//! Allocation sampling with uprobes: `perf_event_open` on the `uprobe` PMU at the entry of
+//! the allocator's functions (`malloc`, `calloc`, `realloc`) in a target's libc, for
+//! programs not built for MemProf.
+//!
+//! * [`symbol`]: the file offset of a function in an ELF file (what the uprobe PMU's
+//!   `config2` wants): `st_value − p_vaddr + p_offset` of the `PT_LOAD` containing it;
+//! * [`probe`]: the probed functions ([`AllocFn`]), how each one's size argument is read
+//!   from the sampled user registers, and the `perf_event_attr` of one probe;
+//! * [`call`]: one probe hit decoded from a SAMPLE record ([`AllocCall`]), its call chain
+//!   completed with the return address on top of the stack (frame-pointer unwinding from a
+//!   function's first instruction skips the direct caller);
+//! * [`sampler`]: byte sampling in user space ([`ByteSampler`], the tcmalloc/pprof
+//!   convention: an allocation of `s` bytes is sampled with probability `1 − exp(−s/I)`)
+//!   and the unsampling weight;
+//! * [`profile`]: sampled calls aggregated per (process, call chain) ([`AllocProfile`]);
+//! * [`session`]: the opened probes of one process, one ring per CPU ([`UprobeSession`]).
+//!
+//! Every probe hit reaches user space (the kernel cannot read the size and decide); the
+//! sampling bounds what the agent keeps and symbolizes. Records are parsed by
+//! [`crate::record`], rings read by [`crate::live::RingBuffer`].
+
+pub mod call;
+mod error;
+pub mod launch;
+pub mod probe;
+pub mod profile;
+pub mod sampler;
+pub mod session;
+pub mod symbol;
+
+pub use call::AllocCall;
+pub use error::UprobeError;
+pub use launch::HeldChild;
+pub use probe::{AllocFn, ProbeTarget};
+pub use profile::{AllocContext, AllocProfile};
+pub use sampler::{unsampling_weight, ByteSampler, DEFAULT_SAMPLE_INTERVAL_BYTES};
+pub use session::{libc_of_process, threads_of, SessionStats, UprobeSession, UprobeSettings};

@@ -1,0 +1,332 @@
+//! `pgo-agent heap-sample`: live allocation sampling with uprobes, for binaries not built
+//! for MemProf. Uprobes on `malloc`/`calloc`/`realloc` in the target's libc
+//! ([`collector::uprobe`]) see every call with its size and call chain; a byte sampler
+//! (mean interval `--sample-interval-bytes`, default 512 KiB, the pprof/tcmalloc
+//! convention) keeps a sample of them, weighted by `1/(1 − exp(−size/interval))`; the
+//! call chains are symbolized with the symbolizer ([`ProfiledBinary`]: DWARF inline frames,
+//! else the containing function) and written as a pprof heap profile (`alloc_objects`,
+//! `alloc_space`, unsampled estimates).
+//!
+//! The target is a running process (`--pid`, all its threads; threads and children it
+//! creates later are followed) or a command launched by the agent (`-- CMD ARGS...`,
+//! sampled from its exec to its exit).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use collector::live::online_cpus;
+use collector::recorder::process_maps::read_maps;
+use collector::uprobe::session::libc_of_process;
+use collector::uprobe::symbol::{file_load_segments, file_offset_to_vaddr, FunctionSymbols, Load};
+use collector::uprobe::{
+    threads_of, AllocProfile, HeldChild, ProbeTarget, SessionStats, UprobeSession, UprobeSettings,
+    DEFAULT_SAMPLE_INTERVAL_BYTES,
+};
+use collector::Mmap2Event;
+use exporter::format::pprof::{
+    build_heap, to_bytes, to_gzip_bytes, HeapContext, HeapFrame, HeapMapping,
+};
+use symbolizer::{LoadOptions, ProfiledBinary};
+
+/// `pgo-agent heap-sample` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct HeapSampleArgs {
+    /// Sample this running process (all its threads). Without it, launch the command
+    /// given after `--`.
+    #[arg(long)]
+    pub pid: Option<i32>,
+    /// Stop after this many seconds (default: when the process exits).
+    #[arg(long)]
+    pub duration_secs: Option<u64>,
+    /// Mean bytes between samples (an allocation of s bytes is kept with probability
+    /// 1 − exp(−s/B)); 0 keeps every allocation.
+    #[arg(long, default_value_t = DEFAULT_SAMPLE_INTERVAL_BYTES)]
+    pub sample_interval_bytes: u64,
+    /// Output pprof file (gzip-compressed when the name ends in `.gz`).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// The libc to probe (default: the one the target maps; for a launched command, the
+    /// one this agent maps).
+    #[arg(long)]
+    pub libc: Option<PathBuf>,
+    /// Ring buffer pages per CPU (a power of two).
+    #[arg(long, default_value_t = 1024)]
+    pub ring_pages: usize,
+    /// Seed of the sampler's generator (same seed and allocations: same samples).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The command to launch and sample (after `--`).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// What a sampling session collected.
+#[derive(Debug)]
+pub struct Sampled {
+    /// The sampled allocation contexts (raw addresses).
+    pub profile: AllocProfile,
+    /// Executable mappings seen (kernel MMAP2 records, and `/proc/PID/maps` for `--pid`).
+    pub mappings: Vec<Mmap2Event>,
+    /// Session counters.
+    pub stats: SessionStats,
+    /// The launched command's exit status.
+    pub exit_status: Option<i32>,
+}
+
+/// Runs the probes until the target exits or the duration elapses.
+pub fn sample(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
+    let cpus = online_cpus();
+    let mut profile = AllocProfile::new(args.sample_interval_bytes, args.seed);
+    let mut mappings: Vec<Mmap2Event> = Vec::new();
+    let deadline = args
+        .duration_secs
+        .map(|s| Instant::now() + Duration::from_secs(s));
+    let (mut session, mut child, pid) = match args.pid {
+        Some(pid) => {
+            if !args.command.is_empty() {
+                bail!("give either --pid or a command after --, not both");
+            }
+            let libc = match &args.libc {
+                Some(p) => p.clone(),
+                None => libc_of_process(pid)?,
+            };
+            let targets = ProbeTarget::for_libc(&libc)?;
+            let tids = threads_of(pid)?;
+            let settings = UprobeSettings {
+                ring_pages: args.ring_pages,
+                enable_on_exec: false,
+            };
+            let session = UprobeSession::open(&targets, &tids, &cpus, settings)
+                .with_context(|| format!("opening uprobes on {} for pid {pid}", libc.display()))?;
+            // Mappings made before the probes were opened get no MMAP2 record.
+            let maps = read_maps(pid).with_context(|| format!("reading /proc/{pid}/maps"))?;
+            mappings.extend(
+                maps.iter()
+                    .filter(|m| m.is_executable())
+                    .map(|m| m.to_mmap2(pid, pid)),
+            );
+            session.enable()?;
+            (session, None, pid)
+        }
+        None => {
+            if args.command.is_empty() {
+                bail!("nothing to sample: give --pid PID or a command after --");
+            }
+            let libc = match &args.libc {
+                Some(p) => p.clone(),
+                None => libc_of_process(std::process::id() as i32)?,
+            };
+            let targets = ProbeTarget::for_libc(&libc)?;
+            let mut child = HeldChild::spawn(&args.command)?;
+            let settings = UprobeSettings {
+                ring_pages: args.ring_pages,
+                enable_on_exec: true,
+            };
+            let pid = child.pid();
+            let session = UprobeSession::open(&targets, &[pid], &cpus, settings)
+                .with_context(|| format!("opening uprobes on {}", libc.display()))?;
+            child.release()?;
+            (session, Some(child), pid)
+        }
+    };
+    let mut exit_status = None;
+    loop {
+        let n = session.poll(|c| profile.record(&c), |m| mappings.push(m));
+        let ended = match &child {
+            Some(c) => {
+                exit_status = c.try_wait();
+                exit_status.is_some()
+            }
+            // SAFETY: signal 0 only checks that the process exists.
+            None => (unsafe { libc::kill(pid, 0) }) != 0,
+        };
+        if ended || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    session.disable();
+    session.poll(|c| profile.record(&c), |m| mappings.push(m));
+    if let Some(c) = child.take() {
+        if exit_status.is_none() {
+            // The duration ended first: let the command run on, unsampled.
+            std::mem::forget(c);
+        }
+    }
+    Ok(Sampled {
+        profile,
+        mappings: mappings.into_iter().filter(|m| m.is_executable()).collect(),
+        stats: session.stats(),
+        exit_status,
+    })
+}
+
+/// A binary opened for symbolization: its DWARF (when it loads), its function symbols
+/// (`.dynsym` too: distribution libraries are stripped), its `PT_LOAD`s.
+struct Opened {
+    binary: Option<ProfiledBinary>,
+    symbols: FunctionSymbols,
+    loads: Vec<Load>,
+}
+
+fn open_binary(path: &Path) -> Option<Opened> {
+    let options = LoadOptions {
+        load_functions_from_symbols: true,
+        ..LoadOptions::default()
+    };
+    let loads = file_load_segments(path).ok()?;
+    Some(Opened {
+        binary: ProfiledBinary::load_with(path, &options).ok(),
+        symbols: FunctionSymbols::from_file(path).unwrap_or_default(),
+        loads,
+    })
+}
+
+/// Symbolizes the sampled contexts: each address is placed in the latest mapping of its
+/// process containing it, turned into the binary's link-time address through the file
+/// offset, and named by its DWARF inline frames (innermost first), else the containing
+/// function. Return addresses are looked up at `address − 1` (the call instruction).
+pub fn symbolize(sampled: &Sampled) -> (Vec<HeapMapping>, Vec<HeapContext>) {
+    let mut heap_mappings: Vec<HeapMapping> = Vec::new();
+    let mut mapping_index: HashMap<usize, usize> = HashMap::new();
+    let mut binaries: HashMap<String, Option<Opened>> = HashMap::new();
+    let mut frames_cache: HashMap<(u32, u64, bool), HeapFrame> = HashMap::new();
+    let mut contexts = Vec::with_capacity(sampled.profile.len());
+    for (pid, stack, counts) in sampled.profile.contexts() {
+        let mut frames = Vec::with_capacity(stack.len());
+        for (i, &addr) in stack.iter().enumerate() {
+            let leaf = i == 0;
+            if let Some(f) = frames_cache.get(&(pid, addr, leaf)) {
+                frames.push(f.clone());
+                continue;
+            }
+            let found = sampled.mappings.iter().enumerate().rev().find(|(_, m)| {
+                (m.pid as u32 == pid || m.pid == -1) && addr >= m.addr && addr - m.addr < m.len
+            });
+            let mut frame = HeapFrame {
+                mapping: None,
+                address: addr,
+                functions: Vec::new(),
+            };
+            if let Some((mi, m)) = found {
+                let opened = binaries
+                    .entry(m.filename.clone())
+                    .or_insert_with(|| open_binary(Path::new(&m.filename)));
+                let idx = *mapping_index.entry(mi).or_insert_with(|| {
+                    heap_mappings.push(HeapMapping {
+                        start: m.addr,
+                        limit: m.addr + m.len,
+                        file_offset: m.pgoff,
+                        filename: m.filename.clone(),
+                        build_id: m
+                            .build_id
+                            .as_ref()
+                            .or_else(|| opened.as_ref()?.binary.as_ref()?.build_id())
+                            .map(|b| b.to_hex())
+                            .unwrap_or_default(),
+                    });
+                    heap_mappings.len() - 1
+                });
+                frame.mapping = Some(idx);
+                let lookup = if leaf { addr } else { addr.saturating_sub(1) };
+                let offset = lookup - m.addr + m.pgoff;
+                if let Some(o) = opened {
+                    if let Some(vaddr) = file_offset_to_vaddr(&o.loads, offset) {
+                        frame.functions = function_names(o, vaddr);
+                    }
+                }
+            }
+            frames_cache.insert((pid, addr, leaf), frame.clone());
+            frames.push(frame);
+        }
+        contexts.push(HeapContext {
+            frames,
+            alloc_objects: counts.alloc_objects,
+            alloc_space: counts.alloc_space,
+        });
+    }
+    (heap_mappings, contexts)
+}
+
+/// Names at a link-time address, innermost inline frame first: DWARF inline frames, else
+/// the DWARF function, else the ELF symbol.
+fn function_names(o: &Opened, vaddr: u64) -> Vec<String> {
+    if let Some(binary) = &o.binary {
+        let inline = binary.symbolize(vaddr, false);
+        if !inline.is_empty() {
+            return inline.into_iter().rev().map(|f| f.func_name).collect();
+        }
+        if let Some(r) = binary.func_range_at(vaddr) {
+            return vec![r.name.clone()];
+        }
+    }
+    o.symbols
+        .name_at(vaddr)
+        .map(|n| vec![n.to_string()])
+        .unwrap_or_default()
+}
+
+/// Runs `pgo-agent heap-sample`.
+pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
+    let sampled = sample(&args)?;
+    let (mappings, contexts) = symbolize(&sampled);
+    let profile = build_heap(&mappings, &contexts, sampled.profile.interval());
+    let mut top: Vec<&HeapContext> = contexts.iter().collect();
+    top.sort_by(|a, b| b.alloc_space.total_cmp(&a.alloc_space));
+    for c in top.iter().take(5) {
+        let names: Vec<String> = c
+            .frames
+            .iter()
+            .map(|f| {
+                f.functions
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| format!("{:#x}", f.address))
+            })
+            .collect();
+        eprintln!(
+            "pgo-agent heap-sample: {:>14.0} bytes {:>10.0} objects  {}",
+            c.alloc_space,
+            c.alloc_objects,
+            names.join(" <- ")
+        );
+    }
+    let gz = args.output.extension().is_some_and(|e| e == "gz");
+    let bytes = if gz {
+        to_gzip_bytes(&profile)
+    } else {
+        to_bytes(&profile)
+    };
+    std::fs::write(&args.output, bytes)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    let s = &sampled.stats;
+    eprintln!(
+        "pgo-agent heap-sample: {} allocation calls ({} bytes) seen, {} contexts sampled \
+         (interval {} bytes); records {}, lost {}, bad {}, unparsed {}, ring resyncs {}; wrote {}",
+        sampled.profile.calls(),
+        sampled.profile.bytes(),
+        sampled.profile.len(),
+        sampled.profile.interval(),
+        s.records,
+        s.lost,
+        s.bad_records,
+        s.parse_errors,
+        s.ring_resyncs,
+        args.output.display()
+    );
+    if let Some(e) = &s.first_parse_error {
+        eprintln!("pgo-agent heap-sample: first unparsed record: {e}");
+    }
+    if let Some(code) = sampled.exit_status {
+        if code != 0 {
+            eprintln!("pgo-agent heap-sample: the command exited with status {code}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

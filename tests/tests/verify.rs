@@ -1,0 +1,576 @@
+//! `pgo-agent verify` end to end, on corpus programs recorded by the software LBR recorder
+//! and converted by `pgo-agent convert` with default flags (pre-inlined nested CS profiles)
+//! and `--ignore-stack-samples` (flat):
+//!
+//! * every corpus probe profile passes the stale, dropped and consistency checks with
+//!   tolerance 0; `virtual_calls`' passes every check through the command line (exit 0);
+//! * a profile from an old build (the program's source changed in two functions, both
+//!   builds compiled from one scratch path with the corpus flags) checked against the new
+//!   binary is stale in exactly the two changed functions;
+//! * a profile with one function removed is reported dropped, exactly that function;
+//! * a profile with one count changed fails the consistency check (exit 3).
+//!
+//! Each check runs the real command line (`daemon::parse_args` + `daemon::execute`) or the
+//! function behind it (`daemon::verify::verify_files`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use daemon::verify::{report_json, verify_files, VerifyArgs, EXIT_CHECK_FAILED};
+use e2e::corpus::{self, Variant};
+use exporter::format::{llvm_text, llvm_text_reader};
+use symbolizer::profile::{FunctionSamples, SampleProfile};
+use symbolizer::verify::{IssueKind, VerifyReport};
+
+const TOOLS: &[&str] = &["clang-19"];
+
+/// Runs `pgo-agent <args>` in-process; panics on an error, returns the exit code.
+fn pgo_agent(args: &[String]) -> ExitCode {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().cloned());
+    let cli = daemon::parse_args(argv.clone())
+        .unwrap_or_else(|e| panic!("pgo-agent {}: {e}", argv[1..].join(" ")));
+    daemon::execute(cli).unwrap_or_else(|e| panic!("pgo-agent {}: {e:#}", argv[1..].join(" ")))
+}
+
+fn s(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = corpus::target_dir()
+        .join("verify")
+        .join(std::process::id().to_string())
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `pgo-agent convert --format=text` of `perf_script` for `binary` (default flags, or
+/// flat with `--ignore-stack-samples`).
+fn convert(perf_script: &Path, binary: &Path, output: &Path, flat: bool) {
+    let mut args: Vec<String> = [
+        "convert",
+        "--perfscript",
+        &s(perf_script),
+        "--binary",
+        &s(binary),
+        "--format=text",
+        "--output",
+        &s(output),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    if flat {
+        args.push("--ignore-stack-samples".into());
+    }
+    assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
+}
+
+/// The verify arguments, parsed as the command line parses them.
+fn verify_args(
+    profile: &Path,
+    binary: &Path,
+    samples: Option<&Path>,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut v = vec![
+        "verify".to_string(),
+        "--profile".into(),
+        s(profile),
+        "--binary".into(),
+        s(binary),
+    ];
+    if let Some(samples) = samples {
+        v.extend(["--samples".to_string(), s(samples)]);
+    }
+    v.extend(extra.iter().map(|a| a.to_string()));
+    v
+}
+
+/// Runs the checks as `pgo-agent verify <args>` does and returns the report.
+fn verify(args: &[String]) -> VerifyReport {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().cloned());
+    let cli = daemon::parse_args(argv).unwrap();
+    let daemon::cli::Command::Verify(args) = cli.command else {
+        unreachable!("a verify command line")
+    };
+    let report = verify_files(&args).unwrap_or_else(|e| panic!("verify: {e:#}"));
+    print_report(&args, &report);
+    report
+}
+
+fn print_report(args: &VerifyArgs, report: &VerifyReport) {
+    eprint!("{}", daemon::verify::human_report(args, report));
+    let json = report_json(args, report);
+    assert_eq!(json["passed"], report.passed());
+}
+
+fn read_profile(path: &Path) -> SampleProfile {
+    let text = std::fs::read_to_string(path).unwrap();
+    llvm_text_reader::read(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn write_profile(profile: &SampleProfile, path: &Path) {
+    std::fs::write(path, llvm_text::to_string(profile)).unwrap();
+}
+
+/// Every function name of a profile, with how often it appears (as a profile or a
+/// context frame).
+fn name_uses(profile: &SampleProfile) -> std::collections::BTreeMap<String, usize> {
+    fn walk(fs: &FunctionSamples, out: &mut std::collections::BTreeMap<String, usize>) {
+        *out.entry(fs.name().to_string()).or_default() += 1;
+        for callees in fs.callsites.values() {
+            for c in callees.values() {
+                walk(c, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for fs in profile.profiles.values() {
+        for f in &fs.context.frames[..fs.context.frames.len().saturating_sub(1)] {
+            *out.entry(f.func.clone()).or_default() += 1;
+        }
+        walk(fs, &mut out);
+    }
+    out
+}
+
+#[test]
+fn corpus_profiles_pass_stale_dropped_and_consistency() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    for name in corpus::PROGRAM_NAMES {
+        let program = corpus::program(name, Variant::Probe).expect("corpus builds");
+        let rec = corpus::record(&program).expect("recorder runs");
+        let dir = out_dir(name);
+        for flat in [false, true] {
+            let profile = dir.join(if flat { "flat.txt" } else { "cs.txt" });
+            convert(&rec.perf_script, &program.binary, &profile, flat);
+            for samples in [&rec.perf_script, &rec.perf_data] {
+                let r = verify(&verify_args(
+                    &profile,
+                    &program.binary,
+                    Some(samples),
+                    &["--tolerance", "0"],
+                ));
+                let what = format!("{name} {}", profile.display());
+                assert!(
+                    r.stale.passed() && r.stale.checked > 0,
+                    "{what}: {:?}",
+                    r.stale
+                );
+                assert!(r.stale.not_in_binary.is_empty(), "{what}: {:?}", r.stale);
+                let dropped = r.dropped.as_ref().unwrap();
+                assert!(
+                    dropped.passed() && dropped.sampled > 0,
+                    "{what}: {dropped:?}"
+                );
+                assert!(r.consistency.passed(), "{what}: {:?}", r.consistency);
+                assert!(r.consistency.checked > 0, "{what}: {:?}", r.consistency);
+                assert_eq!(r.consistency.skipped_line_based, 0, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn unmodified_profile_passes_every_check() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let profile = out_dir("unmodified").join("cs.txt");
+    convert(&rec.perf_script, &program.binary, &profile, false);
+    for samples in [&rec.perf_script, &rec.perf_data] {
+        let args = verify_args(&profile, &program.binary, Some(samples), &[]);
+        let r = verify(&args);
+        assert!(r.passed(), "{r:?}");
+        assert!(r.density.density >= 50.0, "{:?}", r.density);
+        assert_eq!((r.stale_count(), r.dropped_count()), (0, 0));
+        assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
+    }
+    // The unsymbolized counters are read as `convert` reads them, too.
+    let raw = profile.with_extension("raw");
+    assert_eq!(
+        pgo_agent(&[
+            "convert".into(),
+            "--perfscript".into(),
+            s(&rec.perf_script),
+            "--binary".into(),
+            s(&program.binary),
+            "--skip-symbolization".into(),
+            "--output".into(),
+            s(&raw),
+        ]),
+        ExitCode::SUCCESS
+    );
+    let args = verify_args(&profile, &program.binary, Some(&raw), &["--json"]);
+    let r = verify(&args);
+    assert!(
+        r.passed() && r.dropped.as_ref().unwrap().sampled > 0,
+        "{r:?}"
+    );
+    assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
+}
+
+#[test]
+fn removed_function_is_reported_dropped() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir("dropped");
+    let original = dir.join("cs.txt");
+    convert(&rec.perf_script, &program.binary, &original, false);
+    let mut profile = read_profile(&original);
+    // The hottest top-level function that appears nowhere else in the profile and has no
+    // inlined callees (which would go with it).
+    let uses = name_uses(&profile);
+    let victim = profile
+        .sorted_profiles()
+        .into_iter()
+        .find(|fs| uses[fs.name()] == 1 && fs.callsites.is_empty())
+        .map(|fs| fs.context.clone())
+        .expect("a function profiled once");
+    let victim_name = victim.func().to_string();
+    profile.profiles.remove(&victim);
+    let edited = dir.join("without-one.txt");
+    write_profile(&profile, &edited);
+
+    let args = verify_args(&edited, &program.binary, Some(&rec.perf_script), &[]);
+    let r = verify(&args);
+    let dropped: Vec<&str> = r
+        .dropped
+        .as_ref()
+        .unwrap()
+        .dropped
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(dropped, vec![victim_name.as_str()]);
+    assert_eq!(r.dropped_count(), 1);
+    assert!(r.stale.passed() && r.consistency.passed(), "{r:?}");
+    assert_eq!(pgo_agent(&args), ExitCode::from(EXIT_CHECK_FAILED));
+    // Without samples the check cannot run, and the rest passes.
+    let args = verify_args(&edited, &program.binary, None, &[]);
+    assert!(verify(&args).dropped.is_none());
+}
+
+#[test]
+fn perturbed_count_fails_consistency() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir("perturbed");
+    for flat in [false, true] {
+        let original = dir.join(if flat { "flat.txt" } else { "cs.txt" });
+        convert(&rec.perf_script, &program.binary, &original, flat);
+        let profile = read_profile(&original);
+        // The hottest top-level profile's hottest block (an entry without call targets),
+        // counted half.
+        let top = profile.sorted_profiles()[0].context.clone();
+        let (&loc, block) = profile.profiles[&top]
+            .body
+            .iter()
+            .filter(|(_, b)| b.call_targets.is_empty())
+            .max_by_key(|(_, b)| b.count)
+            .unwrap();
+        let (old, new) = (block.count, block.count / 2);
+        let mut perturbed = profile.clone();
+        perturbed
+            .profiles
+            .get_mut(&top)
+            .unwrap()
+            .body
+            .get_mut(&loc)
+            .unwrap()
+            .count = new;
+        let edited = dir.join(format!(
+            "perturbed-{}",
+            original.file_name().unwrap().to_str().unwrap()
+        ));
+        write_profile(&perturbed, &edited);
+
+        let args = verify_args(&edited, &program.binary, Some(&rec.perf_script), &[]);
+        let r = verify(&args);
+        let fs = &profile.profiles[&top];
+        let sum = |f: &FunctionSamples| -> u64 {
+            f.body.values().map(|b| b.count).sum::<u64>()
+                + f.callsites
+                    .values()
+                    .flat_map(|c| c.values())
+                    .map(|c| c.total)
+                    .sum::<u64>()
+        };
+        let context = fs.context.to_string();
+        let issues = &r.consistency.issues;
+        assert!(issues.iter().all(|i| i.context == context), "{issues:?}");
+        match &issues[0].kind {
+            IssueKind::Total {
+                total, sum: got, ..
+            } => assert_eq!((*total, *got), (fs.total, sum(fs) - (old - new))),
+            other => panic!("block {loc}: {old} → {new}: {other:?}"),
+        }
+        let entry = IssueKind::Entry {
+            head: fs.head,
+            entry_count: new,
+        };
+        if loc.line_offset == 1 {
+            assert_eq!(issues.len(), 2);
+            assert_eq!(issues[1].kind, entry);
+        } else {
+            assert_eq!(issues.len(), 1, "{issues:?}");
+        }
+        assert!(r.stale.passed() && r.dropped.as_ref().unwrap().passed());
+        assert_eq!(pgo_agent(&args), ExitCode::from(EXIT_CHECK_FAILED));
+
+        // The unperturbed profile passes.
+        let args = verify_args(&original, &program.binary, Some(&rec.perf_script), &[]);
+        assert!(verify(&args).consistency.passed());
+    }
+}
+
+/// A call-site perturbation in the exact (CS) relations: one call target counted twice.
+#[test]
+fn perturbed_call_target_fails_consistency() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir("perturbed-call");
+    let original = dir.join("cs.txt");
+    convert(&rec.perf_script, &program.binary, &original, false);
+    let mut profile = read_profile(&original);
+    assert!(profile.is_preinlined, "default CS output is pre-inlined");
+    let (context, loc) = profile
+        .profiles
+        .values()
+        .find_map(|fs| {
+            fs.body
+                .iter()
+                .find(|(_, b)| !b.call_targets.is_empty())
+                .map(|(loc, _)| (fs.context.clone(), *loc))
+        })
+        .expect("a call site with targets");
+    let body = profile
+        .profiles
+        .get_mut(&context)
+        .unwrap()
+        .body
+        .get_mut(&loc)
+        .unwrap();
+    let (count, target) = (body.count, body.call_targets.keys().next().unwrap().clone());
+    *body.call_targets.get_mut(&target).unwrap() *= 2;
+    let targets = body.call_target_sum();
+    let edited = dir.join("perturbed-call.txt");
+    write_profile(&profile, &edited);
+    let r = verify(&verify_args(&edited, &program.binary, None, &[]));
+    assert_eq!(
+        r.consistency
+            .issues
+            .iter()
+            .map(|i| (i.context.as_str(), &i.kind))
+            .collect::<Vec<_>>(),
+        vec![(
+            context.to_string().as_str(),
+            &IssueKind::CallSite {
+                location: loc,
+                count,
+                targets
+            }
+        )]
+    );
+}
+
+/// Extra lines that add one branch to each function (values never taken at run time).
+const CHANGES: [(&str, &str); 2] = [
+    (
+        "__attribute__((noinline)) int fib(int n) { return",
+        "__attribute__((noinline)) int fib(int n) { if (n == 1000) return 7; return",
+    ),
+    (
+        "  if (!n) return 0;\n",
+        "  if (!n) return 0;\n  if (n->value < -5) return -1;\n",
+    ),
+];
+
+/// Compiles `source` as `tests/programs/build.sh` compiles a probe PIE.
+fn compile(source: &Path, output: &Path) {
+    let out = Command::new("clang-19")
+        .args([
+            "-O2",
+            "-g",
+            "-fdebug-info-for-profiling",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+            "-fpseudo-probe-for-profiling",
+            "-fPIE",
+            "-pie",
+            "-Wl,--as-needed",
+            "-Wl,--build-id",
+            "-o",
+        ])
+        .arg(output)
+        .arg(source)
+        .output()
+        .expect("clang-19");
+    assert!(
+        out.status.success(),
+        "clang-19 {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    corpus::build().expect("corpus builds");
+    let dir = out_dir("stale");
+    // Both builds from one path: static functions' `.__uniq.` suffixes hash the path.
+    let source = dir.join("recursion.c");
+    let original = std::fs::read_to_string(corpus::sources_dir().join("recursion.c")).unwrap();
+    std::fs::write(&source, &original).unwrap();
+    let old_binary = dir.join("recursion-old");
+    compile(&source, &old_binary);
+    let mut changed = original.clone();
+    for (from, to) in CHANGES {
+        assert_eq!(changed.matches(from).count(), 1, "{from}");
+        changed = changed.replace(from, to);
+    }
+    std::fs::write(&source, &changed).unwrap();
+    let new_binary = dir.join("recursion-new");
+    compile(&source, &new_binary);
+
+    // Record the old build and convert its samples (CS default and flat).
+    let options = collector::recorder::RecordOptions {
+        period: corpus::TEST_PERIOD,
+        ..Default::default()
+    };
+    let outcome = collector::recorder::record(&[s(&old_binary)], &options).expect("records");
+    let script = dir.join("old.perfscript");
+    std::fs::write(
+        &script,
+        collector::perf_script::writer::perf_script_string(&outcome.recording),
+    )
+    .unwrap();
+    for flat in [false, true] {
+        let profile = dir.join(if flat { "old.flat.txt" } else { "old.cs.txt" });
+        convert(&script, &old_binary, &profile, flat);
+
+        let r = verify(&verify_args(&profile, &new_binary, None, &[]));
+        let stale: BTreeSet<&str> = r.stale.stale.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(stale, BTreeSet::from(["fib", "sum_tree"]), "{:?}", r.stale);
+        assert!(r.stale.not_in_binary.is_empty(), "{:?}", r.stale);
+        assert_eq!(r.stale_count(), 2);
+        for f in &r.stale.stale {
+            assert_eq!(f.profile_checksums.len(), 1);
+            assert_ne!(f.profile_checksums[0], f.binary_checksum);
+        }
+        let args = verify_args(&profile, &new_binary, None, &["--density-threshold", "0"]);
+        assert_eq!(pgo_agent(&args), ExitCode::from(EXIT_CHECK_FAILED));
+
+        // Against the binary it came from, nothing is stale (and, with a density threshold
+        // this program's few samples reach, everything passes).
+        let args = verify_args(
+            &profile,
+            &old_binary,
+            Some(&script),
+            &["--density-threshold", "0"],
+        );
+        let r = verify(&args);
+        assert!(r.passed(), "{r:?}");
+        assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
+    }
+}
+
+/// The verifier reads extbinary profiles: pgo-agent's and llvm-profgen-19's default output
+/// read back as the same profile as their text output, and verify the same way (with the
+/// exact relations, which extbinary's pre-inlined summary flag selects).
+#[test]
+fn extbinary_profiles_verify_like_their_text() {
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir("extbinary");
+    let mut pairs = Vec::new();
+    for (tool, available) in [
+        ("pgo-agent", true),
+        (
+            "llvm-profgen-19",
+            corpus::tools_available("verify (llvm-profgen)", &["llvm-profgen-19"]),
+        ),
+    ] {
+        if !available {
+            continue;
+        }
+        let (text, ext) = (
+            dir.join(format!("{tool}.txt")),
+            dir.join(format!("{tool}.prof")),
+        );
+        for (output, format) in [(&text, "--format=text"), (&ext, "--format=extbinary")] {
+            let args: Vec<String> = [
+                "--perfscript",
+                &s(&rec.perf_script),
+                "--binary",
+                &s(&program.binary),
+                format,
+                "--output",
+                &s(output),
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            if tool == "pgo-agent" {
+                let mut argv = vec!["convert".to_string()];
+                argv.extend(args);
+                assert_eq!(pgo_agent(&argv), ExitCode::SUCCESS);
+            } else {
+                let out = Command::new(tool).args(&args).output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        pairs.push((text, ext));
+    }
+    for (text, ext) in pairs {
+        let from_text = daemon::verify::read_profile(&text).unwrap();
+        let from_ext = daemon::verify::read_profile(&ext).unwrap();
+        assert_eq!(
+            llvm_text::to_string(&from_ext),
+            llvm_text::to_string(&from_text),
+            "{}",
+            ext.display()
+        );
+        assert!(from_ext.is_preinlined && from_ext.is_probe_based && !from_ext.is_cs);
+        let args = verify_args(
+            &ext,
+            &program.binary,
+            Some(&rec.perf_script),
+            &["--tolerance", "0"],
+        );
+        let r = verify(&args);
+        assert!(
+            r.passed() && r.consistency.exact && r.consistency.checked > 0,
+            "{r:?}"
+        );
+        assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
+    }
+}
