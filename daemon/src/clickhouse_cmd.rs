@@ -34,8 +34,8 @@ pub enum ClickHouseCommand {
 #[derive(Debug, Clone, Args)]
 pub struct InitArgs {
     /// ClickHouse HTTP URL (`http://host:8123`).
-    #[arg(long)]
-    pub url: String,
+    #[arg(long, required_unless_present = "print")]
+    pub url: Option<String>,
     /// Database.
     #[arg(long, default_value = "pgo")]
     pub database: String,
@@ -97,8 +97,9 @@ fn init(a: InitArgs) -> anyhow::Result<std::process::ExitCode> {
         }
         return Ok(std::process::ExitCode::SUCCESS);
     }
+    let url = a.url.as_deref().unwrap_or_default();
     let client = ClickHouseClient::new(target(
-        &a.url,
+        url,
         &a.database,
         a.user.as_deref(),
         a.password_file.as_deref(),
@@ -111,7 +112,7 @@ fn init(a: InitArgs) -> anyhow::Result<std::process::ExitCode> {
     eprintln!(
         "pgo-agent: clickhouse init: {} statements run on {} (database {})",
         statements.len(),
-        a.url,
+        url,
         a.database
     );
     Ok(std::process::ExitCode::SUCCESS)

@@ -27,6 +27,47 @@ pub struct Config {
     /// `[sink]` (`[sink.clickhouse]`); absent by default.
     #[serde(default)]
     pub sink: crate::sink::SinkConfig,
+    /// `[heap]`: the MemProf spool (disabled unless `spool_dir` is set).
+    #[serde(default)]
+    pub heap: HeapConfig,
+}
+
+/// `[heap]`: raw MemProf profiles dropped in `spool_dir` are ingested by the daemon
+/// (`run::heap_spool`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HeapConfig {
+    /// Spool directory watched for raw MemProf profiles; `None` disables the spool.
+    #[serde(default)]
+    pub spool_dir: Option<PathBuf>,
+    /// How often the spool directory is scanned.
+    #[serde(default = "default_heap_scan_interval_secs")]
+    pub scan_interval_secs: u64,
+    /// Largest raw profile read; larger files are rejected (`too_large`).
+    #[serde(default = "default_heap_max_raw_file_bytes")]
+    pub max_raw_file_bytes: u64,
+    /// Binaries to symbolize with, matched by build id (besides `output.debug_dirs`).
+    #[serde(default)]
+    pub binaries: Vec<PathBuf>,
+}
+
+fn default_heap_scan_interval_secs() -> u64 {
+    10
+}
+
+fn default_heap_max_raw_file_bytes() -> u64 {
+    256 << 20
+}
+
+impl Default for HeapConfig {
+    fn default() -> Self {
+        HeapConfig {
+            spool_dir: None,
+            scan_interval_secs: default_heap_scan_interval_secs(),
+            max_raw_file_bytes: default_heap_max_raw_file_bytes(),
+            binaries: Vec::new(),
+        }
+    }
 }
 
 /// `[sampling]`.
@@ -188,6 +229,12 @@ impl Config {
         anyhow::ensure!(
             self.output.flush_interval_secs > 0,
             "output.flush_interval_secs must be > 0"
+        );
+        anyhow::ensure!(
+            self.heap.scan_interval_secs > 0
+                && (1..=collector::memprof::raw::MAX_RAW_PROFILE_BYTES)
+                    .contains(&self.heap.max_raw_file_bytes),
+            "heap.scan_interval_secs must be > 0 and heap.max_raw_file_bytes in 1..=1073741824"
         );
         Ok(())
     }

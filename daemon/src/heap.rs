@@ -10,7 +10,7 @@
 //! (`--strict` makes it fatal instead).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -18,7 +18,7 @@ use clap::Args;
 use collector::memprof::RawMemProfile;
 use exporter::format::memprof_text::write_memprof_text;
 use exporter::format::memprof_yaml::write_memprof_yaml;
-use symbolizer::memprof::{HeapProfile, MemProfBinary};
+use symbolizer::memprof::{HeapProfile, MemProfBinary, MemProfSymbolizeError};
 
 /// What `heap` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,15 +64,28 @@ pub fn ingest(binary: &MemProfBinary, files: &[PathBuf]) -> Ingested {
     let mut profile = HeapProfile::new(Some(binary.build_id().clone()));
     let mut rejected = Vec::new();
     for path in files {
-        let symbolized = RawMemProfile::read(path)
+        let folded = RawMemProfile::read(path)
             .map_err(|e| e.to_string())
-            .and_then(|raw| binary.symbolize(path, &raw).map_err(|e| e.to_string()));
-        match symbolized {
-            Ok(s) => profile.add(s),
-            Err(reason) => rejected.push((path.clone(), reason)),
+            .and_then(|raw| fold_in(&mut profile, binary, path, &raw).map_err(|e| e.to_string()));
+        if let Err(reason) = folded {
+            rejected.push((path.clone(), reason));
         }
     }
     Ingested { profile, rejected }
+}
+
+/// Symbolizes one parsed raw profile (read from `path`, which names it in errors) with
+/// `binary` and folds it into `profile` whole, or leaves `profile` untouched on error. The
+/// one ingest step shared by `pgo-agent heap` and the daemon's spool (`run::heap_spool`).
+pub fn fold_in(
+    profile: &mut HeapProfile,
+    binary: &MemProfBinary,
+    path: &Path,
+    raw: &RawMemProfile,
+) -> Result<(), MemProfSymbolizeError> {
+    let symbolized = binary.symbolize(path, raw)?;
+    profile.add(symbolized);
+    Ok(())
 }
 
 /// Runs `pgo-agent heap`.

@@ -330,3 +330,57 @@ pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Command;
+
+    fn parse(args: &[&str]) -> HeapSampleArgs {
+        let argv = std::iter::once("pgo-agent")
+            .chain(args.iter().copied())
+            .map(String::from)
+            .collect();
+        match crate::parse_args(argv).unwrap().command {
+            Command::HeapSample(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn pid_and_command_forms_parse() {
+        let a = parse(&[
+            "heap-sample",
+            "--pid",
+            "42",
+            "--duration-secs",
+            "5",
+            "-o",
+            "h.pb.gz",
+        ]);
+        assert_eq!((a.pid, a.duration_secs), (Some(42), Some(5)));
+        assert_eq!(a.sample_interval_bytes, 512 * 1024);
+        assert!(a.command.is_empty());
+        let a = parse(&[
+            "heap-sample",
+            "--sample-interval-bytes",
+            "16384",
+            "-o",
+            "h.pb",
+            "--",
+            "./app",
+            "--flag",
+            "1",
+        ]);
+        assert_eq!(a.pid, None);
+        assert_eq!(a.sample_interval_bytes, 16384);
+        assert_eq!(a.command, ["./app", "--flag", "1"]);
+    }
+
+    #[test]
+    fn nothing_to_sample_is_an_error() {
+        let a = parse(&["heap-sample", "-o", "h.pb"]);
+        let e = sample(&a).unwrap_err().to_string();
+        assert!(e.contains("nothing to sample"), "{e}");
+    }
+}

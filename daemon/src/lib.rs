@@ -17,8 +17,8 @@ pub mod pull;
 pub mod record;
 pub mod run;
 pub mod signals;
-pub mod verify;
 pub mod sink;
+pub mod verify;
 
 use std::process::ExitCode;
 

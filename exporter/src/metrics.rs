@@ -91,6 +91,39 @@ static BINARIES_REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("static counter options are valid")
 });
 
+/// Raw MemProf profiles the daemon's heap spool folded into an aggregate.
+static HEAP_PROFILES_INGESTED: LazyLock<IntCounter> = LazyLock::new(|| {
+    IntCounter::new(
+        "pgo_agent_heap_profiles_ingested_total",
+        "Raw MemProf profiles from the heap spool directory folded into an aggregate.",
+    )
+    .expect("static counter options are valid")
+});
+
+/// Raw MemProf profiles the heap spool moved to `rejected/`, by reason.
+static HEAP_PROFILES_REJECTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    IntCounterVec::new(
+        Opts::new(
+            "pgo_agent_heap_profiles_rejected_total",
+            "Raw MemProf profiles from the heap spool directory rejected (moved to rejected/), by reason.",
+        ),
+        &["reason"],
+    )
+    .expect("static counter options are valid")
+});
+
+/// Counts one raw MemProf profile ingested by the heap spool.
+pub fn count_heap_profile_ingested() {
+    HEAP_PROFILES_INGESTED.inc();
+}
+
+/// Counts one raw MemProf profile rejected by the heap spool; `reason` comes from a fixed
+/// set (`truncated`, `bad_magic`, `unsupported_version`, `corrupt`, `too_large`, `io`,
+/// `no_build_id`, `binary_not_found`, `symbolize`).
+pub fn count_heap_profile_rejected(reason: &str) {
+    HEAP_PROFILES_REJECTED.with_label_values(&[reason]).inc();
+}
+
 /// Counts one binary rejected by a worker; `reason` comes from a fixed set (`too_large`,
 /// `invalid_elf`, `unsupported`, `malformed_section`, `dwarf`, `io`, `other`).
 pub fn count_binary_rejected(reason: &str) {
@@ -133,7 +166,8 @@ static SINK: LazyLock<SinkMetrics> = LazyLock::new(|| SinkMetrics {
     latency: Histogram::with_opts(
         HistogramOpts::new(
             "pgo_agent_sink_insert_duration_seconds",
-            "Time to insert one closed window into ClickHouse (all its blocks and marker).",
+            "Time of one delivery to ClickHouse (one or more closed windows: their \
+             contexts, counter blocks and markers).",
         )
         .buckets(vec![0.005, 0.025, 0.1, 0.5, 2.0, 10.0, 60.0]),
     )
@@ -389,6 +423,8 @@ impl Metrics {
         reg(Box::new(STATE_SET_ASIDE.clone()));
         reg(Box::new(MEMORY_EVICTIONS.clone()));
         reg(Box::new(BINARIES_REJECTED.clone()));
+        reg(Box::new(HEAP_PROFILES_INGESTED.clone()));
+        reg(Box::new(HEAP_PROFILES_REJECTED.clone()));
         Metrics {
             registry,
             samples,

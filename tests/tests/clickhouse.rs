@@ -705,3 +705,115 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     ]);
     assert!(std::fs::read(&pulled).unwrap() == std::fs::read(&want).unwrap());
 }
+
+/// Builds tests/programs/live/spin.c (as tests/tests/live.rs does) into our scratch dir.
+fn spin_binary(dir: &Path) -> PathBuf {
+    let out = dir.join("spin");
+    let src = corpus::sources_dir().join("live/spin.c");
+    let status = Command::new("clang-19")
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+        ])
+        .args([
+            "-fpseudo-probe-for-profiling",
+            "-fPIE",
+            "-pie",
+            "-Wl,--build-id",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(status.success(), "building {}", src.display());
+    out.canonicalize().unwrap()
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// `pgo-agent run` with `[sink.clickhouse]` (cpu_clock mode, 1 s windows): every window
+/// reaches ClickHouse through the worker hook and the sink thread, so `pull --clickhouse`
+/// equals the state file the daemon wrote (all windows retained).
+#[test]
+fn daemon_run_pushes_its_windows() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("SKIPPED clickhouse daemon: needs root for system-wide perf events");
+        return;
+    }
+    if !available("clickhouse daemon") {
+        return;
+    }
+    let dir = scratch("daemon");
+    let server = Server::start(&dir.join("server"));
+    init(&server);
+    let spin = spin_binary(&dir);
+    let state = dir.join("state");
+    let text = format!(
+        "[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n\
+         [aggregation]\nwindow_secs = 1\nretained_windows = 1000\n\
+         [output]\nflush_interval_secs = 1\n\
+         [filters]\nexe_path_globs = [\"{}\"]\n\
+         [sink.clickhouse]\nurl = \"{}\"\nhost = \"live\"\nspool_dir = \"{}\"\n",
+        spin.display(),
+        server.url(),
+        dir.join("spool").display()
+    );
+    let config = daemon::config::Config::parse(&text, Path::new("clickhouse-live.toml")).unwrap();
+    let args = daemon::run::RunArgs {
+        config: None,
+        state_dir: Some(state.clone()),
+        duration_secs: Some(5),
+        listen: None,
+    };
+    let run = std::thread::spawn(move || {
+        daemon::run::run_daemon(&config, &args, &daemon::run::RunControl::default()).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let mut child = Command::new(&spin).arg("3").spawn().unwrap();
+    let summary = run.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    let b = summary
+        .binaries
+        .iter()
+        .find(|b| Path::new(&b.path) == spin)
+        .unwrap_or_else(|| panic!("spin not profiled: {:?}", summary.binaries));
+    assert!(b.samples > 100, "{} samples", b.samples);
+    let pulled = dir.join("pulled.unsymbolized");
+    let url = server.url();
+    cli(&[
+        "pull",
+        "--clickhouse",
+        &url,
+        "--build-id",
+        &b.build_id,
+        "--binary",
+        spin.to_str().unwrap(),
+        "--format",
+        "unsymbolized",
+        "-o",
+        pulled.to_str().unwrap(),
+    ]);
+    let want = std::fs::read(&b.profile).unwrap();
+    assert!(!want.is_empty());
+    assert!(
+        std::fs::read(&pulled).unwrap() == want,
+        "pull --clickhouse differs from the daemon's state file"
+    );
+    // More than one window was delivered (1 s windows over ~3 s of samples).
+    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let windows = client
+        .query(&format!(
+            "SELECT count() FROM pgo.windows WHERE build_id = '{}' FORMAT TabSeparated",
+            b.build_id
+        ))
+        .unwrap();
+    assert!(windows.trim().parse::<u64>().unwrap() >= 2, "{windows}");
+    assert_eq!(std::fs::read_dir(dir.join("spool")).unwrap().count(), 0);
+}

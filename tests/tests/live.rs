@@ -373,8 +373,11 @@ fn replayed_lbr_records_equal_convert() {
 /// The memory budget: once a flush measured the counters above the budget, the worker
 /// drops every further sample and counts it (`over_memory`), and keeps what it had.
 #[test]
-fn memory_budget_drops_and_counts() {
-    if !corpus::tools_available("memory_budget_drops_and_counts", &["clang-19"]) {
+fn memory_budget_evicts_the_coldest_contexts_and_counts() {
+    if !corpus::tools_available(
+        "memory_budget_evicts_the_coldest_contexts_and_counts",
+        &["clang-19"],
+    ) {
         return;
     }
     let program = corpus::program("recursion", Variant::Probe).unwrap();
@@ -384,47 +387,64 @@ fn memory_budget_drops_and_counts() {
         .build_id()
         .unwrap()
         .clone();
-    let state = state_dir("budget");
-    std::fs::create_dir_all(&state).unwrap();
-    let mut router = Router::new(
-        Path::new("/proc"),
-        ProcessFilter::default(),
-        RouteBy::BranchStack,
-        1,
-        None,
-    );
-    let mut worker = Worker::new(WorkerSettings {
-        input: ShardInput::Lbr(PerfContent::LbrStack),
-        options: UnwindOptions::default(),
-        windows: WindowSettings::default(),
-        max_samples_per_window: u64::MAX,
-        memory_budget_bytes: 1,
-        state_dir: state.clone(),
-        coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
-    });
-    // First pass: counted (before a flush the size is unknown, 0).
-    for (_, g) in router.route(rec.events.clone(), 0) {
-        worker.handle(WorkItem::Samples(g));
-    }
-    worker.handle(WorkItem::Flush { now_secs: 0 });
-    let before = worker
-        .counters(&id)
-        .unwrap_or_else(|| panic!("first pass not aggregated: {:?}", worker.stats()));
-    assert!(!before.contexts.is_empty());
-    assert_eq!(worker.stats().over_memory, 0);
-    assert!(state.join(format!("{}.unsymbolized", id.to_hex())).exists());
-    let unloadable = worker.stats().unloadable_samples;
-    let mut routed = 0u64;
-    // Second pass, after the flush measured the counters above the budget: dropped.
-    for (_, g) in router.route(rec.events.clone(), 1) {
-        routed += g.samples.len() as u64;
-        worker.handle(WorkItem::Samples(g));
-    }
-    worker.handle(WorkItem::Flush { now_secs: 1 });
-    assert!(routed > 0);
+    let aggregate = |name: &str, budget: u64| {
+        let state = state_dir(name);
+        std::fs::create_dir_all(&state).unwrap();
+        let mut router = Router::new(
+            Path::new("/proc"),
+            ProcessFilter::default(),
+            RouteBy::BranchStack,
+            1,
+            None,
+        );
+        let mut worker = Worker::new(WorkerSettings {
+            input: ShardInput::Lbr(PerfContent::LbrStack),
+            options: UnwindOptions::default(),
+            windows: WindowSettings::default(),
+            max_samples_per_window: u64::MAX,
+            memory_budget_bytes: budget,
+            state_dir: state,
+            coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
+        });
+        for (_, g) in router.route(rec.events.clone(), 0) {
+            worker.handle(WorkItem::Samples(g));
+        }
+        worker.handle(WorkItem::Flush { now_secs: 0 });
+        let counters = worker.counters(&id);
+        (counters, worker.stats().clone())
+    };
+    let heat = |c: &unwinder::ContextCounters| -> u64 {
+        c.ranges.values().chain(c.branches.values()).sum()
+    };
+    // Unbounded: every context kept, nothing evicted.
+    let (all, stats) = aggregate("budget-all", u64::MAX);
+    let all = all.expect("aggregated");
+    assert_eq!((stats.evicted_contexts, stats.evicted_binaries), (0, 0));
+    assert!(all.contexts.len() > 4, "{}", all.contexts.len());
+    let bytes: u64 = all
+        .contexts
+        .iter()
+        .map(|(k, c)| unwinder::window::context_approx_bytes(k, c) as u64)
+        .sum();
+    // Counters may hold a quarter of the budget: a budget of 2x their size keeps about half.
+    let (kept, stats) = aggregate("budget-half", 2 * bytes);
+    let kept = kept.expect("the hottest contexts stay");
+    assert!(!kept.contexts.is_empty() && kept.contexts.len() < all.contexts.len());
     assert_eq!(
-        worker.stats().over_memory,
-        routed - (worker.stats().unloadable_samples - unloadable)
+        stats.evicted_contexts as usize,
+        all.contexts.len() - kept.contexts.len()
     );
-    assert_eq!(worker.counters(&id).unwrap(), before);
+    // Kept contexts are unchanged, and none evicted was hotter than one kept.
+    let coldest_kept = kept.contexts.values().map(heat).min().unwrap();
+    for (k, c) in &all.contexts {
+        match kept.contexts.get(k) {
+            Some(kc) => assert_eq!(kc, c),
+            None => assert!(heat(c) <= coldest_kept, "evicted {k:?} ({})", heat(c)),
+        }
+    }
+    // A budget of one byte evicts the binary entirely, and says so.
+    let (none, stats) = aggregate("budget-none", 1);
+    assert!(none.is_none());
+    assert_eq!(stats.evicted_binaries, 1);
+    assert_eq!(stats.evicted_contexts as usize, all.contexts.len());
 }

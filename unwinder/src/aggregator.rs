@@ -10,7 +10,7 @@ use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::fx_hash::FxBuildHasher;
 use crate::lbr_counter::count_lbr_sample;
-use crate::sample_prep::{extract_call_stack, extract_lbr_stack, PerfSample, StackNotes};
+use crate::sample_prep::{extract_call_stack_into, extract_lbr_stack_into, PerfSample, StackNotes};
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
 use crate::{
     BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, PerfContent, UnwindError,
@@ -24,6 +24,9 @@ pub struct Aggregator<'a> {
     options: UnwindOptions,
     content: PerfContent,
     samples: HashMap<PerfSample, u64, FxBuildHasher>,
+    /// The sample being prepared: reused, so a repeat of an aggregated sample allocates
+    /// nothing (only a new distinct sample is cloned into the map).
+    scratch: PerfSample,
     stats: UnwindStats,
     sample_index: u64,
 }
@@ -43,6 +46,7 @@ impl<'a> Aggregator<'a> {
             options,
             content,
             samples: HashMap::default(),
+            scratch: PerfSample::default(),
             stats: UnwindStats::default(),
             sample_index: 0,
         })
@@ -105,23 +109,46 @@ impl<'a> Aggregator<'a> {
         // perf script prints an empty line before a sample with a call chain, which
         // llvm-profgen's reader counts as a sample too (see UnwindStats::total_samples).
         self.stats.total_samples += if sample.callchain.is_empty() { 1 } else { 2 };
-        let mut call_stack = Vec::new();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let result = self.prepare(sample, index, &mut scratch);
+        if let Ok(true) = result {
+            match self.samples.get_mut(&scratch) {
+                Some(n) => *n = n.wrapping_add(sample.count),
+                None => {
+                    self.samples.insert(scratch.clone(), sample.count);
+                }
+            }
+        }
+        self.scratch = scratch;
+        result.map(|_| ())
+    }
+
+    /// Prepares `sample` into `out`; `Ok(false)` when it is dropped (and counted).
+    fn prepare(
+        &mut self,
+        sample: &Sample,
+        index: u64,
+        out: &mut PerfSample,
+    ) -> Result<bool, UnwindError> {
+        out.call_stack.clear();
         if self.content == PerfContent::LbrStack {
             let mut notes = StackNotes::default();
-            let stack =
-                extract_call_stack(&sample.callchain, &self.placement, self.layout, &mut notes);
+            let stack = extract_call_stack_into(
+                &sample.callchain,
+                &self.placement,
+                self.layout,
+                &mut notes,
+                &mut out.call_stack,
+            );
             if notes.leaf_external {
                 self.stats.leaf_external_frames += 1;
             }
             if let Some(a) = notes.invalid_return_address {
                 self.stats.invalid_return_addresses.insert(a);
             }
-            match stack {
-                Ok(s) => call_stack = s,
-                Err(_) => {
-                    self.stats.dropped_stack_samples += 1;
-                    return Ok(());
-                }
+            if stack.is_err() {
+                self.stats.dropped_stack_samples += 1;
+                return Ok(false);
             }
             self.warn_if_missing_mmap();
             if sample.lbr.is_empty() {
@@ -130,27 +157,22 @@ impl<'a> Aggregator<'a> {
                 });
             }
         }
-        let lbr = extract_lbr_stack(&sample.lbr, &self.placement, self.layout);
-        if lbr.is_empty() {
+        extract_lbr_stack_into(&sample.lbr, &self.placement, self.layout, &mut out.lbr);
+        if out.lbr.is_empty() {
             self.stats.dropped_empty_lbr_samples += 1;
-            return Ok(());
+            return Ok(false);
         }
         if self.content == PerfContent::Lbr {
             self.warn_if_missing_mmap();
         } else if self.options.ignore_stack_samples {
-            call_stack.clear();
+            out.call_stack.clear();
         } else {
             // "Canonicalize stack leaf to avoid 'random' IP from leaf frame skew LBR ranges".
-            call_stack[0] = lbr[0].target;
+            out.call_stack[0] = out.lbr[0].target;
         }
         // Counts wrap like llvm-profgen's uint64_t (a hostile pre-aggregated count must not
-        // panic).
-        let n = self
-            .samples
-            .entry(PerfSample { call_stack, lbr })
-            .or_default();
-        *n = n.wrapping_add(sample.count);
-        Ok(())
+        // panic): see `feed_sample`.
+        Ok(true)
     }
 
     fn warn_if_missing_mmap(&mut self) {
@@ -202,11 +224,16 @@ impl<'a> Aggregator<'a> {
     fn check_ranges(&mut self, sample: &PerfSample, count: u64) {
         let checks = self.layout.range_checks();
         self.stats.range_checks_done |= checks.is_some();
+        let bitmap = self.layout.code_bitmap();
+        let is_code = |a: u64| match &bitmap {
+            Some(b) => b.contains(a),
+            None => self.layout.is_code(a),
+        };
         for pair in sample.lbr.windows(2) {
             let (start, end) = (pair[1].target, pair[0].source);
             self.stats.total_range_samples = self.stats.total_range_samples.wrapping_add(count);
             let Some(checks) = checks else { continue };
-            let (start_code, end_code) = (self.layout.is_code(start), self.layout.is_code(end));
+            let (start_code, end_code) = (is_code(start), is_code(end));
             if !start_code && !end_code {
                 continue;
             }

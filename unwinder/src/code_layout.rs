@@ -4,6 +4,29 @@
 /// profiled binary's code (another DSO, the kernel, JIT code, or not an instruction start).
 pub const EXTERNAL_ADDR: u64 = 1;
 
+/// One bit per byte from `base`: set where an instruction starts (see
+/// [`CodeLayout::code_bitmap`]). `contains(a)` must equal `is_code(a)`.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeBitmap<'a> {
+    /// Address of bit 0.
+    pub base: u64,
+    /// The bits, little-endian within each word.
+    pub words: &'a [u64],
+}
+
+impl CodeBitmap<'_> {
+    /// True when an instruction starts at `addr`.
+    #[inline]
+    pub fn contains(&self, addr: u64) -> bool {
+        let Some(off) = addr.checked_sub(self.base) else {
+            return false;
+        };
+        self.words
+            .get((off / 64) as usize)
+            .is_some_and(|w| w & (1 << (off % 64)) != 0)
+    }
+}
+
 /// The code facts the unwinder needs, in the binary's preferred (link-time) addresses.
 ///
 /// Implemented by the symbolizer's `ProfiledBinary` from its x86 disassembly; tests may
@@ -38,6 +61,13 @@ pub trait CodeLayout {
     /// sample anywhere in a block reaches the block's probe. `None`: no such probe.
     fn block_probe_anchor(&self, addr: u64) -> Option<u64> {
         let _ = addr;
+        None
+    }
+
+    /// The instruction-start bitmap behind [`CodeLayout::is_code`], when the layout has
+    /// one: sample preparation checks every LBR address, and a direct bit test there
+    /// saves a dynamic call per address.
+    fn code_bitmap(&self) -> Option<CodeBitmap<'_>> {
         None
     }
 

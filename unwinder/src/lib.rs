@@ -88,7 +88,7 @@ pub mod window;
 
 pub use aggregator::{unwind_samples, Aggregator};
 pub use binary_placement::{BinaryLoadInfo, BinaryPlacement, MmapOutcome};
-pub use code_layout::{CodeLayout, RangeChecks, EXTERNAL_ADDR};
+pub use code_layout::{CodeBitmap, CodeLayout, RangeChecks, EXTERNAL_ADDR};
 pub use context::{compress_recursion, trim_context};
 pub use counters::{ContextCounters, ContextKey, CounterKind, CounterSet};
 pub use error::UnwindError;

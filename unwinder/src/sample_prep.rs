@@ -38,11 +38,28 @@ pub fn extract_lbr_stack(
     layout: &dyn CodeLayout,
 ) -> Vec<Branch> {
     let mut out = Vec::with_capacity(entries.len());
+    extract_lbr_stack_into(entries, placement, layout, &mut out);
+    out
+}
+
+/// [`extract_lbr_stack`] into `out` (cleared first), so a caller can reuse one buffer.
+pub fn extract_lbr_stack_into(
+    entries: &[LbrEntry],
+    placement: &BinaryPlacement,
+    layout: &dyn CodeLayout,
+    out: &mut Vec<Branch>,
+) {
+    out.clear();
+    let bitmap = layout.code_bitmap();
+    let is_code = |a: u64| match &bitmap {
+        Some(b) => b.contains(a),
+        None => layout.is_code(a),
+    };
     for e in entries {
         let source = placement.canonical(e.from);
         let target = placement.canonical(e.to);
-        let source_internal = layout.is_code(source);
-        let target_internal = layout.is_code(target);
+        let source_internal = is_code(source);
+        let target_internal = is_code(target);
         if !source_internal && !target_internal {
             continue;
         }
@@ -59,7 +76,6 @@ pub fn extract_lbr_stack(
             },
         });
     }
-    out
 }
 
 /// Why [`extract_call_stack`] rejected a stack.
@@ -93,9 +109,27 @@ pub fn extract_call_stack(
     notes: &mut StackNotes,
 ) -> Result<Vec<u64>, StackRejection> {
     let mut stack: Vec<u64> = Vec::with_capacity(callchain.len());
+    extract_call_stack_into(callchain, placement, layout, notes, &mut stack)?;
+    Ok(stack)
+}
+
+/// [`extract_call_stack`] into `stack` (cleared first), so a caller can reuse one buffer.
+pub fn extract_call_stack_into(
+    callchain: &[u64],
+    placement: &BinaryPlacement,
+    layout: &dyn CodeLayout,
+    notes: &mut StackNotes,
+    stack: &mut Vec<u64>,
+) -> Result<(), StackRejection> {
+    stack.clear();
+    let bitmap = layout.code_bitmap();
     for &raw in callchain {
         let mut addr = placement.canonical(raw);
-        if !layout.is_code(addr) {
+        let code = match &bitmap {
+            Some(b) => b.contains(addr),
+            None => layout.is_code(addr),
+        };
+        if !code {
             if stack.is_empty() {
                 notes.leaf_external = true;
             }
@@ -121,7 +155,7 @@ pub fn extract_call_stack(
     match stack.first() {
         None => Err(StackRejection::Empty),
         Some(&leaf) if layout.is_prolog_or_epilog(leaf) => Err(StackRejection::LeafInPrologEpilog),
-        Some(_) => Ok(stack),
+        Some(_) => Ok(()),
     }
 }
 

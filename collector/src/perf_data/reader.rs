@@ -409,6 +409,9 @@ fn check_structure(
                 format!("attr size {} out of range [64, {attr_len}]", attr.size),
             ));
         }
+        if !is_attr_version_size(u64::from(attr.size)) {
+            return Err(corrupt(path, at + 4, attr_version_error(attr.size.into())));
+        }
         let ids = FileSection::parse(&entry[attr_len..]);
         within(&ids, "attr ids", at + attr_len as u64)?;
         attrs.push(attr);
@@ -485,6 +488,13 @@ fn check_event_desc(data: &[u8]) -> Result<(), (u64, String)> {
                 ),
             ));
         }
+        let own = u32_at(pos + 4, "attr size")?;
+        if own > attr_size || !is_attr_version_size(own) {
+            return Err((
+                pos + 4,
+                format!("event_desc event {i}: {}", attr_version_error(own)),
+            ));
+        }
         pos += attr_size;
         let nr_ids = u32_at(pos, "nr_ids")?;
         let name_len = u32_at(pos + 4, "name length")?;
@@ -495,6 +505,17 @@ fn check_event_desc(data: &[u8]) -> Result<(), (u64, String)> {
         pos = end;
     }
     Ok(())
+}
+
+/// True when linux-perf-event-reader reads exactly `size` bytes of an attr whose `size`
+/// field says so: a `PERF_ATTR_SIZE_VER*` size, or any size past VER7 (it reads the known
+/// fields of the largest version at or below `size`, and skips the rest only past VER7).
+fn is_attr_version_size(size: u64) -> bool {
+    size >= 128 || [64, 72, 80, 96, 104, 112, 120].contains(&size)
+}
+
+fn attr_version_error(size: u64) -> String {
+    format!("attr size {size} is not a perf_event_attr version size (64, 72, 80, 96, 104, 112, 120 or >= 128)")
 }
 
 /// Walks a perf string list (`u32 nr; { u32 len; char s[len] }[nr]`) starting at `start`
@@ -658,6 +679,24 @@ mod tests {
         let err = open_error(&path, &bytes);
         assert!(
             err.contains(&format!("offset {at}: event_desc nr 4294967295")),
+            "{err}"
+        );
+    }
+
+    /// Fuzz OOM (perf_data target): an EVENT_DESC attr whose own size field (70) is no
+    /// perf_event_attr version size: linux-perf-event-reader reads 64 bytes of it but reports
+    /// 70, so the reader lost its place and took attr bytes for `nr_ids` (22 GB of ids).
+    #[test]
+    fn event_desc_attr_size_between_versions_is_corrupt() {
+        let (path, mut bytes) = written("event-desc-attr-size");
+        let at = feature_section(&bytes, Feature::EVENT_DESC.0);
+        let own = at + 8 + 4;
+        bytes[own..own + 4].copy_from_slice(&70u32.to_le_bytes());
+        let err = open_error(&path, &bytes);
+        assert!(
+            err.contains(&format!(
+                "offset {own}: event_desc event 0: attr size 70 is not a perf_event_attr version size"
+            )),
             "{err}"
         );
     }

@@ -171,7 +171,8 @@ pub fn parse_sample_record(
 
 /// Keeps the user part of a raw kernel call chain, context markers removed.
 pub fn user_callchain(ips: impl Iterator<Item = u64>) -> Vec<u64> {
-    let mut out = Vec::new();
+    // One allocation: at most every entry is kept.
+    let mut out = Vec::with_capacity(ips.size_hint().0);
     // Before any marker the context is unknown: keep those entries (synthetic chains).
     let mut user = true;
     for ip in ips {
@@ -562,19 +563,19 @@ mod tests {
     fn regs_user_and_stack_user_are_kept() {
         let mut body = Vec::new();
         for w in [
-            9u64,                        // identifier
-            0x7f00_0000_1000,            // ip
-            (1001 << 32) | 1000,         // pid 1000, tid 1001
-            2,                           // callchain.nr
-            PERF_CONTEXT_USER,           // marker
-            0x7f00_0000_1000,            // ips[1]
-            2,                           // regs abi = PERF_SAMPLE_REGS_ABI_64
-            3,                           // SI
-            4096,                        // DI
-            0x7ffd_0000_0000,            // SP
-            8,                           // stack_user.size
-            0x40_1234,                   // stack word: return address
-            8,                           // dyn_size
+            9u64,                // identifier
+            0x7f00_0000_1000,    // ip
+            (1001 << 32) | 1000, // pid 1000, tid 1001
+            2,                   // callchain.nr
+            PERF_CONTEXT_USER,   // marker
+            0x7f00_0000_1000,    // ips[1]
+            2,                   // regs abi = PERF_SAMPLE_REGS_ABI_64
+            3,                   // SI
+            4096,                // DI
+            0x7ffd_0000_0000,    // SP
+            8,                   // stack_user.size
+            0x40_1234,           // stack word: return address
+            8,                   // dyn_size
         ] {
             body.extend_from_slice(&w.to_le_bytes());
         }
@@ -601,6 +602,9 @@ mod tests {
         none.extend_from_slice(&0u64.to_le_bytes());
         none.extend_from_slice(&0u64.to_le_bytes());
         let r = parse_sample_record(&none, &layout).unwrap();
-        assert_eq!((r.regs_user_abi, r.regs_user.len(), r.stack_user.len()), (0, 0, 0));
+        assert_eq!(
+            (r.regs_user_abi, r.regs_user.len(), r.stack_user.len()),
+            (0, 0, 0)
+        );
     }
 }

@@ -13,6 +13,7 @@
 //! re-read the config file's `[filters]`.
 
 pub mod filters;
+pub mod heap_spool;
 pub mod http;
 pub mod persist;
 pub mod process_table;
@@ -213,6 +214,13 @@ pub fn run_daemon(
         config.output.flush_interval_secs
     );
 
+    // The MemProf spool (optional, `[heap] spool_dir`): its own thread.
+    let heap_stop = Arc::new(AtomicBool::new(false));
+    let heap_spool = match heap_spool::HeapSpoolSettings::from_config(config, &state_dir) {
+        Some(s) => Some(heap_spool::spawn(s, heap_stop.clone())?),
+        None => None,
+    };
+
     // The ClickHouse sink (optional): workers hand it each closed window.
     let sink = crate::sink::start(&config.sink, &state_dir, start)?;
     let sink_handle = sink.as_ref().map(|s| s.0.clone());
@@ -373,15 +381,17 @@ pub fn run_daemon(
         binaries.extend(b);
         worker_stats.push(s);
     }
+    heap_stop.store(true, Ordering::SeqCst);
+    if let Some(h) = heap_spool {
+        let _ = h.join();
+    }
     drop(sink_handle);
     if let Some((handle, thread)) = sink {
         drop(handle);
         if let Ok(s) = thread.join() {
             eprintln!(
                 "pgo-agent: sink: {} windows delivered, {} left in the spool, {} dropped",
-                s.windows_delivered,
-                s.windows_left,
-                s.windows_dropped
+                s.windows_delivered, s.windows_left, s.windows_dropped
             );
         }
     }

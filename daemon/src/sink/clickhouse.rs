@@ -10,9 +10,9 @@
 //! * `counters`: one row per (build id, host, window start, context, kind of counter,
 //!   from, to) with its count in that window. Addresses are offsets from the binary's
 //!   preferred base (as in the unsymbolized profile), so hosts that load the binary at
-//!   different addresses agree. `ReplacingMergeTree` ordered by the whole key: a window
-//!   inserted twice (a retry after a timeout whose first attempt did land) collapses to
-//!   one row per key when parts merge.
+//!   different addresses agree. `ReplacingMergeTree(count)` ordered by the whole key: a
+//!   window inserted twice (a retry after a timeout whose first attempt did land)
+//!   collapses to one row per key, the one with the largest count.
 //! * `contexts`: the frames of each context hash (call-site offsets, outermost first; for
 //!   line contexts the frame addresses), per build id, with the counter kind and the
 //!   preferred base (so a pull without the binary can order and print the counters
@@ -23,12 +23,14 @@
 //! # Idempotency per (host, window)
 //!
 //! Non-replicated tables in 18.16 have no insert deduplication, and parts merge when they
-//! like, so the pull query never relies on merges: it takes `max(count)` per (host,
-//! window, key) — a window's rows are identical in every retry, so that is the count of
-//! the window — then sums over hosts and windows, and only counts windows whose marker is
-//! present (a window half inserted when the connection broke is invisible until its
-//! retry completes). A retry therefore never counts twice and a partial window never
-//! counts at all.
+//! like, so the pull query does not wait for merges: it reads `FINAL`, which collapses
+//! duplicate keys at read time (a streaming merge of the sorted parts, keeping the row
+//! with the largest count: a window's rows are identical in every retry, and a window
+//! handed again later only has grown), then sums over hosts and windows, and only counts
+//! windows whose marker is present (a window half inserted when the connection broke is
+//! invisible until its retry completes). A retry therefore never counts twice and a
+//! partial window never counts at all. (A `GROUP BY host, window, key` with `max` gives
+//! the same answer but needs a hash table of every row: on 16 M rows it exceeded 2 GB.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -311,7 +313,7 @@ pub fn schema_sql(database: &str, cluster: Option<&str>) -> Vec<String> {
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.counters (build_id String, host String, \
              window_start UInt64, context UInt64, is_branch UInt8, addr_from UInt64, \
-             addr_to UInt64, count UInt64) ENGINE = ReplacingMergeTree() \
+             addr_to UInt64, count UInt64) ENGINE = ReplacingMergeTree(count) \
              PARTITION BY toYYYYMM(toDateTime(window_start)) \
              ORDER BY (build_id, host, window_start, context, is_branch, addr_from, addr_to)"
         ),
@@ -444,23 +446,36 @@ pub fn encode_window(w: &ClosedWindow, host: &str) -> EncodedWindow {
     }
 }
 
-/// Inserts one encoded window: contexts, counters in blocks of at most `batch_rows` rows,
-/// then the marker. Any failure leaves the window to be retried whole; see the module
-/// docs for why a retry never counts twice. Returns the counter rows inserted.
+/// Inserts one encoded window; see [`insert_windows`].
 pub fn insert_window(
     client: &ClickHouseClient,
     w: &EncodedWindow,
     batch_rows: usize,
     now_unix: u64,
 ) -> Result<u64, ClickHouseError> {
-    if !w.contexts.is_empty() {
-        client.insert_tsv(&client.table("contexts"), w.contexts.as_bytes())?;
+    insert_windows(client, &[w], batch_rows, now_unix)
+}
+
+/// Inserts encoded windows together: their contexts (one INSERT), their counters in
+/// blocks of at most `batch_rows` rows, then their markers (one INSERT). Few, large
+/// INSERTs: every INSERT makes a part on the server. Any failure leaves the windows to be
+/// retried whole; see the module docs for why a retry never counts twice. Returns the
+/// counter rows inserted.
+pub fn insert_windows(
+    client: &ClickHouseClient,
+    ws: &[&EncodedWindow],
+    batch_rows: usize,
+    now_unix: u64,
+) -> Result<u64, ClickHouseError> {
+    let contexts: String = ws.iter().map(|w| w.contexts.as_str()).collect();
+    if !contexts.is_empty() {
+        client.insert_tsv(&client.table("contexts"), contexts.as_bytes())?;
     }
     let table = client.table("counters");
     let mut block = String::new();
     let mut in_block = 0usize;
     let mut rows = 0u64;
-    for line in w.counters.lines() {
+    for line in ws.iter().flat_map(|w| w.counters.lines()) {
         block.push_str(line);
         block.push('\n');
         in_block += 1;
@@ -475,8 +490,11 @@ pub fn insert_window(
         client.insert_tsv(&table, block.as_bytes())?;
         rows += in_block as u64;
     }
-    let marker = format!("{}\t{now_unix}\n", w.marker);
-    client.insert_tsv(&client.table("windows"), marker.as_bytes())?;
+    let markers: String = ws
+        .iter()
+        .map(|w| format!("{}\t{now_unix}\n", w.marker))
+        .collect();
+    client.insert_tsv(&client.table("windows"), markers.as_bytes())?;
     Ok(rows)
 }
 
@@ -509,7 +527,8 @@ fn parse_u64(s: &str, what: &str, line: usize) -> Result<u64, ClickHouseError> {
 
 /// Queries the fleet-merged counters of `build_id` (windows starting at or after
 /// `since`): the contexts, the delivered windows, and one aggregate query over the counter
-/// rows (max per host, window and key, then the sum). `None` when nothing was delivered.
+/// rows (`FINAL`: one row per host, window and key, then the sum). `None` when nothing
+/// was delivered.
 pub fn fetch_fleet_counters(
     client: &ClickHouseClient,
     build_id: &BuildId,
@@ -589,12 +608,10 @@ pub fn fetch_fleet_counters(
 
     let what = "SELECT counters";
     let text = client.query(&format!(
-        "SELECT context, is_branch, addr_from, addr_to, sum(c) FROM (\
-         SELECT host, window_start, context, is_branch, addr_from, addr_to, max(count) AS c \
-         FROM {counters_t} WHERE build_id = '{id}' AND window_start >= {since} \
+        "SELECT context, is_branch, addr_from, addr_to, sum(count) \
+         FROM {counters_t} FINAL WHERE build_id = '{id}' AND window_start >= {since} \
          AND (host, window_start) IN (SELECT host, window_start FROM {local_windows} \
          WHERE build_id = '{id}' AND window_start >= {since}) \
-         GROUP BY host, window_start, context, is_branch, addr_from, addr_to) \
          GROUP BY context, is_branch, addr_from, addr_to FORMAT TabSeparated"
     ))?;
     let mut counters = CounterSet::new(kind);

@@ -24,7 +24,8 @@ use crossbeam_channel::{bounded, RecvTimeoutError, Sender, TrySendError};
 use serde::Deserialize;
 
 use clickhouse::{
-    encode_window, insert_window, ClickHouseClient, ClickHouseError, ClickHouseTarget, ClosedWindow,
+    encode_window, insert_windows, ClickHouseClient, ClickHouseError, ClickHouseTarget,
+    ClosedWindow,
 };
 use spool::Spool;
 
@@ -34,6 +35,8 @@ pub const SINK_QUEUE_WINDOWS: usize = 4096;
 pub const FIRST_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// Longest retry delay.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+/// Most windows one delivery inserts together.
+pub const MAX_WINDOWS_PER_INSERT: usize = 1000;
 
 /// `[sink]` of the config.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq, Default)]
@@ -218,18 +221,36 @@ impl Sink {
     }
 
     /// Delivers the spooled windows oldest first until the spool is empty (returns how
-    /// many were delivered) or an insert fails (the window stays at the head).
+    /// many were delivered) or an insert fails (the windows stay at the head). Consecutive
+    /// windows are inserted together up to `batch_rows` counter rows (and at most
+    /// [`MAX_WINDOWS_PER_INSERT`]).
     pub fn deliver(&mut self) -> Result<usize, ClickHouseError> {
         let mut delivered = 0;
-        while let Some(w) = self.spool.front() {
+        while let Some(first) = self.spool.front() {
+            let mut rows = first.counter_rows();
+            let mut batch = vec![first];
+            while batch.len() < MAX_WINDOWS_PER_INSERT {
+                match self.spool.get(batch.len()) {
+                    Some(Ok(w)) if rows + w.counter_rows() <= self.batch_rows as u64 => {
+                        rows += w.counter_rows();
+                        batch.push(w);
+                    }
+                    // Past the end, too many rows, or a bad file (dropped when it
+                    // reaches the head).
+                    _ => break,
+                }
+            }
             let started = Instant::now();
-            match insert_window(&self.client, &w, self.batch_rows, unix_now()) {
+            let refs: Vec<&clickhouse::EncodedWindow> = batch.iter().collect();
+            match insert_windows(&self.client, &refs, self.batch_rows, unix_now()) {
                 Ok(rows) => {
                     exporter::metrics::observe_sink_insert(rows, started.elapsed());
                     self.stats.rows_inserted += rows;
-                    self.stats.windows_delivered += 1;
-                    self.spool.pop_front();
-                    delivered += 1;
+                    self.stats.windows_delivered += batch.len() as u64;
+                    for _ in &batch {
+                        self.spool.pop_front();
+                    }
+                    delivered += batch.len();
                 }
                 Err(e) => {
                     exporter::metrics::sink_insert_error(e.reason());

@@ -174,6 +174,17 @@ impl Spool {
         None
     }
 
+    /// The `i`-th oldest window (0 is [`Spool::front`]), read back; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<anyhow::Result<EncodedWindow>> {
+        let &(seq, _) = self.files.get(i)?;
+        let path = self.path(seq);
+        Some(
+            std::fs::read(&path)
+                .with_context(|| format!("reading {}", path.display()))
+                .and_then(|b| deserialize(&b, &path.display().to_string())),
+        )
+    }
+
     /// Deletes the oldest window (after its delivery).
     pub fn pop_front(&mut self) {
         if let Some((seq, len)) = self.files.pop_front() {

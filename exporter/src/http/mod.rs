@@ -9,6 +9,8 @@
 //! | `GET /api/v1/profiles` | JSON list of the aggregates ([`crate::store::ProfileSummary`]) |
 //! | `GET /api/v1/profiles/{build_id}?format=extbinary\|text\|unsymbolized\|pprof&window=all` | one profile |
 //! | `GET /api/v1/profiles/{build_id}/flamegraph.svg` | inferno flame graph |
+//! | `GET /api/v1/heap` | JSON list of the heap (MemProf) aggregates ([`heap::HeapSummary`]) |
+//! | `GET /api/v1/heap/{build_id}?format=yaml\|text\|pprof` | one heap aggregate |
 //!
 //! Profiles carry a strong ETag (304 on `If-None-Match`), a `Content-Disposition` file name
 //! `<build-id>.window-all.<ext>`, and `X-Pgo-Profile-Format` (the format served: the
@@ -20,6 +22,7 @@
 //! `Authorization: Bearer <token>`.
 
 pub mod error;
+pub mod heap;
 pub mod middleware;
 pub mod query;
 pub mod routes;
@@ -125,6 +128,8 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/profiles/{build_id}/flamegraph.svg",
             get(routes::flamegraph),
         )
+        .route("/api/v1/heap", get(heap::list))
+        .route("/api/v1/heap/{build_id}", get(heap::get))
         .fallback(routes::not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

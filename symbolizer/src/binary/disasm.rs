@@ -204,6 +204,11 @@ impl CodeMap {
             .is_some_and(|w| w & (1 << (off % 64)) != 0)
     }
 
+    /// The start bitmap and the address of its bit 0 (`None` when the map has none).
+    pub fn start_bitmap(&self) -> Option<(u64, &[u64])> {
+        (!self.starts.is_empty()).then(|| (self.addrs[0], self.starts.as_slice()))
+    }
+
     /// Index of the instruction starting at `addr`.
     #[inline]
     pub fn index_of(&self, addr: u64) -> Option<usize> {
@@ -282,6 +287,14 @@ impl CodeMap {
         i.checked_sub(1).map(|j| self.addrs[j])
     }
 
+    /// The instruction before `addr` when it is a call (one search instead of
+    /// `previous_instruction` + `kind`).
+    #[inline]
+    pub fn previous_call(&self, addr: u64) -> Option<u64> {
+        let j = self.lower_bound(addr).checked_sub(1)?;
+        (self.kinds[j] & KIND_CALL != 0).then(|| self.addrs[j])
+    }
+
     /// Instructions with `start <= addr <= end_inclusive`, as (address, size).
     pub fn instructions_in(
         &self,
@@ -354,6 +367,26 @@ mod tests {
     }
 
     #[test]
+    fn previous_call_is_the_call_before_a_return_address() {
+        #[rustfmt::skip]
+        let bytes = [
+            0xe8, 0x00, 0x00, 0x00, 0x00, // 0x1000 call rel32
+            0xff, 0xd0,                   // 0x1005 call *%rax
+            0x90,                         // 0x1007 nop
+            0xc3,                         // 0x1008 ret
+        ];
+        let map = decode(&bytes);
+        assert_eq!(map.previous_call(0x1005), Some(0x1000));
+        assert_eq!(map.previous_call(0x1007), Some(0x1005));
+        assert_eq!(map.previous_call(0x1008), None);
+        assert_eq!(map.previous_call(0x1000), None);
+        // Not an instruction start: the instruction before it counts, as with
+        // `previous_instruction` + `kind`.
+        assert_eq!(map.previous_call(0x1003), Some(0x1000));
+        assert_eq!(map.previous_call(0x1006), Some(0x1005));
+    }
+
+    #[test]
     fn invalid_bytes_are_skipped_one_at_a_time() {
         // 0x06 (push %es) is invalid in 64-bit mode; then nop; ret.
         let map = decode(&[0x06, 0x06, 0x90, 0xc3]);
@@ -403,7 +436,14 @@ mod tests {
                 addrs.binary_search(&probe).is_ok(),
                 "{probe:#x}"
             );
+            let (base, words) = map.start_bitmap().unwrap();
+            assert_eq!(
+                unwinder::CodeBitmap { base, words }.contains(probe),
+                addrs.binary_search(&probe).is_ok(),
+                "{probe:#x}"
+            );
         }
+        assert!(CodeMap::default().start_bitmap().is_none());
         assert_eq!(CodeMap::default().lower_bound(5), 0);
         assert_eq!(CodeMap::default().index_of(5), None);
         assert!(!CodeMap::default().contains(5));

@@ -514,6 +514,18 @@ impl CodeLayout for ProfiledBinary {
         Some(self)
     }
 
+    fn call_before_return_address(&self, ret: u64) -> Option<u64> {
+        if ret == unwinder::EXTERNAL_ADDR {
+            return Some(unwinder::EXTERNAL_ADDR);
+        }
+        self.code.previous_call(ret)
+    }
+
+    fn code_bitmap(&self) -> Option<unwinder::CodeBitmap<'_>> {
+        let (base, words) = self.code.start_bitmap()?;
+        Some(unwinder::CodeBitmap { base, words })
+    }
+
     fn block_probe_anchor(&self, addr: u64) -> Option<u64> {
         if !self.has_pseudo_probes {
             return None;

@@ -151,6 +151,13 @@ impl HeapProfile {
         self.dropped_contexts
     }
 
+    /// Sets the raw-profile and dropped-context counts: restoring a persisted aggregate
+    /// rebuilds the contexts with one [`HeapProfile::add`], which counts one profile.
+    pub fn set_counts(&mut self, profiles: usize, dropped_contexts: usize) {
+        self.profiles = profiles;
+        self.dropped_contexts = dropped_contexts;
+    }
+
     /// Storage sharing of the call stacks (see [`CallStackStats`]).
     pub fn call_stack_stats(&self) -> CallStackStats {
         // Trie nodes keyed by (parent node, frame id); node 0 is the root.
