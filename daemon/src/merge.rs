@@ -98,13 +98,27 @@ pub fn merge_and_write(
     } else {
         MergeFormat::Unsymbolized
     });
-    let base = binary.as_ref().map_or(0, |b| b.preferred_base());
-    let mut merged = UnsymbolizedProfile::default();
-    for (name, text) in inputs {
-        let p = read_unsymbolized(text, base)
-            .with_context(|| format!("reading unsymbolized profile {name}"))?;
-        merged.merge(&p);
-    }
+    let read_all = |base: u64| -> anyhow::Result<UnsymbolizedProfile> {
+        let mut merged = UnsymbolizedProfile::default();
+        for (name, text) in inputs {
+            let p = read_unsymbolized(text, base)
+                .with_context(|| format!("reading unsymbolized profile {name}"))?;
+            merged.merge(&p);
+        }
+        Ok(merged)
+    };
+    // Without the binary, the base is recovered from the external sentinel (when a branch
+    // has one), so the sum sorts its counters by address exactly as llvm-profgen does.
+    let (base, merged) = match &binary {
+        Some(b) => (b.preferred_base(), read_all(b.preferred_base())?),
+        None => {
+            let offsets = read_all(0)?;
+            match offsets.sentinel_base().filter(|&b| b != 0) {
+                Some(b) => (b, read_all(b)?),
+                None => (0, offsets),
+            }
+        }
+    };
     let mut out = std::io::BufWriter::new(
         std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?,
     );

@@ -140,10 +140,14 @@ fn check_aggregate(clang: &str, version: u64, tag: &str, extra: &[&str]) -> (Pat
     let c = context(&p, &cold_context());
     assert_eq!(c.alloc_count, cold);
     assert_eq!(c.total_size, 4096 * u64::from(cold));
-    // Cold buffers live at least the 5 ms sleep; hot ones are freed right away, so
-    // they stay under it (a loaded CI machine can stretch them to a millisecond or two).
+    // Cold buffers live at least the 5 ms sleep; hot ones are freed right away, so on
+    // average they stay well under it (a preempted run can stretch a few of them: the
+    // maximum is not bounded on a loaded machine).
     assert!(c.min_lifetime >= 5, "{c:?}");
-    assert!(h.max_lifetime < 5, "{h:?}");
+    assert!(
+        h.total_lifetime < 5 * u64::from(h.alloc_count),
+        "mean hot lifetime >= 5 ms: {h:?}"
+    );
     (binary, p)
 }
 

@@ -440,6 +440,7 @@ fn check_structure(
             checked.map_err(|(at, what)| corrupt(path, s.offset + at, what))?;
         }
     }
+    check_auxtrace(path, file, &header.data)?;
     if header.event_types.size != 0 {
         // Legacy event_types: `{ attr[attr_size]; ids section }[]`, read by linux-perf-data
         // when there is no EVENT_DESC feature.
@@ -453,6 +454,55 @@ fn check_structure(
         }
     }
     Ok((header, attrs))
+}
+
+/// PERF_RECORD_AUXTRACE (a perf user record): its body starts with the u64 size of the
+/// AUX data that follows the record.
+const RECORD_AUXTRACE: u32 = 71;
+
+/// Walks the top-level record headers of the data section: linux-perf-data sizes a buffer
+/// from a PERF_RECORD_AUXTRACE's `size` before reading the data, so that data must lie in
+/// the section. Other inconsistencies stop the walk (the container reader reports them).
+fn check_auxtrace(path: &Path, file: &mut File, data: &FileSection) -> Result<(), PerfDataError> {
+    let io = |source| PerfDataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut r = BufReader::with_capacity(1 << 16, &mut *file);
+    r.seek(SeekFrom::Start(data.offset)).map_err(io)?;
+    let end = data.end();
+    let mut pos = data.offset;
+    let mut h = [0u8; 16];
+    while pos + 16 <= end {
+        if r.read_exact(&mut h).is_err() {
+            break;
+        }
+        let size = u64::from(u16::from_le_bytes([h[6], h[7]]));
+        if size < 8 {
+            break;
+        }
+        let mut next = pos + size;
+        if le32(&h[..4]) == RECORD_AUXTRACE {
+            let aux = u64::from_le_bytes(h[8..16].try_into().expect("8"));
+            match next.checked_add(aux).filter(|&n| n <= end) {
+                Some(n) => next = n,
+                None => {
+                    return Err(corrupt(
+                        path,
+                        pos + 8,
+                        format!(
+                        "AUXTRACE record with {aux} bytes of data past the end of the data section"
+                    ),
+                    ))
+                }
+            }
+        }
+        if r.seek_relative(next as i64 - (pos + 16) as i64).is_err() {
+            break;
+        }
+        pos = next;
+    }
+    Ok(())
 }
 
 /// Walks a HEADER_EVENT_DESC section (`u32 nr, attr_size; { attr[attr_size]; u32 nr_ids;
@@ -696,6 +746,61 @@ mod tests {
         assert!(
             err.contains(&format!(
                 "offset {own}: event_desc event 0: attr size 70 is not a perf_event_attr version size"
+            )),
+            "{err}"
+        );
+    }
+
+    /// Fuzz crash (perf_data target): a PERF_RECORD_AUXTRACE whose `size` says 2^62 bytes of
+    /// AUX data follow made linux-perf-data resize its record buffer to that.
+    #[test]
+    fn auxtrace_past_the_data_section_is_corrupt() {
+        let path = std::env::temp_dir().join(format!(
+            "collector-reader-auxtrace-{}.data",
+            std::process::id()
+        ));
+        let (_, bytes) = {
+            let p = std::env::temp_dir().join(format!(
+                "collector-reader-auxtrace-comm-{}.data",
+                std::process::id()
+            ));
+            let rec = Recording {
+                event: EventDescription {
+                    name: "cpu-clock:u".into(),
+                    attr_type: 1,
+                    config: 0,
+                    sample_period: 10007,
+                    precise_ip: 0,
+                    callchain: true,
+                    branch_stack: false,
+                },
+                build_ids: Vec::new(),
+                events: vec![PerfEvent::SideBand(crate::SideBandEvent::Comm(
+                    crate::CommEvent {
+                        pid: 7,
+                        tid: 7,
+                        comm: "prog".into(),
+                        exec: true,
+                    },
+                ))],
+                cmdline: Vec::new(),
+            };
+            write_perf_data(&p, &rec).unwrap();
+            let b = std::fs::read(&p).unwrap();
+            std::fs::remove_file(&p).unwrap();
+            (p, b)
+        };
+        let mut bytes = bytes;
+        let header = FileHeader::parse(bytes[..FILE_HEADER_SIZE as usize].try_into().unwrap());
+        // The first record of the data section becomes an AUXTRACE claiming 2^62 bytes.
+        let at = header.data.offset as usize;
+        bytes[at..at + 4].copy_from_slice(&RECORD_AUXTRACE.to_le_bytes());
+        bytes[at + 8..at + 16].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        let err = open_error(&path, &bytes);
+        assert!(
+            err.contains(&format!(
+                "offset {}: AUXTRACE record with 4611686018427387904 bytes",
+                at + 8
             )),
             "{err}"
         );

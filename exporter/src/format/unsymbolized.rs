@@ -147,6 +147,19 @@ impl UnsymbolizedProfile {
     }
 
     /// Sums another profile into this one (host aggregation of unsymbolized profiles).
+    /// For a profile read with base 0: the preferred base the writer used, recovered from
+    /// the external sentinel, which prints as `1 − base` (no code offset comes near 2^63).
+    /// `None` when no branch has an external end.
+    pub fn sentinel_base(&self) -> Option<u64> {
+        self.contexts
+            .values()
+            .flat_map(|c| c.branches.keys())
+            .flat_map(|&(s, t)| [s, t])
+            .find(|&a| a >= 1 << 63)
+            .map(|a| 1u64.wrapping_sub(a))
+    }
+
+    /// Sums `other` into `self`.
     pub fn merge(&mut self, other: &UnsymbolizedProfile) {
         self.context_sensitive |= other.context_sensitive;
         for (k, c) in &other.contexts {
@@ -452,5 +465,14 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn sentinel_base_is_recovered_from_an_offset_profile() {
+        let text = "[]\n  1\n  0-e:1\n  2\n  ffffffffffbff001->0:1\n  e->12:1\n";
+        let p = read_unsymbolized(text, 0).unwrap();
+        assert_eq!(p.sentinel_base(), Some(0x40_1000));
+        let no_external = read_unsymbolized("[]\n  1\n  0-e:1\n  1\n  e->12:1\n", 0).unwrap();
+        assert_eq!(no_external.sentinel_base(), None);
     }
 }
