@@ -102,6 +102,8 @@ pub struct Router {
     workers: usize,
     skip_pid: Option<u32>,
     stats: RouterStats,
+    /// Mapping indices a sample touches (reused: no allocation per sample).
+    kept: Vec<usize>,
 }
 
 /// The worker that owns `build_id` among `workers`.
@@ -129,6 +131,7 @@ impl Router {
             workers: workers.max(1),
             skip_pid,
             stats: RouterStats::default(),
+            kept: Vec::new(),
         }
     }
 
@@ -315,7 +318,8 @@ impl Router {
         // file name); a branch stack touches few mappings, so both stay tiny.
         let mut seen: [(u64, u64); 8] = [(0, 0); 8];
         let mut seen_n = 0usize;
-        let mut kept: Vec<usize> = Vec::new();
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
         let mut last = (0u64, 0u64);
         let mut visit = |a: u64| {
             if a >= last.0 && a < last.1 {
@@ -355,9 +359,10 @@ impl Router {
         }
         if kept.is_empty() {
             self.stats.unmapped += 1;
+            self.kept = kept;
             return;
         }
-        for i in kept {
+        for &i in &kept {
             let m = &process.mappings[i];
             match self.binaries.resolve(&self.proc, m) {
                 Some(b) => {
@@ -368,6 +373,7 @@ impl Router {
                 None => self.stats.unresolved_binary += 1,
             }
         }
+        self.kept = kept;
     }
 }
 
