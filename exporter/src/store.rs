@@ -486,17 +486,7 @@ impl ProfileStore {
             return hit.clone();
         }
         let mut candidates = vec![PathBuf::from(recorded_path)];
-        let hex = id.to_hex();
-        for dir in &self.settings.debug_dirs {
-            if hex.len() > 2 {
-                candidates.push(
-                    dir.join(".build-id")
-                        .join(&hex[..2])
-                        .join(format!("{}.debug", &hex[2..])),
-                );
-            }
-            candidates.push(dir.join(&hex));
-        }
+        candidates.extend(debug_file_candidates(&self.settings.debug_dirs, id));
         let found = candidates
             .iter()
             .filter(|p| p.is_file())
@@ -543,6 +533,24 @@ fn mtime_secs(path: &Path) -> u64 {
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs())
+}
+
+/// Where a binary or its debug file with build id `id` may be found in `debug_dirs`, in
+/// search order: `<dir>/.build-id/ab/cdef….debug` (the GDB layout), then `<dir>/<hex>`.
+pub fn debug_file_candidates(debug_dirs: &[PathBuf], id: &BuildId) -> Vec<PathBuf> {
+    let hex = id.to_hex();
+    let mut out = Vec::with_capacity(2 * debug_dirs.len());
+    for dir in debug_dirs {
+        if hex.len() > 2 {
+            out.push(
+                dir.join(".build-id")
+                    .join(&hex[..2])
+                    .join(format!("{}.debug", &hex[2..])),
+            );
+        }
+        out.push(dir.join(&hex));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -592,5 +600,20 @@ mod tests {
             Err(StoreError::NotFound(h)) if h == "abce"
         ));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn debug_file_candidates_follow_the_gdb_layout() {
+        let id = BuildId::from_hex("abcdef01").unwrap();
+        let dirs = [PathBuf::from("/usr/lib/debug"), PathBuf::from("/srv/bin")];
+        assert_eq!(
+            debug_file_candidates(&dirs, &id),
+            [
+                PathBuf::from("/usr/lib/debug/.build-id/ab/cdef01.debug"),
+                PathBuf::from("/usr/lib/debug/abcdef01"),
+                PathBuf::from("/srv/bin/.build-id/ab/cdef01.debug"),
+                PathBuf::from("/srv/bin/abcdef01"),
+            ]
+        );
     }
 }

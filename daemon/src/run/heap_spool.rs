@@ -355,18 +355,11 @@ impl HeapSpool {
         if let Some(b) = self.binaries.get(id) {
             return Some(b.clone());
         }
-        let hex = id.to_hex();
         let mut candidates = self.settings.binaries.clone();
-        for dir in &self.settings.debug_dirs {
-            if hex.len() > 2 {
-                candidates.push(
-                    dir.join(".build-id")
-                        .join(&hex[..2])
-                        .join(format!("{}.debug", &hex[2..])),
-                );
-            }
-            candidates.push(dir.join(&hex));
-        }
+        candidates.extend(exporter::store::debug_file_candidates(
+            &self.settings.debug_dirs,
+            id,
+        ));
         // A miss is not remembered: the binary may be deployed later.
         let found = candidates
             .iter()
