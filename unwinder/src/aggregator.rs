@@ -224,11 +224,7 @@ impl<'a> Aggregator<'a> {
     fn check_ranges(&mut self, sample: &PerfSample, count: u64) {
         let checks = self.layout.range_checks();
         self.stats.range_checks_done |= checks.is_some();
-        let bitmap = self.layout.code_bitmap();
-        let is_code = |a: u64| match &bitmap {
-            Some(b) => b.contains(a),
-            None => self.layout.is_code(a),
-        };
+        let is_code = crate::code_layout::code_test(self.layout);
         for pair in sample.lbr.windows(2) {
             let (start, end) = (pair[1].target, pair[0].source);
             self.stats.total_range_samples = self.stats.total_range_samples.wrapping_add(count);

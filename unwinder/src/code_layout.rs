@@ -27,6 +27,16 @@ impl CodeBitmap<'_> {
     }
 }
 
+/// [`CodeLayout::is_code`] for many addresses: a direct bit test when the layout has a
+/// [`CodeBitmap`], else the trait call.
+pub fn code_test(layout: &dyn CodeLayout) -> impl Fn(u64) -> bool + '_ {
+    let bitmap = layout.code_bitmap();
+    move |addr| match &bitmap {
+        Some(b) => b.contains(addr),
+        None => layout.is_code(addr),
+    }
+}
+
 /// The code facts the unwinder needs, in the binary's preferred (link-time) addresses.
 ///
 /// Implemented by the symbolizer's `ProfiledBinary` from its x86 disassembly; tests may

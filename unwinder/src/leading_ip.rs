@@ -98,12 +98,9 @@ pub fn count_leading_ip(
         }
     };
     // llvm-profgen's (IP, IP) reaches a probe only when the IP is a probe's address; on
-    // probe binaries the range starts at the sampled block's probe instead.
-    let start = if layout.has_pseudo_probes() {
-        layout.block_probe_anchor(ip).unwrap_or(ip)
-    } else {
-        ip
-    };
+    // probe binaries the range starts at the sampled block's probe instead (layouts without
+    // probes have no anchor).
+    let start = layout.block_probe_anchor(ip).unwrap_or(ip);
     *counters
         .context_mut(&key)
         .ranges

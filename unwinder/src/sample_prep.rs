@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use collector::LbrEntry;
 
+use crate::code_layout::code_test;
 use crate::{BinaryPlacement, CodeLayout, EXTERNAL_ADDR};
 
 /// One LBR branch in canonical addresses; either end may be [`EXTERNAL_ADDR`], not both.
@@ -50,11 +51,7 @@ pub fn extract_lbr_stack_into(
     out: &mut Vec<Branch>,
 ) {
     out.clear();
-    let bitmap = layout.code_bitmap();
-    let is_code = |a: u64| match &bitmap {
-        Some(b) => b.contains(a),
-        None => layout.is_code(a),
-    };
+    let is_code = code_test(layout);
     for e in entries {
         let source = placement.canonical(e.from);
         let target = placement.canonical(e.to);
@@ -122,14 +119,10 @@ pub fn extract_call_stack_into(
     stack: &mut Vec<u64>,
 ) -> Result<(), StackRejection> {
     stack.clear();
-    let bitmap = layout.code_bitmap();
+    let is_code = code_test(layout);
     for &raw in callchain {
         let mut addr = placement.canonical(raw);
-        let code = match &bitmap {
-            Some(b) => b.contains(addr),
-            None => layout.is_code(addr),
-        };
-        if !code {
+        if !is_code(addr) {
             if stack.is_empty() {
                 notes.leaf_external = true;
             }
