@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FUZZ="$ROOT/fuzz"
-ALL_TARGETS=(perf_record perf_data perf_script probe_section elf dwarf memprof unsymbolized llvm_text extbinary http)
+ALL_TARGETS=(perf_record perf_data perf_script perf_script_tally probe_section elf dwarf memprof unsymbolized llvm_text extbinary http)
 CORPUS_BIN="$ROOT/target/corpus"
 FIXTURE="$ROOT/tests/fixtures/propeller_sample_1"
 OBJCOPY=${OBJCOPY:-llvm-objcopy-19}
@@ -97,6 +97,11 @@ seed_perf_script() {
         head -c 6000 "$src" | awk 'BEGIN{RS="\n\n"; ORS="\n\n"} {buf[NR]=$0} END{for(i=1;i<NR;i++) print buf[i]}' > "$out/$f"
         grep -v '^\s*[0-9a-f]*$' "$src" | grep '/' | head -n 4 > "$out/lbr-only-$f" || true
     done
+}
+
+# The parallel reader is checked against the sequential one on the same seeds.
+seed_perf_script_tally() {
+    seed_perf_script "$1"
 }
 
 seed_probe_section() {

@@ -1,13 +1,13 @@
 //! The `convert` pipeline: input reader → unwinder → symbolizer → format writer.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
-use collector::perf_script::reader::PerfScriptReader;
-use collector::PerfEvent;
+use collector::perf_script::{tally_samples, ScriptPiece, ScriptText};
+use collector::{PerfEvent, SideBandEvent};
 use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized};
 use symbolizer::binary::ProfiledBinary;
 use symbolizer::generate::cs::expand_line_context;
@@ -84,21 +84,28 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
     let options = UnwindOptions {
         ignore_stack_samples: args.ignore_stack_samples,
         pid: (args.pid != 0).then_some(args.pid),
+        unwind_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         ..UnwindOptions::default()
     };
     let (counters, mut stats) = if let Some(path) = &args.perfscript {
         let progress = Progress::for_file(path)?;
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let input = BufReader::with_capacity(1 << 20, progress.wrap(file));
-        let reader = PerfScriptReader::new(input, path.display().to_string())
-            .with_context(|| format!("reading perf script {}", path.display()))?;
-        // Both cores: this thread parses, the caller's prepares, aggregates and unwinds.
-        let result = std::thread::scope(|scope| {
-            let events = EventBatches::spawn(scope, reader, PerfScriptReader::next_event);
-            unwind(events, binary, &load, &options, path)
-        });
+        let text = ScriptText::open(path)?;
+        // Every core scans and parses (each distinct sample text once); this thread then
+        // prepares, aggregates and unwinds the distinct samples.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let tally = tally_samples(text.bytes(), text.name(), threads.min(MAX_THREADS), &|n| {
+            progress.bytes_read(n)
+        })?;
         progress.finish();
-        result?
+        let events = tally.pieces.into_iter().flat_map(|piece| match piece {
+            ScriptPiece::Mmap(m) => vec![(PerfEvent::SideBand(SideBandEvent::Mmap2(m)), 1)],
+            ScriptPiece::Samples(samples) => samples
+                .into_iter()
+                .map(|t| (PerfEvent::Sample(t.sample), t.occurrences))
+                .collect(),
+        });
+        unwinder::unwind_repeated_samples(events, binary, &load, &options)
+            .with_context(|| format!("unwinding samples of {}", path.display()))?
     } else if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
@@ -107,16 +114,20 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
             sample_pids: Some(pids),
             ..options.clone()
         };
-        let mut reader = PerfDataReader::open(path)
+        let reader = PerfDataReader::open(path)
             .with_context(|| format!("reading perf.data {}", path.display()))?;
         let progress = Progress::for_events(path);
-        let (started, mut count) = (std::time::Instant::now(), 0u64);
-        let events = std::iter::from_fn(|| {
-            count += 1;
-            progress.events_read(count, started);
-            reader.next_event().transpose()
+        let mut count = 0u64;
+        // Both cores: this thread reads records, the caller's prepares, aggregates and
+        // unwinds.
+        let result = std::thread::scope(|scope| {
+            let events = EventBatches::spawn(scope, reader, |r: &mut PerfDataReader| {
+                count += 1;
+                progress.events_read(count);
+                r.next_event()
+            });
+            unwind(events, binary, &load, &options, path)
         });
-        let result = unwind(events, binary, &load, &options, path);
         progress.finish();
         result?
     } else {
@@ -173,6 +184,10 @@ struct EventBatches<E> {
     rx: crossbeam_channel::Receiver<Result<Vec<PerfEvent>, E>>,
     current: std::vec::IntoIter<PerfEvent>,
 }
+
+/// Most threads a perf script is read on (beyond that, the single-threaded unwinding
+/// dominates).
+const MAX_THREADS: usize = 8;
 
 /// Events per batch: large enough that channel traffic is negligible, small enough that
 /// the two threads start overlapping at once.

@@ -1,8 +1,10 @@
 //! `pgo-agent heap-sample`: live allocation sampling with uprobes, for binaries not built
 //! for MemProf. Uprobes on `malloc`/`calloc`/`realloc` in the target's libc
-//! ([`collector::uprobe`]) see every call with its size and call chain; a byte sampler
-//! (mean interval `--sample-interval-bytes`, default 512 KiB, the pprof/tcmalloc
-//! convention) keeps a sample of them, weighted by `1/(1 − exp(−size/interval))`; the
+//! ([`collector::uprobe`]) see every call with its size; a byte sampler (mean interval
+//! `--sample-interval-bytes`, default 512 KiB, the pprof/tcmalloc convention) keeps a
+//! sample of them with their call chains, weighted by `1/(1 − exp(−size/interval))`. The
+//! sampler runs in the kernel (an eBPF program on each probe, so unsampled calls write no
+//! record) when it loads, else here on every call's record (the reason is printed); the
 //! call chains are symbolized with the symbolizer ([`ProfiledBinary`]: DWARF inline frames,
 //! else the containing function) and written as a pprof heap profile (`alloc_objects`,
 //! `alloc_space`, unsampled estimates).
@@ -18,17 +20,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use collector::live::online_cpus;
 use collector::recorder::process_maps::read_maps;
 use collector::uprobe::session::libc_of_process;
 use collector::uprobe::symbol::{file_load_segments, file_offset_to_vaddr, FunctionSymbols, Load};
 use collector::uprobe::{
-    threads_of, AllocProfile, HeldChild, ProbeTarget, SessionStats, UprobeSession, UprobeSettings,
-    DEFAULT_SAMPLE_INTERVAL_BYTES,
+    threads_of, AllocProfile, FreeMatching, HeldChild, ProbeTarget, SamplingMode, SessionEvent,
+    SessionStats, UprobeSession, UprobeSettings, DEFAULT_SAMPLE_INTERVAL_BYTES,
 };
 use collector::Mmap2Event;
 use exporter::format::pprof::{
-    build_heap, to_bytes, to_gzip_bytes, HeapContext, HeapFrame, HeapMapping,
+    build_heap, build_heap_with_inuse, to_bytes, to_gzip_bytes, HeapContext, HeapFrame, HeapInuse,
+    HeapMapping,
 };
 use symbolizer::{LoadOptions, ProfiledBinary};
 
@@ -53,12 +55,23 @@ pub struct HeapSampleArgs {
     /// one this agent maps).
     #[arg(long)]
     pub libc: Option<PathBuf>,
-    /// Ring buffer pages per CPU (a power of two).
+    /// Ring buffer pages (a power of two), shared out between the threads sampled (one
+    /// ring each, at least 16 pages).
     #[arg(long, default_value_t = 1024)]
     pub ring_pages: usize,
-    /// Seed of the sampler's generator (same seed and allocations: same samples).
+    /// Seed of the sampler's generator (same seed and allocations: same samples, for
+    /// the user-space sampler; the kernel's uses it for the first countdowns only).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Sample in user space even when the in-kernel eBPF filter would load (every call
+    /// then writes a record; for comparisons).
+    #[arg(long)]
+    pub user_space_sampling: bool,
+    /// Match the frees of sampled allocations (uretprobes on the allocation functions and
+    /// a uprobe on `free`, filtered in the kernel) and add inuse_objects/inuse_space to
+    /// the profile. Needs the kernel filter; costs two more traps per allocation/free pair.
+    #[arg(long)]
+    pub inuse: bool,
     /// The command to launch and sample (after `--`).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -79,8 +92,21 @@ pub struct Sampled {
 
 /// Runs the probes until the target exits or the duration elapses.
 pub fn sample(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
-    let cpus = online_cpus();
-    let mut profile = AllocProfile::new(args.sample_interval_bytes, args.seed);
+    let base = UprobeSettings {
+        ring_pages: args.ring_pages,
+        enable_on_exec: false,
+        sample_interval_bytes: args.sample_interval_bytes,
+        kernel_filter: !args.user_space_sampling,
+        seed: args.seed,
+        lifetimes: args.inuse,
+    };
+    let targets_in = |libc: &Path| -> anyhow::Result<Vec<ProbeTarget>> {
+        let mut t = ProbeTarget::for_libc(libc)?;
+        if args.inuse {
+            t.extend(ProbeTarget::lifetimes_for_libc(libc)?);
+        }
+        Ok(t)
+    };
     let mut mappings: Vec<Mmap2Event> = Vec::new();
     let deadline = args
         .duration_secs
@@ -94,13 +120,10 @@ pub fn sample(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
                 Some(p) => p.clone(),
                 None => libc_of_process(pid)?,
             };
-            let targets = ProbeTarget::for_libc(&libc)?;
+            let targets = targets_in(&libc)?;
             let tids = threads_of(pid)?;
-            let settings = UprobeSettings {
-                ring_pages: args.ring_pages,
-                enable_on_exec: false,
-            };
-            let session = UprobeSession::open(&targets, &tids, &cpus, settings)
+            let settings = base;
+            let session = UprobeSession::open(&targets, &tids, settings)
                 .with_context(|| format!("opening uprobes on {} for pid {pid}", libc.display()))?;
             // Mappings made before the probes were opened get no MMAP2 record.
             let maps = read_maps(pid).with_context(|| format!("reading /proc/{pid}/maps"))?;
@@ -120,22 +143,55 @@ pub fn sample(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
                 Some(p) => p.clone(),
                 None => libc_of_process(std::process::id() as i32)?,
             };
-            let targets = ProbeTarget::for_libc(&libc)?;
+            let targets = targets_in(&libc)?;
             let mut child = HeldChild::spawn(&args.command)?;
             let settings = UprobeSettings {
-                ring_pages: args.ring_pages,
                 enable_on_exec: true,
+                ..base
             };
             let pid = child.pid();
-            let session = UprobeSession::open(&targets, &[pid], &cpus, settings)
+            let session = UprobeSession::open(&targets, &[pid], settings)
                 .with_context(|| format!("opening uprobes on {}", libc.display()))?;
             child.release()?;
             (session, Some(child), pid)
         }
     };
+    let mut profile = match session.sampling() {
+        SamplingMode::Kernel => {
+            eprintln!(
+                "pgo-agent heap-sample: sampling in the kernel (eBPF byte filter, mean interval \
+                 {} bytes)",
+                args.sample_interval_bytes
+            );
+            AllocProfile::presampled(args.sample_interval_bytes)
+        }
+        SamplingMode::UserSpace { reason } => {
+            eprintln!(
+                "pgo-agent heap-sample: sampling in user space (every call writes a record): \
+                 {reason}"
+            );
+            AllocProfile::new(args.sample_interval_bytes, args.seed)
+        }
+        SamplingMode::All => AllocProfile::new(0, args.seed),
+    };
+    match &session.stats().free_matching {
+        FreeMatching::On => {
+            eprintln!("pgo-agent heap-sample: matching frees (uretprobes and free, in the kernel)");
+            profile.track_lifetimes();
+        }
+        FreeMatching::Unavailable { reason } => {
+            eprintln!("pgo-agent heap-sample: free matching off: {reason}");
+        }
+        FreeMatching::Off => {}
+    }
+    let mut on_event = |e: SessionEvent| match e {
+        SessionEvent::Alloc(c) => profile.record(&c),
+        SessionEvent::Returned(p) => profile.record_return(&p),
+        SessionEvent::Freed(p) => profile.record_free(&p),
+    };
     let mut exit_status = None;
     loop {
-        let n = session.poll(|c| profile.record(&c), |m| mappings.push(m));
+        let n = session.poll(&mut on_event, |m| mappings.push(m));
         let ended = match &child {
             Some(c) => {
                 exit_status = c.try_wait();
@@ -152,7 +208,8 @@ pub fn sample(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
         }
     }
     session.disable();
-    session.poll(|c| profile.record(&c), |m| mappings.push(m));
+    session.poll(&mut on_event, |m| mappings.push(m));
+    profile.match_frees();
     if let Some(c) = child.take() {
         if exit_status.is_none() {
             // The duration ended first: let the command run on, unsampled.
@@ -186,6 +243,19 @@ fn open_binary(path: &Path) -> Option<Opened> {
         symbols: FunctionSymbols::from_file(path).unwrap_or_default(),
         loads,
     })
+}
+
+/// The in-use estimates of the sampled contexts, in the order of [`symbolize`]'s
+/// contexts (both iterate the same, unchanged profile).
+pub fn inuse(sampled: &Sampled) -> Vec<HeapInuse> {
+    sampled
+        .profile
+        .contexts()
+        .map(|(_, _, c)| HeapInuse {
+            inuse_objects: c.inuse_objects(),
+            inuse_space: c.inuse_space(),
+        })
+        .collect()
 }
 
 /// Symbolizes the sampled contexts: each address is placed in the latest mapping of its
@@ -272,14 +342,42 @@ fn function_names(o: &Opened, vaddr: u64) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Calls and bytes seen (sampled or not): the kernel filter's counters when it ran (user
+/// space only receives the sampled calls then), else the records received.
+pub fn seen(sampled: &Sampled) -> (String, String) {
+    match (&sampled.stats.sampling, sampled.stats.kernel) {
+        (SamplingMode::Kernel, Some(k)) => (k.calls.to_string(), k.bytes.to_string()),
+        (SamplingMode::Kernel, None) => {
+            ("(unknown: filter counters unreadable)".into(), "?".into())
+        }
+        _ => (
+            sampled.profile.calls().to_string(),
+            sampled.profile.bytes().to_string(),
+        ),
+    }
+}
+
 /// Runs `pgo-agent heap-sample`.
 pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
-    let sampled = sample(&args)?;
+    sample_and_write(&args)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Samples, writes the profile to `args.output`, prints the report on stderr and returns
+/// what was sampled (its counters say which sampling mode ran).
+pub fn sample_and_write(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
+    let sampled = sample(args)?;
     let (mappings, contexts) = symbolize(&sampled);
-    let profile = build_heap(&mappings, &contexts, sampled.profile.interval());
-    let mut top: Vec<&HeapContext> = contexts.iter().collect();
-    top.sort_by(|a, b| b.alloc_space.total_cmp(&a.alloc_space));
-    for c in top.iter().take(5) {
+    let lifetimes = sampled.profile.tracks_lifetimes();
+    let inuse = inuse(&sampled);
+    let profile = if lifetimes {
+        build_heap_with_inuse(&mappings, &contexts, &inuse, sampled.profile.interval())
+    } else {
+        build_heap(&mappings, &contexts, sampled.profile.interval())
+    };
+    let mut top: Vec<(&HeapContext, &HeapInuse)> = contexts.iter().zip(&inuse).collect();
+    top.sort_by(|a, b| b.0.alloc_space.total_cmp(&a.0.alloc_space));
+    for (c, u) in top.iter().take(5) {
         let names: Vec<String> = c
             .frames
             .iter()
@@ -290,8 +388,13 @@ pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(|| format!("{:#x}", f.address))
             })
             .collect();
+        let in_use = if lifetimes {
+            format!(" ({:.0} bytes in use)", u.inuse_space)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "pgo-agent heap-sample: {:>14.0} bytes {:>10.0} objects  {}",
+            "pgo-agent heap-sample: {:>14.0} bytes {:>10.0} objects{in_use}  {}",
             c.alloc_space,
             c.alloc_objects,
             names.join(" <- ")
@@ -306,13 +409,20 @@ pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&args.output, bytes)
         .with_context(|| format!("writing {}", args.output.display()))?;
     let s = &sampled.stats;
+    let (calls, bytes) = seen(&sampled);
+    let samples: u64 = sampled
+        .profile
+        .contexts()
+        .map(|(_, _, c)| c.sampled_objects)
+        .sum();
     eprintln!(
-        "pgo-agent heap-sample: {} allocation calls ({} bytes) seen, {} contexts sampled \
-         (interval {} bytes); records {}, lost {}, bad {}, unparsed {}, ring resyncs {}; wrote {}",
-        sampled.profile.calls(),
-        sampled.profile.bytes(),
+        "pgo-agent heap-sample: {calls} allocation calls ({bytes} bytes) seen, {} sampled in \
+         {} contexts (interval {} bytes, sampling: {}); records {}, lost {}, bad {}, \
+         unparsed {}, ring resyncs {}; wrote {}",
+        samples,
         sampled.profile.len(),
         sampled.profile.interval(),
+        s.sampling.name(),
         s.records,
         s.lost,
         s.bad_records,
@@ -320,6 +430,12 @@ pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
         s.ring_resyncs,
         args.output.display()
     );
+    if lifetimes {
+        eprintln!(
+            "pgo-agent heap-sample: free matching: {} returns, {} frees of sampled pointers",
+            s.returns, s.frees
+        );
+    }
     if let Some(e) = &s.first_parse_error {
         eprintln!("pgo-agent heap-sample: first unparsed record: {e}");
     }
@@ -328,7 +444,7 @@ pub fn run(args: HeapSampleArgs) -> anyhow::Result<ExitCode> {
             eprintln!("pgo-agent heap-sample: the command exited with status {code}");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(sampled)
 }
 
 #[cfg(test)]

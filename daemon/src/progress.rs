@@ -1,6 +1,6 @@
 //! A progress bar on a terminal for inputs that take more than a second.
 
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// only once the input has taken more than a second.
 pub struct Progress {
     bar: ProgressBar,
+    started: Instant,
 }
 
 impl Progress {
@@ -29,17 +30,17 @@ impl Progress {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         );
-        Ok(Progress { bar })
+        Ok(Progress {
+            bar,
+            started: Instant::now(),
+        })
     }
 
-    /// Wraps a reader so that bytes read advance the bar.
-    pub fn wrap<R: Read>(&self, inner: R) -> ProgressReader<R> {
-        ProgressReader {
-            inner,
-            bar: self.bar.clone(),
-            started: Instant::now(),
-            shown: false,
-        }
+    /// Counts `n` more bytes of a [`Progress::for_file`] bar (from any thread); the bar
+    /// appears on a terminal once the input has taken more than a second.
+    pub fn bytes_read(&self, n: u64) {
+        self.bar.inc(n);
+        self.show_after_a_second();
     }
 
     /// Progress for an input read record by record (perf.data): a spinner counting events,
@@ -55,46 +56,31 @@ impl Progress {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         );
-        Progress { bar }
+        Progress {
+            bar,
+            started: Instant::now(),
+        }
     }
 
-    /// Counts events of a [`Progress::for_events`] bar; `started` is when reading began.
-    pub fn events_read(&self, count: u64, started: Instant) {
+    /// Counts events of a [`Progress::for_events`] bar.
+    pub fn events_read(&self, count: u64) {
         if count.is_multiple_of(4096) {
             self.bar.set_position(count);
-            if self.bar.is_hidden()
-                && started.elapsed() > Duration::from_secs(1)
-                && std::io::stderr().is_terminal()
-            {
-                self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            }
+            self.show_after_a_second();
+        }
+    }
+
+    fn show_after_a_second(&self) {
+        if self.bar.is_hidden()
+            && self.started.elapsed() > Duration::from_secs(1)
+            && std::io::stderr().is_terminal()
+        {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
         }
     }
 
     /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
-    }
-}
-
-/// A reader that advances a [`ProgressBar`].
-pub struct ProgressReader<R> {
-    inner: R,
-    bar: ProgressBar,
-    started: Instant,
-    shown: bool,
-}
-
-impl<R: Read> Read for ProgressReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.bar.inc(n as u64);
-        if !self.shown && self.started.elapsed() > Duration::from_secs(1) {
-            self.shown = true;
-            if std::io::stderr().is_terminal() {
-                self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            }
-        }
-        Ok(n)
     }
 }

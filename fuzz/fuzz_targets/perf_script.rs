@@ -5,7 +5,7 @@ use collector::perf_script::PerfScriptReader;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(mut reader) = PerfScriptReader::new(std::io::Cursor::new(data), "fuzz.perfscript") {
+    if let Ok(mut reader) = PerfScriptReader::new(data, "fuzz.perfscript") {
         let _ = reader.script_type();
         for _ in 0..1_000_000 {
             match reader.next_event() {

@@ -8,7 +8,10 @@
 //! record parser `convert` uses), batches of `reader_batch_events`, [`Router::route`]
 //! (process table, binary lookup, grouping) and [`Worker::handle`] ([`BinaryShard::feed`]:
 //! the virtual unwinder and the windowed counters). Copying the records into the ring (the
-//! kernel's work) is not timed.
+//! kernel's work) is not timed. As in the daemon, the worker hands fed samples back to the
+//! reader through a [`SampleRecycler`] (the decoder parses into them), and the router stops
+//! routing to a binary its worker found without decodable code (the stripped ld.so and
+//! libc these recordings also touch); the `no-code` column counts those skipped routings.
 //!
 //! ```text
 //! cargo bench -p e2e --bench live_pipeline                      # default programs
@@ -24,7 +27,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 use std::time::Duration;
 
-use collector::live::{EventBatch, ReaderStats, RecordDecoder, RingBuffer};
+use collector::live::{EventBatch, ReaderStats, RecordDecoder, RingBuffer, SampleRecycler};
 use collector::record::{
     branch_sample_type as bst, sample_type as st, RecordWriter, SampleId, SampleLayout,
     SampleRecord,
@@ -151,11 +154,14 @@ struct Replay {
     stages: Stages,
     lbr_entries: u64,
     router_samples: u64,
+    code_less: u64,
     counted: u64,
 }
 
-/// The daemon's LBR-mode router and one worker (the daemon's default `unwind_workers`).
-fn pipeline() -> (Router, Worker) {
+/// The daemon's LBR-mode router and one worker (the daemon's default `unwind_workers`),
+/// which hands fed samples back to the reader through the daemon's recycler.
+fn pipeline() -> (Router, Worker, SampleRecycler) {
+    let recycler = SampleRecycler::default();
     let router = Router::new(
         Path::new("/proc"),
         ProcessFilter::default(),
@@ -171,8 +177,9 @@ fn pipeline() -> (Router, Worker) {
         memory_budget_bytes: u64::MAX,
         state_dir: std::env::temp_dir(),
         coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
-    });
-    (router, worker)
+    })
+    .with_recycler(recycler.clone());
+    (router, worker, recycler)
 }
 
 /// Replays `bytes` through ring → decoder → `router` → `worker` until `min_samples`
@@ -183,14 +190,17 @@ fn replay(
     min_samples: u64,
     router: &mut Router,
     worker: &mut Worker,
+    recycler: &SampleRecycler,
 ) -> Replay {
     let mut ring = RingBuffer::in_memory(RING_PAGES, 4096).expect("heap ring");
     let decoder = RecordDecoder::new(layout);
     let stats = ReaderStats::default();
     let samples_before = router.stats().samples;
+    let code_less_before = router.stats().code_less_binary;
     let counted_before: u64 = worker.summaries().iter().map(|b| b.counted).sum();
     let mut stages = Stages::default();
     let mut scratch = Vec::new();
+    let mut spare = Vec::new();
     let mut events: Vec<PerfEvent> = Vec::with_capacity(BATCH_EVENTS);
     let mut lbr_entries = 0u64;
     let mut route_batch = |events: Vec<PerfEvent>, stages: &mut Stages, lbr: &mut u64| {
@@ -218,13 +228,18 @@ fn replay(
             // Drain like the reader: batches of at most BATCH_EVENTS events.
             loop {
                 let t = CpuInstant::now();
+                // As `run_reader_recycling`: a batch's worth of used samples at a time.
+                if spare.is_empty() {
+                    recycler.take(&mut spare, BATCH_EVENTS);
+                }
                 let room = BATCH_EVENTS - events.len();
                 // ~1 KiB per LBR sample: bound the drain so a batch is not overfilled much.
-                let drained = decoder.drain(
+                let drained = decoder.drain_recycling(
                     &mut ring,
                     &mut scratch,
                     room as u64 * 1024,
                     &mut events,
+                    &mut spare,
                     &stats,
                 );
                 stages.parse += t.elapsed();
@@ -252,6 +267,7 @@ fn replay(
         stages,
         lbr_entries,
         router_samples: router.stats().samples - samples_before,
+        code_less: router.stats().code_less_binary - code_less_before,
         counted: counted - counted_before,
     }
 }
@@ -284,13 +300,14 @@ fn main() {
          single thread, >= {min_samples} samples per program"
     );
     println!(
-        "{:<14} {:>9} {:>6} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "{:<14} {:>9} {:>6} {:>12} {:>12} {:>12} {:>9} {:>9} {:>14}",
         "program",
         "samples",
         "lbr",
         "parse/s",
         "route/s",
         "aggregate/s",
+        "no-code",
         "counted",
         "samples/s/core"
     );
@@ -299,18 +316,26 @@ fn main() {
     for name in names {
         let bytes = recorded_records(name, layout);
         // Warm-up (loads the binaries once, as the daemon does), then the measured run.
-        let (mut router, mut worker) = pipeline();
-        let _ = replay(&bytes, layout, 1, &mut router, &mut worker);
-        let r = replay(&bytes, layout, min_samples, &mut router, &mut worker);
+        let (mut router, mut worker, recycler) = pipeline();
+        let _ = replay(&bytes, layout, 1, &mut router, &mut worker, &recycler);
+        let r = replay(
+            &bytes,
+            layout,
+            min_samples,
+            &mut router,
+            &mut worker,
+            &recycler,
+        );
         assert_eq!(r.router_samples, r.samples);
         println!(
-            "{:<14} {:>9} {:>6.1} {:>12.0} {:>12.0} {:>12.0} {:>12} {:>14.0}",
+            "{:<14} {:>9} {:>6.1} {:>12.0} {:>12.0} {:>12.0} {:>9} {:>9} {:>14.0}",
             name,
             r.samples,
             r.lbr_entries as f64 / r.samples.max(1) as f64,
             per_sec(r.samples, r.stages.parse),
             per_sec(r.samples, r.stages.route),
             per_sec(r.samples, r.stages.aggregate),
+            r.code_less,
             r.counted,
             per_sec(r.samples, r.stages.total())
         );

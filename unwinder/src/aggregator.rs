@@ -17,6 +17,13 @@ use crate::{
     UnwindOptions, UnwindStats,
 };
 
+/// Most threads a flush unwinds on.
+const MAX_UNWIND_THREADS: usize = 16;
+/// Most samples [`unwind_repeated_samples`] holds before preparing them.
+const MAX_SAMPLE_BATCH: usize = 1 << 16;
+/// Fewest distinct samples worth a thread of their own.
+const MIN_SAMPLES_PER_THREAD: usize = 512;
+
 /// Prepares and aggregates samples of one binary, then produces counters.
 pub struct Aggregator<'a> {
     layout: &'a dyn CodeLayout,
@@ -29,6 +36,8 @@ pub struct Aggregator<'a> {
     scratch: PerfSample,
     stats: UnwindStats,
     sample_index: u64,
+    /// How many samples the one being prepared stands for.
+    occurrences: u64,
 }
 
 impl<'a> Aggregator<'a> {
@@ -49,6 +58,7 @@ impl<'a> Aggregator<'a> {
             scratch: PerfSample::default(),
             stats: UnwindStats::default(),
             sample_index: 0,
+            occurrences: 1,
         })
     }
 
@@ -89,6 +99,19 @@ impl<'a> Aggregator<'a> {
         }
     }
 
+    /// [`Aggregator::feed`] for an event that stands for `occurrences` identical ones
+    /// (samples: [`Aggregator::feed_sample_repeated`]; side-band events are applied once).
+    pub fn feed_repeated(
+        &mut self,
+        event: &PerfEvent,
+        occurrences: u64,
+    ) -> Result<(), UnwindError> {
+        match event {
+            PerfEvent::Sample(s) => self.feed_sample_repeated(s, occurrences),
+            other => self.feed(other),
+        }
+    }
+
     /// Applies an MMAP2 event to the placement.
     pub fn feed_mmap(&mut self, event: &Mmap2Event) -> Result<(), UnwindError> {
         self.placement.observe(event).map(|_| ())
@@ -97,18 +120,31 @@ impl<'a> Aggregator<'a> {
     /// Prepares one sample with the current placement and aggregates it
     /// (`HybridPerfReader::parseSample` / `LBRPerfReader::parseSample`).
     pub fn feed_sample(&mut self, sample: &Sample) -> Result<(), UnwindError> {
+        self.feed_sample_repeated(sample, 1)
+    }
+
+    /// [`Aggregator::feed_sample`] for `occurrences` samples identical to `sample` whose
+    /// counts sum to `sample.count` (a reader that aggregated identical sample texts):
+    /// the counters and every per-sample statistic are what feeding each occurrence
+    /// would give, since preparing a sample depends only on it and the placement.
+    pub fn feed_sample_repeated(
+        &mut self,
+        sample: &Sample,
+        occurrences: u64,
+    ) -> Result<(), UnwindError> {
         if let Some(pids) = &self.options.sample_pids {
             if !pids.contains(&sample.pid) {
-                self.stats.filtered_by_pid += 1;
+                self.stats.filtered_by_pid += occurrences;
                 return Ok(());
             }
         }
         let index = self.sample_index;
-        self.sample_index += 1;
-        self.stats.samples_seen += 1;
+        self.sample_index += occurrences;
+        self.stats.samples_seen += occurrences;
         // perf script prints an empty line before a sample with a call chain, which
         // llvm-profgen's reader counts as a sample too (see UnwindStats::total_samples).
-        self.stats.total_samples += if sample.callchain.is_empty() { 1 } else { 2 };
+        self.stats.total_samples += occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
+        self.occurrences = occurrences;
         let mut scratch = std::mem::take(&mut self.scratch);
         let result = self.prepare(sample, index, &mut scratch);
         if let Ok(true) = result {
@@ -130,59 +166,109 @@ impl<'a> Aggregator<'a> {
         index: u64,
         out: &mut PerfSample,
     ) -> Result<bool, UnwindError> {
-        out.call_stack.clear();
-        if self.content == PerfContent::LbrStack {
-            let mut notes = StackNotes::default();
-            let stack = extract_call_stack_into(
-                &sample.callchain,
-                &self.placement,
-                self.layout,
-                &mut notes,
-                &mut out.call_stack,
-            );
-            if notes.leaf_external {
-                self.stats.leaf_external_frames += 1;
-            }
-            if let Some(a) = notes.invalid_return_address {
-                self.stats.invalid_return_addresses.insert(a);
-            }
-            if stack.is_err() {
-                self.stats.dropped_stack_samples += 1;
-                return Ok(false);
-            }
-            self.warn_if_missing_mmap();
-            if sample.lbr.is_empty() {
-                return Err(UnwindError::HybridSampleWithoutLbr {
-                    sample_index: index,
-                });
-            }
-        }
-        extract_lbr_stack_into(&sample.lbr, &self.placement, self.layout, &mut out.lbr);
-        if out.lbr.is_empty() {
-            self.stats.dropped_empty_lbr_samples += 1;
-            return Ok(false);
-        }
-        if self.content == PerfContent::Lbr {
-            self.warn_if_missing_mmap();
-        } else if self.options.ignore_stack_samples {
-            out.call_stack.clear();
-        } else {
-            // "Canonicalize stack leaf to avoid 'random' IP from leaf frame skew LBR ranges".
-            out.call_stack[0] = out.lbr[0].target;
-        }
-        // Counts wrap like llvm-profgen's uint64_t (a hostile pre-aggregated count must not
-        // panic): see `feed_sample`.
-        Ok(true)
+        let scope = PrepareScope {
+            layout: self.layout,
+            placement: &self.placement,
+            content: self.content,
+            ignore_stack_samples: self.options.ignore_stack_samples,
+        };
+        prepare_sample(
+            &scope,
+            sample,
+            self.occurrences,
+            index,
+            out,
+            &mut self.stats,
+        )
     }
 
-    fn warn_if_missing_mmap(&mut self) {
-        if !self.placement.is_loaded_by_mmap() && self.stats.missing_mmap_warning.is_none() {
-            let load = self.placement.load();
-            self.stats.missing_mmap_warning = Some(format!(
-                "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
-                load.name, load.preferred_base
-            ));
+    fn prepare_scope(&self) -> PrepareScope<'_> {
+        PrepareScope {
+            layout: self.layout,
+            placement: &self.placement,
+            content: self.content,
+            ignore_stack_samples: self.options.ignore_stack_samples,
         }
+    }
+
+    /// [`Aggregator::feed_sample_repeated`] over consecutive samples (no side-band event
+    /// between them), prepared on [`UnwindOptions::unwind_threads`] threads when there are
+    /// enough of them: preparing depends only on the sample and the placement, so the
+    /// prepared samples and statistics are the same, and they are aggregated in order.
+    pub fn feed_samples_repeated(&mut self, samples: &[(Sample, u64)]) -> Result<(), UnwindError> {
+        let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
+        if threads == 1
+            || samples.len() < MIN_SAMPLES_PER_THREAD * 2
+            || self.options.sample_pids.is_some()
+        {
+            for (sample, occurrences) in samples {
+                self.feed_sample_repeated(sample, *occurrences)?;
+            }
+            return Ok(());
+        }
+        let per_thread = samples.len().div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
+        let mut first_index = self.sample_index;
+        let parts: Vec<(&[(Sample, u64)], u64)> = samples
+            .chunks(per_thread)
+            .map(|part| {
+                let index = first_index;
+                first_index += part.iter().map(|(_, n)| n).sum::<u64>();
+                (part, index)
+            })
+            .collect();
+        let scope = self.prepare_scope();
+        type Prepared = (Vec<(PerfSample, u64)>, UnwindStats, Option<UnwindError>);
+        let prepared: Vec<Prepared> = std::thread::scope(|threads| {
+            let handles: Vec<_> = parts
+                .iter()
+                .map(|&(part, mut index)| {
+                    let scope = &scope;
+                    threads.spawn(move || {
+                        let mut stats = UnwindStats::default();
+                        let mut kept = Vec::with_capacity(part.len());
+                        for (sample, occurrences) in part {
+                            stats.samples_seen += occurrences;
+                            stats.total_samples +=
+                                occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
+                            let mut out = PerfSample::default();
+                            match prepare_sample(
+                                scope,
+                                sample,
+                                *occurrences,
+                                index,
+                                &mut out,
+                                &mut stats,
+                            ) {
+                                Ok(true) => kept.push((out, sample.count)),
+                                Ok(false) => {}
+                                Err(e) => return (kept, stats, Some(e)),
+                            }
+                            index += occurrences;
+                        }
+                        (kept, stats, None)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h.join() {
+                    Ok(part) => part,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        self.sample_index = first_index;
+        for (kept, stats, error) in prepared {
+            self.stats.merge(&stats);
+            for (sample, count) in kept {
+                let n = self.samples.entry(sample).or_insert(0);
+                *n = n.wrapping_add(count);
+            }
+            if let Some(e) = error {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Turns the aggregated samples into counters and forgets them (placement and
@@ -190,72 +276,200 @@ impl<'a> Aggregator<'a> {
     /// flush of all the samples.
     pub fn flush(&mut self) -> CounterSet {
         let kind = self.kind();
-        let mut counters = CounterSet::new(kind);
         let samples = std::mem::take(&mut self.samples);
         self.stats.aggregated_samples += samples.len() as u64;
-        for (sample, &count) in &samples {
-            self.check_ranges(sample, count);
-        }
-        match kind {
-            CounterKind::Flat => {
-                let c = counters.context_mut(&[]);
-                for (sample, &count) in &samples {
-                    count_lbr_sample(sample, count, self.layout, c);
+        let samples: Vec<(&PerfSample, u64)> = samples.iter().map(|(s, &n)| (s, n)).collect();
+        let shape = KeyShape {
+            probes: kind == CounterKind::ProbeContext,
+            compress_recursion: self.options.compress_recursion,
+            depth: self.options.probe_context_depth(),
+        };
+        let layout = self.layout;
+        let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
+        let mut counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
+            count_part(layout, kind, shape, &samples, &mut self.stats)
+        } else {
+            // Counters are sums and every statistic a sum or a set union, so the samples
+            // may be counted in parts and the parts merged.
+            let per_thread = samples.len().div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
+            let parts: Vec<(CounterSet, UnwindStats)> = std::thread::scope(|scope| {
+                let handles: Vec<_> = samples
+                    .chunks(per_thread)
+                    .map(|part| {
+                        scope.spawn(move || {
+                            let mut stats = UnwindStats::default();
+                            (count_part(layout, kind, shape, part, &mut stats), stats)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| match h.join() {
+                        Ok(part) => part,
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    })
+                    .collect()
+            });
+            let mut counters = CounterSet::new(kind);
+            for (part, stats) in parts {
+                if counters.contexts.is_empty() {
+                    counters = part;
+                } else {
+                    counters.merge_from(part);
                 }
+                self.stats.merge(&stats);
             }
-            CounterKind::ProbeContext | CounterKind::LineContext => {
-                let shape = KeyShape {
-                    probes: kind == CounterKind::ProbeContext,
-                    compress_recursion: self.options.compress_recursion,
-                    depth: self.options.probe_context_depth(),
-                };
-                let mut unwinder = VirtualUnwinder::new(self.layout, shape);
-                for (sample, &count) in &samples {
-                    unwinder.unwind(sample, count, &mut counters, &mut self.stats);
-                }
-                self.stats.contexts += counters.contexts.len() as u64;
-            }
+            counters
+        };
+        counters.kind = kind;
+        if kind != CounterKind::Flat {
+            self.stats.contexts += counters.contexts.len() as u64;
         }
         counters
-    }
-
-    /// `warnInvalidRange` over one aggregated sample: every pair of consecutive entries is
-    /// a range `[target_i, source_{i-1}]` (whatever its validity).
-    fn check_ranges(&mut self, sample: &PerfSample, count: u64) {
-        let checks = self.layout.range_checks();
-        self.stats.range_checks_done |= checks.is_some();
-        let is_code = crate::code_layout::code_test(self.layout);
-        for pair in sample.lbr.windows(2) {
-            let (start, end) = (pair[1].target, pair[0].source);
-            self.stats.total_range_samples = self.stats.total_range_samples.wrapping_add(count);
-            let Some(checks) = checks else { continue };
-            let (start_code, end_code) = (is_code(start), is_code(end));
-            if !start_code && !end_code {
-                continue;
-            }
-            if !start_code || !checks.is_transfer(end) {
-                self.stats.ranges_not_on_boundary =
-                    self.stats.ranges_not_on_boundary.wrapping_add(count);
-            }
-            let Some((_, func_end)) = checks.function_range(start) else {
-                self.stats.ranges_outside_functions =
-                    self.stats.ranges_outside_functions.wrapping_add(count);
-                continue;
-            };
-            if end >= func_end {
-                self.stats.ranges_crossing_functions =
-                    self.stats.ranges_crossing_functions.wrapping_add(count);
-            }
-            if start_code && end_code && !self.layout.is_valid_fall_through_range(start, end) {
-                self.stats.bogus_ranges = self.stats.bogus_ranges.wrapping_add(count);
-            }
-        }
     }
 
     /// Flushes and returns the counters with the final statistics.
     pub fn finish(mut self) -> (CounterSet, UnwindStats) {
         let counters = self.flush();
         (counters, self.stats)
+    }
+}
+
+/// What preparing a sample reads from its [`Aggregator`] (shared by preparing threads).
+struct PrepareScope<'a> {
+    layout: &'a dyn CodeLayout,
+    placement: &'a BinaryPlacement,
+    content: PerfContent,
+    ignore_stack_samples: bool,
+}
+
+/// Prepares `sample` (standing for `occurrences` samples) into `out`; `Ok(false)` when it
+/// is dropped (and counted in `stats`).
+fn prepare_sample(
+    scope: &PrepareScope<'_>,
+    sample: &Sample,
+    occurrences: u64,
+    index: u64,
+    out: &mut PerfSample,
+    stats: &mut UnwindStats,
+) -> Result<bool, UnwindError> {
+    out.call_stack.clear();
+    if scope.content == PerfContent::LbrStack {
+        let mut notes = StackNotes::default();
+        let stack = extract_call_stack_into(
+            &sample.callchain,
+            scope.placement,
+            scope.layout,
+            &mut notes,
+            &mut out.call_stack,
+        );
+        if notes.leaf_external {
+            stats.leaf_external_frames += occurrences;
+        }
+        if let Some(a) = notes.invalid_return_address {
+            stats.invalid_return_addresses.insert(a);
+        }
+        if stack.is_err() {
+            stats.dropped_stack_samples += occurrences;
+            return Ok(false);
+        }
+        warn_if_missing_mmap(scope.placement, stats);
+        if sample.lbr.is_empty() {
+            return Err(UnwindError::HybridSampleWithoutLbr {
+                sample_index: index,
+            });
+        }
+    }
+    extract_lbr_stack_into(&sample.lbr, scope.placement, scope.layout, &mut out.lbr);
+    if out.lbr.is_empty() {
+        stats.dropped_empty_lbr_samples += occurrences;
+        return Ok(false);
+    }
+    if scope.content == PerfContent::Lbr {
+        warn_if_missing_mmap(scope.placement, stats);
+    } else if scope.ignore_stack_samples {
+        out.call_stack.clear();
+    } else {
+        // "Canonicalize stack leaf to avoid 'random' IP from leaf frame skew LBR ranges".
+        out.call_stack[0] = out.lbr[0].target;
+    }
+    // Counts wrap like llvm-profgen's uint64_t (a hostile pre-aggregated count must not
+    // panic): see `Aggregator::feed_sample_repeated`.
+    Ok(true)
+}
+
+fn warn_if_missing_mmap(placement: &BinaryPlacement, stats: &mut UnwindStats) {
+    if !placement.is_loaded_by_mmap() && stats.missing_mmap_warning.is_none() {
+        let load = placement.load();
+        stats.missing_mmap_warning = Some(format!(
+            "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
+            load.name, load.preferred_base
+        ));
+    }
+}
+
+/// Counters of some aggregated samples: `warnInvalidRange`'s checks, then LBR-only
+/// counting or virtual unwinding, with their statistics added to `stats`.
+fn count_part(
+    layout: &dyn CodeLayout,
+    kind: CounterKind,
+    shape: KeyShape,
+    samples: &[(&PerfSample, u64)],
+    stats: &mut UnwindStats,
+) -> CounterSet {
+    let mut counters = CounterSet::new(kind);
+    check_ranges(layout, samples, stats);
+    if kind == CounterKind::Flat {
+        let c = counters.context_mut(&[]);
+        for &(sample, count) in samples {
+            count_lbr_sample(sample, count, layout, c);
+        }
+    } else {
+        let mut unwinder = VirtualUnwinder::new(layout, shape);
+        for &(sample, count) in samples {
+            unwinder.unwind(sample, count, &mut counters, stats);
+        }
+    }
+    counters
+}
+
+/// `warnInvalidRange` over aggregated samples: every pair of consecutive entries is
+/// a range `[target_i, source_{i-1}]` (whatever its validity).
+fn check_ranges(layout: &dyn CodeLayout, samples: &[(&PerfSample, u64)], stats: &mut UnwindStats) {
+    if samples.is_empty() {
+        return;
+    }
+    let checks = layout.range_checks();
+    stats.range_checks_done |= checks.is_some();
+    // The checks depend only on the range: sum the counts per distinct range first.
+    let mut ranges: HashMap<(u64, u64), u64, FxBuildHasher> = HashMap::default();
+    for &(sample, count) in samples {
+        for pair in sample.lbr.windows(2) {
+            let n = ranges.entry((pair[1].target, pair[0].source)).or_insert(0);
+            *n = n.wrapping_add(count);
+        }
+    }
+    let is_code = crate::code_layout::code_test(layout);
+    for ((start, end), count) in ranges {
+        stats.total_range_samples = stats.total_range_samples.wrapping_add(count);
+        let Some(checks) = checks else { continue };
+        let (start_code, end_code) = (is_code(start), is_code(end));
+        if !start_code && !end_code {
+            continue;
+        }
+        if !start_code || !checks.is_transfer(end) {
+            stats.ranges_not_on_boundary = stats.ranges_not_on_boundary.wrapping_add(count);
+        }
+        let Some((_, func_end)) = checks.function_range(start) else {
+            stats.ranges_outside_functions = stats.ranges_outside_functions.wrapping_add(count);
+            continue;
+        };
+        if end >= func_end {
+            stats.ranges_crossing_functions = stats.ranges_crossing_functions.wrapping_add(count);
+        }
+        if start_code && end_code && !layout.is_valid_fall_through_range(start, end) {
+            stats.bogus_ranges = stats.bogus_ranges.wrapping_add(count);
+        }
     }
 }
 
@@ -268,6 +482,17 @@ pub fn unwind_samples(
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
 ) -> Result<(CounterSet, UnwindStats), UnwindError> {
+    unwind_repeated_samples(events.into_iter().map(|e| (e, 1)), layout, load, options)
+}
+
+/// [`unwind_samples`] over events paired with how many identical events each stands for
+/// (see [`Aggregator::feed_sample_repeated`]; side-band events come with 1).
+pub fn unwind_repeated_samples(
+    events: impl IntoIterator<Item = (PerfEvent, u64)>,
+    layout: &dyn CodeLayout,
+    load: &BinaryLoadInfo,
+    options: &UnwindOptions,
+) -> Result<(CounterSet, UnwindStats), UnwindError> {
     let mut events = events.into_iter();
     let mut buffered = Vec::new();
     let content = match options.content {
@@ -276,7 +501,7 @@ pub fn unwind_samples(
             let Some(event) = events.next() else {
                 return Err(UnwindError::NoLbrSamples);
             };
-            let detected = PerfContent::detect(std::iter::once(&event));
+            let detected = PerfContent::detect(std::iter::once(&event.0));
             buffered.push(event);
             if let Some(c) = detected {
                 break c;
@@ -284,12 +509,25 @@ pub fn unwind_samples(
         },
     };
     let mut agg = Aggregator::new(layout, load.clone(), content, options.clone())?;
-    for event in buffered.iter() {
-        agg.feed(event)?;
+    // Consecutive samples go in batches (prepared on threads when options ask for them).
+    let mut batch: Vec<(Sample, u64)> = Vec::new();
+    for (event, occurrences) in buffered.into_iter().chain(events) {
+        match event {
+            PerfEvent::Sample(sample) => {
+                batch.push((sample, occurrences));
+                if batch.len() == MAX_SAMPLE_BATCH {
+                    agg.feed_samples_repeated(&batch)?;
+                    batch.clear();
+                }
+            }
+            other => {
+                agg.feed_samples_repeated(&batch)?;
+                batch.clear();
+                agg.feed(&other)?;
+            }
+        }
     }
-    for event in events {
-        agg.feed(&event)?;
-    }
+    agg.feed_samples_repeated(&batch)?;
     Ok(agg.finish())
 }
 
@@ -529,6 +767,73 @@ mod tests {
         agg.feed(&events[2]).unwrap();
         merged.merge(&agg.flush());
         assert_eq!(merged, all);
+    }
+
+    #[test]
+    fn a_repeated_sample_counts_as_its_occurrences() {
+        let l = layout(true);
+        let one_by_one = vec![
+            mmap(0x5000),
+            sample(0x5000, true, 2),
+            sample(0x5000, true, 2),
+            sample(0x5000, true, 2),
+        ];
+        let expected = unwind_samples(one_by_one, &l, &load(), &UnwindOptions::default()).unwrap();
+        let repeated = vec![(mmap(0x5000), 1), (sample(0x5000, true, 6), 3)];
+        let got =
+            unwind_repeated_samples(repeated, &l, &load(), &UnwindOptions::default()).unwrap();
+        assert_eq!(got, expected);
+        assert_eq!((got.1.samples_seen, got.1.total_samples), (3, 6));
+    }
+
+    /// Samples of foo's loop taken `n` times, each a distinct aggregated sample.
+    fn loop_samples(n: u64) -> Vec<PerfEvent> {
+        let a = |x: u64| x - 0x1000 + 0x5000;
+        (1..=n)
+            .map(|iterations| {
+                let mut lbr = vec![
+                    LbrEntry {
+                        from: a(0x1015),
+                        to: a(0x1010),
+                        flags: 0,
+                    };
+                    iterations as usize
+                ];
+                lbr.push(LbrEntry {
+                    from: a(0x1004),
+                    to: a(0x1010),
+                    flags: 0,
+                });
+                PerfEvent::Sample(Sample {
+                    pid: 5,
+                    ip: a(0x1014),
+                    callchain: vec![a(0x1014), a(0x1009)],
+                    lbr,
+                    count: iterations,
+                    ..Sample::default()
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn unwinding_on_threads_gives_the_same_counters_and_statistics() {
+        let l = layout(true);
+        let mut events = vec![mmap(0x5000)];
+        events.extend(loop_samples(MIN_SAMPLES_PER_THREAD as u64 * 3));
+        let serial =
+            unwind_samples(events.clone(), &l, &load(), &UnwindOptions::default()).unwrap();
+        let threaded = UnwindOptions {
+            unwind_threads: 3,
+            ..UnwindOptions::default()
+        };
+        let parallel = unwind_samples(events, &l, &load(), &threaded).unwrap();
+        assert_eq!(parallel, serial);
+        let loop_range = serial.0.contexts[&vec![0x1004]].ranges[&(0x1010, 0x1015)];
+        // Sample k (count k) has k ranges through the loop body: k - 1 between its loop
+        // branches and one from the call: Σ k².
+        let n = MIN_SAMPLES_PER_THREAD as u64 * 3;
+        assert_eq!(loop_range, (1..=n).map(|k| k * k).sum::<u64>());
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn code_test(layout: &dyn CodeLayout) -> impl Fn(u64) -> bool + '_ {
 ///
 /// Implemented by the symbolizer's `ProfiledBinary` from its x86 disassembly; tests may
 /// implement it over a hand-written instruction list.
-pub trait CodeLayout {
+pub trait CodeLayout: Sync {
     /// True when `addr` is the first byte of a decoded instruction.
     fn is_code(&self, addr: u64) -> bool;
     /// True when the instruction at `addr` is a call (direct or indirect).

@@ -82,6 +82,19 @@ impl CounterSet {
         self.contexts.get_mut(key).expect("inserted above")
     }
 
+    /// [`CounterSet::merge`] taking `other` by value: its contexts missing from `self`
+    /// move over without copying.
+    pub fn merge_from(&mut self, other: CounterSet) {
+        for (key, counters) in other.contexts {
+            match self.contexts.get_mut(&key) {
+                Some(mine) => mine.merge(&counters),
+                None => {
+                    self.contexts.insert(key, counters);
+                }
+            }
+        }
+    }
+
     /// Sums `other` into `self` (the merge that makes host aggregation and fleet merges
     /// equal to converting the concatenated samples).
     pub fn merge(&mut self, other: &CounterSet) {

@@ -86,7 +86,7 @@ pub mod test_support;
 pub mod virtual_unwind;
 pub mod window;
 
-pub use aggregator::{unwind_samples, Aggregator};
+pub use aggregator::{unwind_repeated_samples, unwind_samples, Aggregator};
 pub use binary_placement::{BinaryLoadInfo, BinaryPlacement, MmapOutcome};
 pub use code_layout::{CodeBitmap, CodeLayout, RangeChecks, EXTERNAL_ADDR};
 pub use context::{compress_recursion, trim_context};

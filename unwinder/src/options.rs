@@ -62,6 +62,9 @@ pub struct UnwindOptions {
     /// path runs `perf script --pid` with the processes that mapped the binary (see
     /// [`processes_mapping`]); its perf script path does not filter samples.
     pub sample_pids: Option<BTreeSet<u32>>,
+    /// Threads a flush unwinds the aggregated samples on (0 or 1: the caller's thread
+    /// only). `convert` uses every core; the daemon's workers are already one per core.
+    pub unwind_threads: usize,
 }
 
 /// The processes with an MMAP2 event of the binary named `binary_name` (basename match),

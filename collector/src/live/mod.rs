@@ -7,6 +7,8 @@
 //!   wrapped records copied out), also over heap memory for tests and replay;
 //! * [`reader`]: per-CPU reader threads → bounded channel of [`EventBatch`]es (try_send,
 //!   drops counted), LOST / LOST_SAMPLES counted;
+//! * [`recycle`]: the pool through which the workers hand used samples back to the
+//!   readers, which parse into them (no allocation per sample);
 //! * [`proc_scan`]: MMAP2/COMM synthesised from `/proc` for processes already running, and
 //!   where to open a mapped binary (`/proc/PID/map_files`, `/proc/PID/root`);
 //! * [`session`]: the opened plan.
@@ -19,6 +21,7 @@ mod error;
 pub mod perf_event;
 pub mod proc_scan;
 pub mod reader;
+pub mod recycle;
 pub mod ring;
 pub mod session;
 
@@ -27,7 +30,9 @@ pub use capability::{PlanSettings, PmuCapabilities, SamplingMode, SamplingPlan};
 pub use error::LiveError;
 pub use perf_event::PerfEventFd;
 pub use reader::{
-    run_reader, EventBatch, ReaderCounts, ReaderSettings, ReaderStats, RecordDecoder,
+    run_reader, run_reader_recycling, EventBatch, ReaderCounts, ReaderSettings, ReaderStats,
+    RecordDecoder,
 };
+pub use recycle::SampleRecycler;
 pub use ring::{RecordHeader, RingBuffer};
 pub use session::{online_cpus, CpuStream, LiveSession};

@@ -2,6 +2,9 @@
 //! parser ([`crate::record::parse_record`], the one `convert` uses for perf.data), and hand
 //! the events on in [`EventBatch`]es through a bounded crossbeam channel with `try_send`.
 //! A full channel never blocks the reader: the batch is dropped and counted.
+//!
+//! Samples are parsed into recycled samples when the pipeline hands them back
+//! ([`SampleRecycler`], [`run_reader_recycling`]): no allocation per sample.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,9 +12,12 @@ use std::time::Duration;
 
 use crossbeam_channel::{Sender, TrySendError};
 
+use super::recycle::SampleRecycler;
 use super::ring::{RecordHeader, RingBuffer};
-use crate::record::{parse_record, Record, SampleLayout};
-use crate::PerfEvent;
+use crate::record::{
+    parse_record, parse_sample_record_into, record_type, Record, SampleLayout, SampleRecord,
+};
+use crate::{PerfEvent, Sample};
 
 /// Events drained from one CPU's ring, in ring order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,18 +119,38 @@ impl RecordDecoder {
         stats: &ReaderStats,
     ) -> Option<PerfEvent> {
         let mut counts = DecodeCounts::default();
-        let e = self.decode_counted(header, body, &mut counts);
+        let e = self.decode_counted(header, body, &mut Vec::new(), &mut counts);
         counts.publish(stats);
         e
     }
 
+    /// Decodes one record; a SAMPLE is parsed into a sample of `spare` when there is one.
     fn decode_counted(
         &self,
         header: RecordHeader,
         body: &[u8],
+        spare: &mut Vec<Sample>,
         counts: &mut DecodeCounts,
     ) -> Option<PerfEvent> {
         counts.records += 1;
+        if header.record_type == record_type::SAMPLE {
+            // The one SAMPLE parser (`parse_record` calls it too), into a reused sample.
+            let mut r = SampleRecord {
+                sample: spare.pop().unwrap_or_default(),
+                ..SampleRecord::default()
+            };
+            return match parse_sample_record_into(body, &self.layout, &mut r) {
+                Ok(()) => {
+                    counts.samples += 1;
+                    Some(PerfEvent::Sample(r.sample))
+                }
+                Err(_) => {
+                    counts.parse_errors += 1;
+                    spare.push(r.sample);
+                    None
+                }
+            };
+        }
         match parse_record(header.record_type, header.misc, body, &self.layout) {
             Ok(Record::Lost(l)) => {
                 counts.lost_records += 1;
@@ -163,9 +189,23 @@ impl RecordDecoder {
         out: &mut Vec<PerfEvent>,
         stats: &ReaderStats,
     ) -> u64 {
+        self.drain_recycling(ring, scratch, max_bytes, out, &mut Vec::new(), stats)
+    }
+
+    /// [`RecordDecoder::drain`], parsing samples into the samples of `spare` (taken from
+    /// its end) while it has some, so their vectors' allocations are reused.
+    pub fn drain_recycling(
+        &self,
+        ring: &mut RingBuffer,
+        scratch: &mut Vec<u8>,
+        max_bytes: u64,
+        out: &mut Vec<PerfEvent>,
+        spare: &mut Vec<Sample>,
+        stats: &ReaderStats,
+    ) -> u64 {
         let mut counts = DecodeCounts::default();
         let result = ring.drain(scratch, max_bytes, |h, body| {
-            if let Some(e) = self.decode_counted(h, body, &mut counts) {
+            if let Some(e) = self.decode_counted(h, body, spare, &mut counts) {
                 out.push(e);
             }
         });
@@ -256,22 +296,44 @@ pub fn offer_batch(tx: &Sender<EventBatch>, batch: EventBatch, stats: &ReaderSta
 /// one last drain, then return.
 pub fn run_reader(
     cpu: u32,
-    mut ring: RingBuffer,
+    ring: RingBuffer,
     decoder: RecordDecoder,
     tx: Sender<EventBatch>,
     stats: Arc<ReaderStats>,
     stop: Arc<AtomicBool>,
     settings: ReaderSettings,
 ) {
+    let recycler = SampleRecycler::new(0);
+    run_reader_recycling(cpu, ring, decoder, tx, stats, stop, settings, recycler);
+}
+
+/// [`run_reader`] parsing samples into the samples the pipeline gives back to `recycler`
+/// (up to a batch's worth taken at a time).
+#[allow(clippy::too_many_arguments)]
+pub fn run_reader_recycling(
+    cpu: u32,
+    mut ring: RingBuffer,
+    decoder: RecordDecoder,
+    tx: Sender<EventBatch>,
+    stats: Arc<ReaderStats>,
+    stop: Arc<AtomicBool>,
+    settings: ReaderSettings,
+    recycler: SampleRecycler,
+) {
     let mut scratch = Vec::new();
     let mut events = Vec::with_capacity(settings.batch_events);
+    let mut spare: Vec<Sample> = Vec::new();
     loop {
         let stopping = stop.load(Ordering::Acquire);
-        let bytes = decoder.drain(
+        if spare.is_empty() {
+            recycler.take(&mut spare, settings.batch_events);
+        }
+        let bytes = decoder.drain_recycling(
             &mut ring,
             &mut scratch,
             settings.max_drain_bytes,
             &mut events,
+            &mut spare,
             &stats,
         );
         if events.len() >= settings.batch_events || (bytes == 0 && !events.is_empty()) || stopping {
@@ -361,6 +423,69 @@ mod tests {
             (3, 1, 1, 1, 17)
         );
         assert_eq!(s.wrapped_records, 1);
+    }
+
+    #[test]
+    fn samples_are_parsed_into_recycled_samples() {
+        let layout = SampleLayout::new(
+            st::IP | st::TID | st::CALLCHAIN | st::BRANCH_STACK,
+            0,
+            0,
+            true,
+        );
+        let w = RecordWriter::new(layout);
+        let mut bytes = Vec::new();
+        let sample = |ip: u64| Sample {
+            pid: 7,
+            tid: 7,
+            ip,
+            callchain: vec![ip, 0x401234],
+            lbr: vec![crate::LbrEntry {
+                from: 0x401000,
+                to: ip,
+                flags: 2,
+            }],
+            count: 1,
+            ..Sample::default()
+        };
+        for ip in [0x401100, 0x401200] {
+            let r = SampleRecord {
+                sample: sample(ip),
+                ..SampleRecord::default()
+            };
+            w.write_sample(&mut bytes, 2, &r).unwrap();
+        }
+        let mut ring = RingBuffer::in_memory(1, 4096).unwrap();
+        assert_eq!(ring.write_as_kernel(&bytes), bytes.len());
+        // One used sample (stale contents, a longer chain): the second record reuses it
+        // (taken from the end), the first gets a new one.
+        let mut used = sample(0x999);
+        used.callchain.extend([1, 2, 3]);
+        let reused_chain = used.callchain.as_ptr();
+        let mut spare = vec![used];
+        let stats = ReaderStats::default();
+        let mut out = Vec::new();
+        RecordDecoder::new(layout).drain_recycling(
+            &mut ring,
+            &mut Vec::new(),
+            u64::MAX,
+            &mut out,
+            &mut spare,
+            &stats,
+        );
+        assert!(spare.is_empty());
+        assert_eq!(
+            out,
+            vec![
+                PerfEvent::Sample(sample(0x401100)),
+                PerfEvent::Sample(sample(0x401200))
+            ]
+        );
+        match &out[0] {
+            PerfEvent::Sample(s) => assert_eq!(s.callchain.as_ptr(), reused_chain),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(stats.snapshot().samples, 2);
     }
 
     #[test]

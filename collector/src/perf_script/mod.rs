@@ -1,9 +1,14 @@
-//! `perf script` text in the layouts llvm-profgen reads: the reader and the writer.
+//! `perf script` text in the layouts llvm-profgen reads: the reader, its units of text,
+//! the parallel aggregation of identical samples, and the writer.
 
 pub mod reader;
+pub mod tally;
+pub mod text;
+pub mod unit;
 pub mod writer;
 
 pub use reader::{
-    open_perf_script, read_perf_script, PerfScriptError, PerfScriptReader, PerfScriptStats,
-    PerfScriptType,
+    read_perf_script, PerfScriptError, PerfScriptReader, PerfScriptStats, PerfScriptType,
 };
+pub use tally::{tally_samples, ScriptPiece, TalliedSample};
+pub use text::ScriptText;

@@ -35,14 +35,13 @@
 //! all external — llvm-profgen does these with the binary in hand; they are the unwinder's.
 //! Samples carry no pid, tid or time (the text has none).
 
-use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use thiserror::Error;
 
-use crate::{LbrEntry, Mmap2Event, PerfEvent, Sample, SideBandEvent};
+use super::text::ScriptText;
+use super::unit::{Unit, UnitCursor};
+use crate::{LbrEntry, Mmap2Event, PerfEvent, SideBandEvent};
 
 /// Most lines buffered while the script type is detected (the lines before the first
 /// branch-stack line: mmap events, mostly).
@@ -110,6 +109,25 @@ pub enum PerfScriptError {
     },
 }
 
+impl PerfScriptError {
+    /// The same error for text that starts `lines` lines into the input (its line
+    /// numbers were counted from the start of that text).
+    pub fn after_lines(self, lines: u64) -> PerfScriptError {
+        match self {
+            PerfScriptError::NoLbrLine { name, line } => PerfScriptError::NoLbrLine {
+                name,
+                line: line + lines,
+            },
+            PerfScriptError::LineTooLong { name, line, max } => PerfScriptError::LineTooLong {
+                name,
+                line: line + lines,
+                max,
+            },
+            other => other,
+        }
+    }
+}
+
 /// What the reader skipped, as llvm-profgen would (it warns or silently drops).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PerfScriptStats {
@@ -124,59 +142,42 @@ pub struct PerfScriptStats {
     pub invalid_lbr_records: u64,
 }
 
-/// Streams [`PerfEvent`]s out of perf script text: [`Mmap2Event`]s for MMAP lines, and
-/// [`Sample`]s (call chain = the stack lines, leaf first; `ip` = the leaf, or the leading IP
-/// of an LBR-only line; `lbr` newest first; `count` from a count line, else 1).
+/// Reads [`PerfEvent`]s out of perf script text in memory: [`Mmap2Event`]s for MMAP lines,
+/// and [`Sample`](crate::Sample)s (call chain = the stack lines, leaf first; `ip` = the leaf, or the
+/// leading IP of an LBR-only line; `lbr` newest first; `count` from a count line, else 1),
+/// in input order. The units of text are [`super::unit`]'s, the same ones the parallel
+/// [`super::tally`] aggregates.
 #[derive(Debug)]
-pub struct PerfScriptReader<R> {
-    input: R,
-    name: String,
+pub struct PerfScriptReader<'a> {
+    units: UnitCursor<'a>,
     script_type: PerfScriptType,
-    /// Lines read ahead during type detection, replayed first.
-    pending: VecDeque<Vec<u8>>,
-    /// The current line (without its `\n`).
-    line: Vec<u8>,
-    /// 1-based number of the current line.
-    line_no: u64,
-    eof: bool,
     stats: PerfScriptStats,
-}
-
-/// Opens a perf script file and detects its type.
-pub fn open_perf_script(path: &Path) -> Result<PerfScriptReader<BufReader<File>>, PerfScriptError> {
-    let name = path.display().to_string();
-    let file = File::open(path).map_err(|source| PerfScriptError::Io {
-        name: name.clone(),
-        source,
-    })?;
-    PerfScriptReader::new(BufReader::with_capacity(1 << 20, file), name)
+    failed: bool,
+    tokens: EntryTokenCache,
 }
 
 /// Reads a whole perf script file: its type and its events.
 pub fn read_perf_script(path: &Path) -> Result<(PerfScriptType, Vec<PerfEvent>), PerfScriptError> {
-    let reader = open_perf_script(path)?;
+    let text = ScriptText::open(path)?;
+    let reader = PerfScriptReader::new(text.bytes(), text.name())?;
     let ty = reader.script_type();
     let events = reader.collect::<Result<Vec<_>, _>>()?;
     Ok((ty, events))
 }
 
-impl<R: BufRead> PerfScriptReader<R> {
-    /// Wraps `input` (named `name` in errors) and detects the script type, reading ahead up
-    /// to the first branch-stack line.
-    pub fn new(input: R, name: impl Into<String>) -> Result<Self, PerfScriptError> {
-        let mut r = PerfScriptReader {
-            input,
-            name: name.into(),
-            script_type: PerfScriptType::LbrOnly,
-            pending: VecDeque::new(),
-            line: Vec::with_capacity(4096),
-            line_no: 0,
-            eof: false,
+impl<'a> PerfScriptReader<'a> {
+    /// Reads `text` (named `name` in errors), after detecting the script type from its
+    /// lines up to the first branch-stack line.
+    pub fn new(text: &'a [u8], name: impl Into<String>) -> Result<Self, PerfScriptError> {
+        let name = name.into();
+        let script_type = detect_type(text, &name)?;
+        Ok(PerfScriptReader {
+            units: UnitCursor::new(text, name, script_type, 0)?,
+            script_type,
             stats: PerfScriptStats::default(),
-        };
-        r.script_type = r.detect_type()?;
-        r.advance()?;
-        Ok(r)
+            failed: false,
+            tokens: EntryTokenCache::new(),
+        })
     }
 
     /// LBR-only or hybrid, as llvm-profgen's `checkPerfScriptType` decides.
@@ -191,237 +192,120 @@ impl<R: BufRead> PerfScriptReader<R> {
 
     /// The next event, or `None` at the end of the input.
     pub fn next_event(&mut self) -> Result<Option<PerfEvent>, PerfScriptError> {
-        while !self.eof {
-            if is_mmap_event(&self.line) {
-                let parsed = parse_mmap_line(&self.line);
-                self.advance()?;
-                match parsed {
+        let event = self.next_event_inner();
+        self.stats.lines = self.units.lines();
+        event
+    }
+
+    fn next_event_inner(&mut self) -> Result<Option<PerfEvent>, PerfScriptError> {
+        while let Some(unit) = self.units.next_unit()? {
+            match unit {
+                Unit::Mmap(line) => match parse_mmap_line(line) {
                     Some(m) => return Ok(Some(PerfEvent::SideBand(SideBandEvent::Mmap2(m)))),
                     None => self.stats.unparsed_mmap_lines += 1,
+                },
+                Unit::Skipped { dropped } => self.stats.dropped_samples += dropped,
+                Unit::Sample(text) => {
+                    let parsed = text.parse(self.script_type, &mut self.tokens);
+                    self.stats.dropped_samples += parsed.dropped;
+                    self.stats.invalid_lbr_records += parsed.invalid_lbr_records;
+                    if let Some(mut sample) = parsed.sample {
+                        sample.count = text.count;
+                        return Ok(Some(PerfEvent::Sample(sample)));
+                    }
                 }
-                continue;
-            }
-            let mut count = 1;
-            if let Some(c) = parse_dec(&self.line) {
-                count = c;
-                self.advance()?;
-            }
-            let sample = match self.script_type {
-                PerfScriptType::Hybrid => self.hybrid_sample()?,
-                PerfScriptType::LbrOnly => self.lbr_only_sample()?,
-            };
-            if let Some(mut s) = sample {
-                s.count = count;
-                return Ok(Some(PerfEvent::Sample(s)));
             }
         }
         Ok(None)
     }
+}
 
-    /// `HybridPerfReader::parseSample` at the text level.
-    fn hybrid_sample(&mut self) -> Result<Option<Sample>, PerfScriptError> {
-        let first_line = self.line_no;
-        let mut stack = Vec::new();
-        while !self.eof && !self.line.starts_with(b" 0x") {
-            match parse_hex(trim_start(&self.line)) {
-                Some(addr) => {
-                    stack.push(addr);
-                    self.advance()?;
-                }
-                None => {
-                    // A blank or foreign line: the sample (if any) is dropped, and so is a
-                    // branch-stack line right after it.
-                    self.advance()?;
-                    if !stack.is_empty() {
-                        self.stats.dropped_samples += 1;
-                    }
-                    if !self.eof && self.line.starts_with(b" 0x") {
-                        if stack.is_empty() {
-                            self.stats.dropped_samples += 1;
-                        }
-                        self.advance()?;
-                    }
-                    return Ok(None);
-                }
+/// `checkPerfScriptType` over the first lines of `text`: the first line `isLBRSample`
+/// accepts decides, hybrid when hex stack lines are right before it.
+pub(crate) fn detect_type(text: &[u8], name: &str) -> Result<PerfScriptType, PerfScriptError> {
+    let mut lines = DetectionLines {
+        rest: text,
+        lines: Vec::new(),
+        name,
+    };
+    let mut i = 0usize; // index of the current line
+    let found = loop {
+        if !lines.have(i)? {
+            break None;
+        }
+        if parse_dec(lines.lines[i]).is_some() {
+            i += 1;
+        }
+        let mut frames = 0;
+        while lines.have(i)? && parse_hex(trim_start(lines.lines[i])).is_some() {
+            frames += 1;
+            i += 1;
+        }
+        if lines.have(i)? {
+            if is_lbr_sample(lines.lines[i]) {
+                break Some(if frames > 0 {
+                    PerfScriptType::Hybrid
+                } else {
+                    PerfScriptType::LbrOnly
+                });
             }
+            i += 1;
         }
-        if stack.is_empty() {
-            // A branch-stack line with no stack before it.
-            if !self.eof {
-                self.stats.dropped_samples += 1;
-                self.advance()?;
-            }
-            return Ok(None);
-        }
-        if self.eof {
-            return Err(PerfScriptError::NoLbrLine {
-                name: self.name.clone(),
-                line: first_line,
-            });
-        }
-        let Some((_, lbr)) = self.lbr_line()? else {
-            return Ok(None);
-        };
-        Ok(Some(Sample {
-            ip: stack[0],
-            callchain: stack,
-            lbr,
-            count: 1,
-            ..Sample::default()
-        }))
-    }
+    };
+    found.ok_or_else(|| PerfScriptError::InvalidInput {
+        name: name.to_string(),
+        lines: lines.lines.len() as u64,
+    })
+}
 
-    /// `LBRPerfReader::parseSample`: the current line is a branch-stack line.
-    fn lbr_only_sample(&mut self) -> Result<Option<Sample>, PerfScriptError> {
-        let Some((ip, lbr)) = self.lbr_line()? else {
-            return Ok(None);
-        };
-        Ok(Some(Sample {
-            ip: ip.unwrap_or(0),
-            lbr,
-            count: 1,
-            ..Sample::default()
-        }))
-    }
+/// The lines type detection has looked at, split on demand (at most
+/// [`MAX_DETECTION_LINES`]).
+struct DetectionLines<'a, 'n> {
+    rest: &'a [u8],
+    lines: Vec<&'a [u8]>,
+    name: &'n str,
+}
 
-    /// `extractLBRStack` on the current line, then advances. `None` when the sample is
-    /// dropped (invalid leading IP, no valid entry).
-    fn lbr_line(&mut self) -> Result<Option<LeadingIpAndEntries>, PerfScriptError> {
-        let parsed = parse_lbr_line(&self.line);
-        let blank = trim_end(&self.line).iter().all(|&b| b == b' ');
-        self.advance()?;
-        match parsed {
-            LbrLine::BadLeadingIp => {
-                self.stats.dropped_samples += 1;
-                Ok(None)
+impl DetectionLines<'_, '_> {
+    /// Splits lines until line `i` exists; false at the end of the text.
+    fn have(&mut self, i: usize) -> Result<bool, PerfScriptError> {
+        while self.lines.len() <= i {
+            if self.rest.is_empty() {
+                return Ok(false);
             }
-            LbrLine::Entries {
-                ip,
-                entries,
-                truncated,
-            } => {
-                if truncated {
-                    self.stats.invalid_lbr_records += 1;
-                }
-                if entries.is_empty() {
-                    if !blank {
-                        self.stats.dropped_samples += 1;
-                    }
-                    return Ok(None);
-                }
-                Ok(Some((ip, entries)))
+            let len = memchr::memchr(b'\n', self.rest).unwrap_or(self.rest.len());
+            if len > MAX_LINE_BYTES {
+                return Err(PerfScriptError::LineTooLong {
+                    name: self.name.to_string(),
+                    line: self.lines.len() as u64 + 1,
+                    max: MAX_LINE_BYTES,
+                });
             }
-        }
-    }
-
-    /// Reads the next line into `self.line` (from the look-ahead buffer first).
-    fn advance(&mut self) -> Result<(), PerfScriptError> {
-        if let Some(l) = self.pending.pop_front() {
-            self.line = l;
-            self.line_no += 1;
-            return Ok(());
-        }
-        self.read_line_into_current()
-    }
-
-    fn read_line_into_current(&mut self) -> Result<(), PerfScriptError> {
-        self.line.clear();
-        let n = (&mut self.input)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut self.line)
-            .map_err(|source| PerfScriptError::Io {
-                name: self.name.clone(),
-                source,
-            })?;
-        if n == 0 {
-            self.eof = true;
-            return Ok(());
-        }
-        if n > MAX_LINE_BYTES && self.line.last() != Some(&b'\n') {
-            return Err(PerfScriptError::LineTooLong {
-                name: self.name.clone(),
-                line: self.line_no + 1,
-                max: MAX_LINE_BYTES,
-            });
-        }
-        if self.line.last() == Some(&b'\n') {
-            self.line.pop();
-        }
-        self.line_no += 1;
-        self.stats.lines += 1;
-        Ok(())
-    }
-
-    /// `checkPerfScriptType`, over lines read into the look-ahead buffer.
-    fn detect_type(&mut self) -> Result<PerfScriptType, PerfScriptError> {
-        let mut buf: VecDeque<Vec<u8>> = VecDeque::new();
-        let mut i = 0usize; // index of the current line in buf
-                            // Makes buf[i] available; false at end of input.
-        macro_rules! have {
-            () => {{
-                while buf.len() <= i {
-                    self.read_line_into_current()?;
-                    if self.eof {
-                        break;
-                    }
-                    if buf.len() >= MAX_DETECTION_LINES {
-                        return Err(PerfScriptError::TooManyLinesBeforeFirstSample {
-                            name: self.name.clone(),
-                            max: MAX_DETECTION_LINES,
-                        });
-                    }
-                    buf.push_back(std::mem::take(&mut self.line));
-                }
-                buf.len() > i
-            }};
-        }
-        let result = loop {
-            if !have!() {
-                break None;
+            if self.lines.len() >= MAX_DETECTION_LINES {
+                return Err(PerfScriptError::TooManyLinesBeforeFirstSample {
+                    name: self.name.to_string(),
+                    max: MAX_DETECTION_LINES,
+                });
             }
-            if parse_dec(&buf[i]).is_some() {
-                i += 1;
-            }
-            let mut frames = 0;
-            while have!() && parse_hex(trim_start(&buf[i])).is_some() {
-                frames += 1;
-                i += 1;
-            }
-            if have!() {
-                if is_lbr_sample(&buf[i]) {
-                    break Some(if frames > 0 {
-                        PerfScriptType::Hybrid
-                    } else {
-                        PerfScriptType::LbrOnly
-                    });
-                }
-                i += 1;
-            }
-        };
-        // Replay everything read from the start.
-        self.eof = false;
-        self.line_no = 0;
-        self.pending = buf;
-        match result {
-            Some(t) => Ok(t),
-            None => Err(PerfScriptError::InvalidInput {
-                name: self.name.clone(),
-                lines: self.stats.lines,
-            }),
+            self.lines.push(&self.rest[..len]);
+            self.rest = &self.rest[(len + 1).min(self.rest.len())..];
         }
+        Ok(true)
     }
 }
 
-impl<R: BufRead> Iterator for PerfScriptReader<R> {
+impl Iterator for PerfScriptReader<'_> {
     type Item = Result<PerfEvent, PerfScriptError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
         match self.next_event() {
             Ok(Some(e)) => Some(Ok(e)),
             Ok(None) => None,
             Err(e) => {
-                self.eof = true;
-                self.pending.clear();
+                self.failed = true;
                 Some(Err(e))
             }
         }
@@ -468,10 +352,7 @@ fn split_limited(s: &[u8], max_split: usize) -> Vec<&[u8]> {
     out
 }
 
-/// A branch-stack line's optional leading IP and its entries.
-type LeadingIpAndEntries = (Option<u64>, Vec<LbrEntry>);
-
-enum LbrLine {
+pub(crate) enum LbrLine {
     /// The leading token had no `/` and was not hex: the sample is dropped.
     BadLeadingIp,
     /// The entries parsed (possibly none); `truncated` when a malformed entry ended the list.
@@ -484,7 +365,7 @@ enum LbrLine {
 
 /// `extractLBRStack` at the text level. Hot: one pass over the bytes, no allocation but the
 /// entries.
-fn parse_lbr_line(line: &[u8]) -> LbrLine {
+pub(crate) fn parse_lbr_line(line: &[u8], cache: &mut EntryTokenCache) -> LbrLine {
     let line = trim_end(line);
     let mut pos = 0usize;
     // 0: an `event:` name may come; 1: a leading IP may come; 2: entries only.
@@ -497,7 +378,7 @@ fn parse_lbr_line(line: &[u8]) -> LbrLine {
             while pos < line.len() && line[pos] == b' ' {
                 pos += 1;
             }
-            if let Some((entry, end)) = fast_lbr_entry(line, pos) {
+            if let Some((entry, end)) = cache.entry(line, pos) {
                 entries.push(entry);
                 pos = end;
                 continue;
@@ -647,6 +528,101 @@ fn swar_hex8(x: u64) -> (u64, usize) {
     let d = ((d & 0x00ff_0000_00ff_0000) >> 16) | ((d & 0x0000_00ff_0000_00ff) << 8);
     let d = ((d & 0x0000_ffff_0000_0000) >> 32) | ((d & 0x0000_0000_0000_ffff) << 16);
     (d >> (4 * (8 - n)), n)
+}
+
+/// Entry tokens already parsed by [`fast_lbr_entry`], by their exact bytes: a program
+/// takes few distinct branches, so the same `0xFROM/0xTO/P/-/-/0` tokens come back in
+/// sample after sample. A direct-mapped table keyed by a hash of the token's first 32
+/// bytes; a hit is checked byte for byte, so the result is exactly the parser's (which
+/// depends only on the token's bytes: it ends at a space or the end of the line). One per
+/// parsing thread.
+pub struct EntryTokenCache {
+    slots: Box<[EntryTokenSlot]>,
+}
+
+/// Longest token kept (a 48-bit address pair with flags and cycles is about 40 bytes).
+const TOKEN_SLOT_WORDS: usize = 7;
+const TOKEN_SLOT_BYTES: usize = TOKEN_SLOT_WORDS * 8;
+/// log2 of the slots in an [`EntryTokenCache`].
+const TOKEN_SLOT_BITS: u32 = 12;
+
+#[derive(Clone, Copy)]
+struct EntryTokenSlot {
+    /// Token length; 0 for an empty slot.
+    len: u8,
+    /// The token's bytes, little-endian words, zero past `len`.
+    words: [u64; TOKEN_SLOT_WORDS],
+    entry: LbrEntry,
+}
+
+impl Default for EntryTokenCache {
+    fn default() -> Self {
+        EntryTokenCache::new()
+    }
+}
+
+impl std::fmt::Debug for EntryTokenCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryTokenCache").finish_non_exhaustive()
+    }
+}
+
+impl EntryTokenCache {
+    /// An empty cache.
+    pub fn new() -> EntryTokenCache {
+        let empty = EntryTokenSlot {
+            len: 0,
+            words: [0; TOKEN_SLOT_WORDS],
+            entry: LbrEntry::default(),
+        };
+        EntryTokenCache {
+            slots: vec![empty; 1 << TOKEN_SLOT_BITS].into_boxed_slice(),
+        }
+    }
+
+    /// [`fast_lbr_entry`]`(line, start)`, from the table when the same token was seen.
+    /// Tokens near the end of the line (the last one or two) are parsed directly.
+    #[inline]
+    fn entry(&mut self, line: &[u8], start: usize) -> Option<(LbrEntry, usize)> {
+        let Some(rest) = line.get(start..start + TOKEN_SLOT_BYTES + 1) else {
+            return fast_lbr_entry(line, start);
+        };
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&rest[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(w)
+        };
+        let h =
+            (word(0) ^ word(1).rotate_left(17) ^ word(2).rotate_left(31) ^ word(3).rotate_left(47))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(h >> (64 - TOKEN_SLOT_BITS)) as usize];
+        let len = usize::from(slot.len);
+        if len != 0 && rest[len] == b' ' {
+            let (full, tail) = (len / 8, len % 8);
+            let mut same = (0..full).all(|i| word(i) == slot.words[i]);
+            if tail != 0 {
+                same &= word(full) & ((1u64 << (tail * 8)) - 1) == slot.words[full];
+            }
+            if same {
+                return Some((slot.entry, start + len));
+            }
+        }
+        let (entry, end) = fast_lbr_entry(line, start)?;
+        let len = end - start;
+        if len < TOKEN_SLOT_BYTES {
+            let (full, tail) = (len / 8, len % 8);
+            for i in 0..TOKEN_SLOT_WORDS {
+                slot.words[i] = match i.cmp(&full) {
+                    std::cmp::Ordering::Less => word(i),
+                    std::cmp::Ordering::Equal if tail != 0 => word(i) & ((1u64 << (tail * 8)) - 1),
+                    _ => 0,
+                };
+            }
+            slot.len = len as u8;
+            slot.entry = entry;
+        }
+        Some((entry, end))
+    }
 }
 
 /// The common well-formed entry token starting at `line[start]`, `0xFROM/0xTO[/FLAGS...]`,
@@ -968,12 +944,12 @@ fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 
-fn trim_start(s: &[u8]) -> &[u8] {
+pub(crate) fn trim_start(s: &[u8]) -> &[u8] {
     let n = s.iter().take_while(|&&b| is_space(b)).count();
     &s[n..]
 }
 
-fn trim_end(s: &[u8]) -> &[u8] {
+pub(crate) fn trim_end(s: &[u8]) -> &[u8] {
     let n = s.iter().rev().take_while(|&&b| is_space(b)).count();
     &s[..s.len() - n]
 }
@@ -1023,7 +999,7 @@ mod tests {
         assert!(read(&ok).is_ok());
     }
 
-    fn samples(events: &[PerfEvent]) -> Vec<&Sample> {
+    fn samples(events: &[PerfEvent]) -> Vec<&crate::Sample> {
         events
             .iter()
             .filter_map(|e| {
@@ -1310,7 +1286,10 @@ mod tests {
         let t = b"0x1/0x2/-/X/A/65536/IND_CALL 0x3/0x4";
         assert_eq!(fast_lbr_flags(t, 8), Some((4 | 8 | (0xffff << 4), 28)));
         assert_eq!(fast_lbr_flags(b"M/-/-/12x/", 0), None);
-        match parse_lbr_line(b" 0x1/0x2/P/-/-/0/  0x3/0x4/P/-/-/0/ 0x5/0xz/P ") {
+        match parse_lbr_line(
+            b" 0x1/0x2/P/-/-/0/  0x3/0x4/P/-/-/0/ 0x5/0xz/P ",
+            &mut EntryTokenCache::new(),
+        ) {
             LbrLine::Entries {
                 ip: None,
                 entries,

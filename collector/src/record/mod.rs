@@ -29,7 +29,8 @@ pub use layout::{branch_sample_type, read_format, sample_type, SampleLayout};
 pub use lost::{parse_lost, parse_lost_samples, LostEvent, LostSamplesEvent};
 pub use mmap::{parse_mmap, parse_mmap2, LEGACY_MMAP_DATA_PROT, LEGACY_MMAP_EXEC_PROT};
 pub use sample::{
-    parse_sample, parse_sample_record, user_callchain, SampleRecord, BRANCH_ENTRY_SIZE,
+    parse_sample, parse_sample_record, parse_sample_record_into, user_callchain,
+    user_callchain_into, SampleRecord, BRANCH_ENTRY_SIZE,
 };
 pub use sample_id::{parse_sample_id, SampleId};
 pub use task::parse_task;

@@ -1,4 +1,6 @@
-//! PERF_RECORD_SAMPLE bodies: [`parse_sample_record`] / [`parse_sample`].
+//! PERF_RECORD_SAMPLE bodies: [`parse_sample_record`] / [`parse_sample`], and
+//! [`parse_sample_record_into`], the same parser reusing a record's vectors (the live
+//! readers parse into recycled samples: no allocation per sample).
 //!
 //! Field order, as the kernel writes it in `perf_output_sample()` (kernel/events/core.c; the
 //! uapi comment misplaces CGROUP and AUX): IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID,
@@ -59,6 +61,19 @@ pub fn parse_sample_record(
     body: &[u8],
     layout: &SampleLayout,
 ) -> Result<SampleRecord, RecordParseError> {
+    let mut r = SampleRecord::default();
+    parse_sample_record_into(body, layout, &mut r)?;
+    Ok(r)
+}
+
+/// [`parse_sample_record`] into `r`: every field is overwritten, and `r`'s vectors (call
+/// chain, branch stack, registers, stack bytes) are cleared and refilled, keeping their
+/// capacity. After an error `r` holds a partly parsed record.
+pub fn parse_sample_record_into(
+    body: &[u8],
+    layout: &SampleLayout,
+    r: &mut SampleRecord,
+) -> Result<(), RecordParseError> {
     use sample_type::*;
     let unsupported = layout.sample_type & !SUPPORTED;
     if unsupported != 0 {
@@ -70,13 +85,7 @@ pub fn parse_sample_record(
         });
     }
     let mut c = ByteCursor::new(body);
-    let mut r = SampleRecord {
-        sample: Sample {
-            count: 1,
-            ..Sample::default()
-        },
-        ..SampleRecord::default()
-    };
+    reset(r);
     if layout.has(IDENTIFIER) {
         r.id = c.u64("id (IDENTIFIER)")?;
     }
@@ -112,9 +121,10 @@ pub fn parse_sample_record(
     if layout.has(CALLCHAIN) {
         let nr = c.count("callchain.nr", 8)?;
         let ips = c.bytes(nr * 8, "callchain.ips")?;
-        r.sample.callchain = user_callchain(
+        user_callchain_into(
             ips.chunks_exact(8)
                 .map(|b| u64::from_le_bytes(b.try_into().expect("8"))),
+            &mut r.sample.callchain,
         );
     }
     if layout.has(RAW) {
@@ -131,13 +141,12 @@ pub fn parse_sample_record(
             let mut with_idx = c;
             let hw_idx = with_idx.u64("branch_stack.hw_idx");
             if let Ok(hw_idx) = hw_idx {
-                if read_tail(&mut with_idx, layout, &mut r).is_ok() && with_idx.remaining() == 0 {
+                if read_tail(&mut with_idx, layout, r).is_ok() && with_idx.remaining() == 0 {
                     r.hw_idx = Some(hw_idx);
-                    return Ok(r);
+                    return Ok(());
                 }
             }
-            read_tail(&mut c, layout, &mut r)?;
-            return Ok(r);
+            return read_tail(&mut c, layout, r);
         }
         if layout.has_hw_idx() {
             r.hw_idx = Some(c.u64("branch_stack.hw_idx")?);
@@ -153,26 +162,66 @@ pub fn parse_sample_record(
             });
         }
         let entries = c.bytes(nr as usize * BRANCH_ENTRY_SIZE, "branch_stack.entries")?;
-        r.sample.lbr = entries
-            .chunks_exact(BRANCH_ENTRY_SIZE)
-            .map(|e| LbrEntry {
+        r.sample
+            .lbr
+            .extend(entries.chunks_exact(BRANCH_ENTRY_SIZE).map(|e| LbrEntry {
                 from: u64::from_le_bytes(e[0..8].try_into().expect("8")),
                 to: u64::from_le_bytes(e[8..16].try_into().expect("8")),
                 flags: u64::from_le_bytes(e[16..24].try_into().expect("8")),
-            })
-            .collect();
+            }));
         if layout.has_branch_counters() {
             c.skip(nr as usize * 8, "branch_stack.counters")?;
         }
     }
-    read_tail(&mut c, layout, &mut r)?;
-    Ok(r)
+    read_tail(&mut c, layout, r)
+}
+
+/// Empties `r` for [`parse_sample_record_into`], keeping the vectors' capacity.
+fn reset(r: &mut SampleRecord) {
+    // Destructured without `..`: a new field must be reset here too.
+    let SampleRecord {
+        sample,
+        id,
+        stream_id,
+        addr,
+        cpu,
+        period,
+        hw_idx,
+        regs_user_abi,
+        regs_user,
+        stack_user,
+    } = r;
+    let Sample {
+        pid,
+        tid,
+        time,
+        ip,
+        callchain,
+        lbr,
+        count,
+    } = sample;
+    (*pid, *tid, *time, *ip, *count) = (0, 0, 0, 0, 1);
+    callchain.clear();
+    lbr.clear();
+    (*id, *stream_id, *addr, *cpu, *period) = (0, 0, 0, 0, 0);
+    *hw_idx = None;
+    *regs_user_abi = 0;
+    regs_user.clear();
+    stack_user.clear();
 }
 
 /// Keeps the user part of a raw kernel call chain, context markers removed.
 pub fn user_callchain(ips: impl Iterator<Item = u64>) -> Vec<u64> {
-    // One allocation: at most every entry is kept.
-    let mut out = Vec::with_capacity(ips.size_hint().0);
+    let mut out = Vec::new();
+    user_callchain_into(ips, &mut out);
+    out
+}
+
+/// [`user_callchain`] into `out` (cleared first), so a caller can reuse one buffer.
+pub fn user_callchain_into(ips: impl Iterator<Item = u64>, out: &mut Vec<u64>) {
+    out.clear();
+    // One allocation at most: at most every entry is kept.
+    out.reserve(ips.size_hint().0);
     // Before any marker the context is unknown: keep those entries (synthetic chains).
     let mut user = true;
     for ip in ips {
@@ -182,7 +231,6 @@ pub fn user_callchain(ips: impl Iterator<Item = u64>) -> Vec<u64> {
             out.push(ip);
         }
     }
-    out
 }
 
 /// Skips a PERF_SAMPLE_READ value (`read_format`, perf_event.h):
@@ -220,22 +268,26 @@ fn skip_read(c: &mut ByteCursor<'_>, layout: &SampleLayout) -> Result<(), Record
     c.skip(nr as usize * per_counter, "read.cntr")
 }
 
-/// Reads `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0).
+/// Reads `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0)
+/// into `regs` (cleared first); returns the abi.
 fn read_regs(
     c: &mut ByteCursor<'_>,
     count: u32,
     field: &'static str,
-) -> Result<(u64, Vec<u64>), RecordParseError> {
+    regs: &mut Vec<u64>,
+) -> Result<u64, RecordParseError> {
+    regs.clear();
     let abi = c.u64(field)?;
     if abi == 0 {
-        return Ok((0, Vec::new()));
+        return Ok(0);
     }
     let bytes = c.bytes(count as usize * 8, field)?;
-    let regs = bytes
-        .chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
-        .collect();
-    Ok((abi, regs))
+    regs.extend(
+        bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8"))),
+    );
+    Ok(abi)
 }
 
 /// Skips `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0).
@@ -259,9 +311,10 @@ fn read_tail(
 ) -> Result<(), RecordParseError> {
     use sample_type::*;
     if layout.has(REGS_USER) {
-        (r.regs_user_abi, r.regs_user) = read_regs(c, layout.regs_user_count, "regs_user")?;
+        r.regs_user_abi = read_regs(c, layout.regs_user_count, "regs_user", &mut r.regs_user)?;
     }
     if layout.has(STACK_USER) {
+        r.stack_user.clear();
         // `u64 size; u8 data[size]; u64 dyn_size` — with size 0 there is no dyn_size.
         let offset = c.pos();
         let size = c.u64("stack_user.size")?;
@@ -277,7 +330,8 @@ fn read_tail(
         if size != 0 {
             let data = c.bytes(size as usize, "stack_user.data")?;
             let dyn_size = c.u64("stack_user.dyn_size")?;
-            r.stack_user = data[..(dyn_size.min(size) as usize)].to_vec();
+            r.stack_user
+                .extend_from_slice(&data[..(dyn_size.min(size) as usize)]);
         }
     }
     if layout.sample_type & (WEIGHT | WEIGHT_STRUCT) != 0 {
@@ -606,5 +660,22 @@ mod tests {
             (r.regs_user_abi, r.regs_user.len(), r.stack_user.len()),
             (0, 0, 0)
         );
+
+        // Parsing into a used record (regs, stack bytes, a longer chain) leaves nothing
+        // of it behind and keeps its vectors' allocations.
+        let mut reused =
+            parse_sample_record(&body, &layout.with_regs(1 << 4 | 1 << 5 | 1 << 7, 0)).unwrap();
+        reused.sample.callchain.extend([1, 2, 3, 4, 5]);
+        reused.sample.lbr.push(LbrEntry::default());
+        reused.hw_idx = Some(3);
+        let chain = reused.sample.callchain.as_ptr();
+        parse_sample_record_into(&none, &layout, &mut reused).unwrap();
+        assert_eq!(reused, parse_sample_record(&none, &layout).unwrap());
+        assert_eq!(reused.sample.callchain.as_ptr(), chain);
+        let branch = SampleLayout::new(IP | TID | TIME | CALLCHAIN | BRANCH_STACK, 0, 0, true);
+        parse_sample_record_into(&SAMPLE_BODY, &branch, &mut reused).unwrap();
+        assert_eq!(reused, parse_sample_record(&SAMPLE_BODY, &branch).unwrap());
+        assert_eq!(reused.sample.callchain.as_ptr(), chain);
+        assert_eq!(reused.sample.lbr.len(), 1);
     }
 }

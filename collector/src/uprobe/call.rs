@@ -9,7 +9,7 @@
 
 use crate::record::SampleRecord;
 
-use super::probe::{AllocFn, PERF_SAMPLE_REGS_ABI_64};
+use super::probe::{AllocFn, PERF_SAMPLE_REGS_ABI_64, REG_AX, REG_DI};
 
 /// One allocation call seen by a probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +57,44 @@ impl AllocCall {
     }
 }
 
+/// A pointer seen by a lifetime probe: returned by an allocation function (AX at its
+/// uretprobe) or passed to `free` (RDI at its entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointerEvent {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Time (perf clock).
+    pub time: u64,
+    /// The pointer.
+    pub ptr: u64,
+}
+
+impl PointerEvent {
+    /// The returned pointer of a uretprobe sample.
+    pub fn returned(r: &SampleRecord) -> Option<PointerEvent> {
+        Self::from_reg(r, REG_AX)
+    }
+
+    /// The argument of a `free` entry sample.
+    pub fn freed(r: &SampleRecord) -> Option<PointerEvent> {
+        Self::from_reg(r, REG_DI)
+    }
+
+    fn from_reg(r: &SampleRecord, reg: usize) -> Option<PointerEvent> {
+        if r.regs_user_abi != PERF_SAMPLE_REGS_ABI_64 {
+            return None;
+        }
+        Some(PointerEvent {
+            pid: r.sample.pid,
+            tid: r.sample.tid,
+            time: r.sample.time,
+            ptr: *r.regs_user.get(reg)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,7 +113,7 @@ mod tests {
                 ..Sample::default()
             },
             regs_user_abi: 2,
-            regs_user: vec![16, 4, 0x7ffd_0000],
+            regs_user: vec![0x5555_1000, 16, 4, 0x7ffd_0000],
             stack_user: 0x40_1111u64.to_le_bytes().to_vec(),
             ..SampleRecord::default()
         };
@@ -91,5 +129,29 @@ mod tests {
             ..r
         };
         assert_eq!(AllocCall::from_record(AllocFn::Malloc, &none), None);
+        assert_eq!(PointerEvent::freed(&none), None);
+    }
+
+    #[test]
+    fn pointers_come_from_ax_at_return_and_di_at_free() {
+        let r = SampleRecord {
+            sample: Sample {
+                pid: 10,
+                tid: 11,
+                time: 5,
+                ..Sample::default()
+            },
+            regs_user_abi: 2,
+            regs_user: vec![0x5555_1000, 16, 0x5555_2000, 0x7ffd_0000],
+            ..SampleRecord::default()
+        };
+        let at = |ptr| PointerEvent {
+            pid: 10,
+            tid: 11,
+            time: 5,
+            ptr,
+        };
+        assert_eq!(PointerEvent::returned(&r), Some(at(0x5555_1000)));
+        assert_eq!(PointerEvent::freed(&r), Some(at(0x5555_2000)));
     }
 }

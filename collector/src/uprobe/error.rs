@@ -46,4 +46,7 @@ pub enum UprobeError {
     /// Opening or mapping a perf event failed.
     #[error(transparent)]
     Live(#[from] LiveError),
+    /// The in-kernel byte filter could not be loaded or attached.
+    #[error("in-kernel byte filter: {0}")]
+    Bpf(#[from] super::bpf::BpfError),
 }

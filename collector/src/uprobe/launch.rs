@@ -1,6 +1,7 @@
 //! [`HeldChild`]: a command forked and held before its `execvp` until the probes are
 //! attached (they are opened on the child's pid with `enable_on_exec`, so they start with
-//! the new program image and follow it through `inherit`).
+//! the new program image; the program's later threads are not followed, see
+//! [`super::ProbeTarget::to_kernel`]).
 //!
 //! Between `fork` and `execvp` the child only calls async-signal-safe functions (`read`,
 //! `close`, `execvp`, `_exit`); every argument is prepared before the fork.

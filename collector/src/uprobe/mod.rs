@@ -13,12 +13,14 @@
 //!   convention: an allocation of `s` bytes is sampled with probability `1 − exp(−s/I)`)
 //!   and the unsampling weight;
 //! * [`profile`]: sampled calls aggregated per (process, call chain) ([`AllocProfile`]);
-//! * [`session`]: the opened probes of one process, one ring per CPU ([`UprobeSession`]).
+//! * [`bpf`]: the same byte sampling done in the kernel by an eBPF program attached to
+//!   each probe event, so that unsampled calls write no record ([`bpf::ByteFilter`]);
+//! * [`session`]: the opened probes of one process, one ring per CPU, with the kernel
+//!   filter when it loads, else user-space sampling ([`UprobeSession`], [`SamplingMode`]).
 //!
-//! Every probe hit reaches user space (the kernel cannot read the size and decide); the
-//! sampling bounds what the agent keeps and symbolizes. Records are parsed by
-//! [`crate::record`], rings read by [`crate::live::RingBuffer`].
+//! Records are parsed by [`crate::record`], rings read by [`crate::live::RingBuffer`].
 
+pub mod bpf;
 pub mod call;
 mod error;
 pub mod launch;
@@ -28,10 +30,13 @@ pub mod sampler;
 pub mod session;
 pub mod symbol;
 
-pub use call::AllocCall;
+pub use call::{AllocCall, PointerEvent};
 pub use error::UprobeError;
 pub use launch::HeldChild;
-pub use probe::{AllocFn, ProbeTarget};
+pub use probe::{AllocFn, ProbeKind, ProbeTarget};
 pub use profile::{AllocContext, AllocProfile};
 pub use sampler::{unsampling_weight, ByteSampler, DEFAULT_SAMPLE_INTERVAL_BYTES};
-pub use session::{libc_of_process, threads_of, SessionStats, UprobeSession, UprobeSettings};
+pub use session::{
+    libc_of_process, threads_of, FreeMatching, SamplingMode, SessionEvent, SessionStats,
+    UprobeSession, UprobeSettings,
+};

@@ -18,15 +18,24 @@ use perf_event_open_sys::bindings::perf_event_attr;
 use super::UprobeError;
 use crate::record::{sample_type, SampleLayout};
 
+/// `PERF_REG_X86_AX`.
+pub const PERF_REG_X86_AX: u32 = 0;
 /// `PERF_REG_X86_SI`.
 pub const PERF_REG_X86_SI: u32 = 4;
 /// `PERF_REG_X86_DI`.
 pub const PERF_REG_X86_DI: u32 = 5;
 /// `PERF_REG_X86_SP`.
 pub const PERF_REG_X86_SP: u32 = 7;
-/// `sample_regs_user`: SI, DI, SP. Samples carry them as `regs[0] = SI, [1] = DI, [2] = SP`.
+/// `sample_regs_user`: AX (a uretprobe's returned pointer), SI, DI (the arguments), SP.
+/// Samples carry them as `regs[0] = AX, [1] = SI, [2] = DI, [3] = SP`.
 pub const SAMPLE_REGS_USER: u64 =
-    1 << PERF_REG_X86_SI | 1 << PERF_REG_X86_DI | 1 << PERF_REG_X86_SP;
+    1 << PERF_REG_X86_AX | 1 << PERF_REG_X86_SI | 1 << PERF_REG_X86_DI | 1 << PERF_REG_X86_SP;
+/// Index of AX in a sample's user registers.
+pub const REG_AX: usize = 0;
+/// Index of SI.
+pub const REG_SI: usize = 1;
+/// Index of DI.
+pub const REG_DI: usize = 2;
 /// `sample_stack_user`: the 8 bytes at the stack pointer (the return address at a
 /// function's entry).
 pub const SAMPLE_STACK_USER: u32 = 8;
@@ -68,10 +77,10 @@ impl AllocFn {
         }
     }
 
-    /// The requested size, from the sampled registers `[SI, DI, SP]`; `None` when the
+    /// The requested size, from the sampled registers `[AX, SI, DI, SP]`; `None` when the
     /// sample has no registers.
     pub fn size(self, regs: &[u64]) -> Option<u64> {
-        let (si, di) = (*regs.first()?, *regs.get(1)?);
+        let (si, di) = (*regs.get(REG_SI)?, *regs.get(REG_DI)?);
         Some(match self {
             AllocFn::Malloc => di,
             AllocFn::Calloc => di.saturating_mul(si),
@@ -80,11 +89,37 @@ impl AllocFn {
     }
 }
 
+/// What a probe reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    /// The entry of an allocation function (size in the argument registers).
+    Alloc(AllocFn),
+    /// Its return (a uretprobe; the pointer in AX).
+    Return(AllocFn),
+    /// The entry of `free(void *p)` (the pointer in RDI).
+    Free,
+}
+
+impl ProbeKind {
+    /// The probed symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ProbeKind::Alloc(f) | ProbeKind::Return(f) => f.symbol(),
+            ProbeKind::Free => "free",
+        }
+    }
+
+    /// True for a uretprobe (`config` bit 0, `format/retprobe` = `config:0`).
+    pub fn is_return(self) -> bool {
+        matches!(self, ProbeKind::Return(_))
+    }
+}
+
 /// Where one function is probed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeTarget {
-    /// The function.
-    pub function: AllocFn,
+    /// The probe.
+    pub kind: ProbeKind,
     /// The probed file (as the kernel should open it).
     pub path: CString,
     /// File offset of the function's first instruction.
@@ -92,9 +127,20 @@ pub struct ProbeTarget {
 }
 
 impl ProbeTarget {
-    /// The targets for every [`AllocFn`] found in `libc`.
+    /// The entry probes of every [`AllocFn`] in `libc`.
     pub fn for_libc(libc: &Path) -> Result<Vec<ProbeTarget>, UprobeError> {
-        let names: Vec<&str> = AllocFn::ALL.iter().map(|f| f.symbol()).collect();
+        Self::in_file(libc, &AllocFn::ALL.map(ProbeKind::Alloc))
+    }
+
+    /// The lifetime probes in `libc`: the return of every [`AllocFn`] and `free`'s entry.
+    pub fn lifetimes_for_libc(libc: &Path) -> Result<Vec<ProbeTarget>, UprobeError> {
+        let mut kinds: Vec<ProbeKind> = AllocFn::ALL.map(ProbeKind::Return).to_vec();
+        kinds.push(ProbeKind::Free);
+        Self::in_file(libc, &kinds)
+    }
+
+    fn in_file(libc: &Path, kinds: &[ProbeKind]) -> Result<Vec<ProbeTarget>, UprobeError> {
+        let names: Vec<&str> = kinds.iter().map(|k| k.symbol()).collect();
         let offsets = super::symbol::function_file_offsets(libc, &names)?;
         let path = CString::new(libc.as_os_str().as_encoded_bytes()).map_err(|_| {
             UprobeError::NoSymbol {
@@ -104,14 +150,14 @@ impl ProbeTarget {
             }
         })?;
         let mut out = Vec::new();
-        for (f, off) in AllocFn::ALL.iter().zip(offsets) {
+        for (k, off) in kinds.iter().zip(offsets) {
             let offset = off.ok_or_else(|| UprobeError::NoSymbol {
                 path: libc.to_path_buf(),
-                function: f.symbol().to_string(),
+                function: k.symbol().to_string(),
                 what: "no defined function symbol in a PT_LOAD",
             })?;
             out.push(ProbeTarget {
-                function: *f,
+                kind: *k,
                 path: path.clone(),
                 offset,
             });
@@ -121,8 +167,16 @@ impl ProbeTarget {
 
     /// The kernel attr of this probe: every hit sampled (`sample_period = 1`), user
     /// registers and 8 stack bytes, the call chain. `side_band` adds MMAP2/COMM/TASK
-    /// records (with `sample_id_all`), `inherit` follows new threads and children,
-    /// `enable_on_exec` starts it at the target's exec.
+    /// records (with `sample_id_all`), `enable_on_exec` starts it at the target's exec.
+    ///
+    /// Not `inherit`: the kernel would create each new thread's or child's copy of the
+    /// event in `clone` (kernel/events/core.c `inherit_event` → `perf_event_alloc` → the
+    /// uprobe PMU's `perf_uprobe_init`), which reads the path again from `config1` with
+    /// `strndup_user` in the *target's* address space, where our pointer means nothing:
+    /// `clone` then fails with EFAULT (seen on 6.18: `pthread_create` returned 14 in a
+    /// sampled program). Threads created after the probes are opened are therefore not
+    /// sampled. (A copied event would also lack the BPF filter, which is attached to each
+    /// event's own local trace event.)
     ///
     /// The attr holds a pointer to `self.path`: `self` must outlive the `perf_event_open`.
     pub fn to_kernel(
@@ -134,7 +188,7 @@ impl ProbeTarget {
         let mut a = perf_event_attr {
             type_: pmu_type,
             size: std::mem::size_of::<perf_event_attr>() as u32,
-            config: 0,
+            config: u64::from(self.kind.is_return()),
             sample_type: SAMPLE_TYPE,
             sample_regs_user: SAMPLE_REGS_USER,
             sample_stack_user: SAMPLE_STACK_USER,
@@ -143,7 +197,6 @@ impl ProbeTarget {
         a.__bindgen_anon_1.sample_period = 1;
         a.__bindgen_anon_3.config1 = self.path.as_ptr() as u64;
         a.__bindgen_anon_4.config2 = self.offset;
-        a.set_inherit(1);
         a.set_exclude_kernel(1);
         a.set_exclude_hv(1);
         a.set_exclude_callchain_kernel(1);
@@ -189,19 +242,21 @@ mod tests {
 
     #[test]
     fn sizes_come_from_the_argument_registers() {
-        let regs = [3, 4096, 0x7ffd_0000];
+        let regs = [0x5555_0000, 3, 4096, 0x7ffd_0000];
         assert_eq!(AllocFn::Malloc.size(&regs), Some(4096));
         assert_eq!(AllocFn::Calloc.size(&regs), Some(3 * 4096));
         assert_eq!(AllocFn::Realloc.size(&regs), Some(3));
-        assert_eq!(AllocFn::Calloc.size(&[u64::MAX, 2, 0]), Some(u64::MAX));
-        assert_eq!(AllocFn::Malloc.size(&[]), None);
-        assert_eq!(SAMPLE_REGS_USER, 0xb0);
+        assert_eq!(AllocFn::Calloc.size(&[0, u64::MAX, 2, 0]), Some(u64::MAX));
+        assert_eq!(AllocFn::Malloc.size(&[1, 2]), None);
+        assert_eq!(SAMPLE_REGS_USER, 0xb1);
+        assert_eq!(ProbeKind::Free.symbol(), "free");
+        assert_eq!(ProbeKind::Return(AllocFn::Calloc).symbol(), "calloc");
     }
 
     #[test]
     fn attr_bytes_follow_perf_event_h() {
         let t = ProbeTarget {
-            function: AllocFn::Malloc,
+            kind: ProbeKind::Alloc(AllocFn::Malloc),
             path: CString::new("/lib/x86_64-linux-gnu/libc.so.6").unwrap(),
             offset: 0x9a0e0,
         };
@@ -210,11 +265,10 @@ mod tests {
         assert_eq!(u32::from_le_bytes(b[0..4].try_into().unwrap()), 8);
         assert_eq!(u64_at(16), 1); // sample_period
         assert_eq!(u64_at(24), 0x1_3027); // IDENTIFIER|STACK_USER|REGS_USER|CALLCHAIN|TIME|TID|IP
-                                          // disabled 0, inherit 1, exclude_kernel 5, exclude_hv 6, mmap 8, comm 9, enable_on_exec
+                                          // disabled 0, exclude_kernel 5, exclude_hv 6, mmap 8, comm 9, enable_on_exec
                                           // 12, task 13, sample_id_all 18, mmap2 23, comm_exec 24, exclude_callchain_kernel 21,
                                           // build_id 34.
         let flags = 1
-            | 1 << 1
             | 1 << 5
             | 1 << 6
             | 1 << 8
@@ -229,7 +283,14 @@ mod tests {
         assert_eq!(u64_at(40), flags);
         assert_eq!(u64_at(56), t.path.as_ptr() as u64); // config1 = uprobe_path
         assert_eq!(u64_at(64), 0x9a0e0); // config2 = probe_offset
-        assert_eq!(u64_at(80), 0xb0); // sample_regs_user
+        assert_eq!(u64_at(8), 0); // config: an entry probe
+        assert_eq!(u64_at(80), 0xb1); // sample_regs_user
         assert_eq!(u32::from_le_bytes(b[88..92].try_into().unwrap()), 8); // sample_stack_user
+        let ret = ProbeTarget {
+            kind: ProbeKind::Return(AllocFn::Malloc),
+            ..t.clone()
+        };
+        let b = attr_bytes(&ret.to_kernel(8, false, false));
+        assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 1); // config:0 retprobe
     }
 }

@@ -30,8 +30,8 @@ use anyhow::Context;
 use clap::Args;
 use collector::live::proc_scan::scan_processes;
 use collector::live::{
-    run_reader, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats, SampleRate,
-    SamplingMode,
+    run_reader_recycling, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats,
+    SampleRate, SamplingMode,
 };
 use crossbeam_channel::{bounded, Receiver, Sender};
 use unwinder::shard::ShardInput;
@@ -225,7 +225,9 @@ pub fn run_daemon(
     let sink = crate::sink::start(&config.sink, &state_dir, start)?;
     let sink_handle = sink.as_ref().map(|s| s.0.clone());
 
-    // Workers.
+    // Workers. Fed samples go back to the readers through the recycler (no allocation
+    // per sample, no cross-thread free).
+    let recycler = collector::live::SampleRecycler::default();
     let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
     let mut worker_handles = Vec::new();
     for _ in 0..workers_n {
@@ -250,8 +252,9 @@ pub fn run_daemon(
                 .spawn({
                     let sink = sink_handle.clone();
                     let max_binary_bytes = agg.max_binary_bytes;
+                    let recycler = recycler.clone();
                     move || {
-                        let mut w = Worker::new(settings);
+                        let mut w = Worker::new(settings).with_recycler(recycler);
                         w.set_max_binary_bytes(max_binary_bytes);
                         w.restore(states, persist::unix_secs());
                         if let Some(s) = sink {
@@ -299,17 +302,29 @@ pub fn run_daemon(
     let mut reader_handles = Vec::new();
     for s in session.streams.iter_mut() {
         let ring = s.ring.take().context("ring already taken")?;
-        let (cpu, decoder, tx, stats, stop) = (
+        let (cpu, decoder, tx, stats, stop, recycler) = (
             s.cpu,
             s.decoder,
             batch_tx.clone(),
             stats.clone(),
             stop_readers.clone(),
+            recycler.clone(),
         );
         reader_handles.push(
             std::thread::Builder::new()
                 .name(format!("pgo-reader-{cpu}"))
-                .spawn(move || run_reader(cpu, ring, decoder, tx, stats, stop, reader_settings))?,
+                .spawn(move || {
+                    run_reader_recycling(
+                        cpu,
+                        ring,
+                        decoder,
+                        tx,
+                        stats,
+                        stop,
+                        reader_settings,
+                        recycler,
+                    )
+                })?,
         );
     }
     drop(batch_tx);

@@ -9,12 +9,21 @@
 //! * branch stacks: every binary mapped at a source or target of its LBR entries —
 //!   llvm-profgen converts every sample against each binary, and a sample touching none of
 //!   a binary's addresses yields nothing for it, so this gives each binary exactly the
-//!   counters `convert` would.
+//!   counters `convert` would. A branch stack that lies within one mapping (the usual
+//!   case) is routed by its lowest and highest address: every address between lies in that
+//!   mapping, so this is the same set, found without a lookup per address.
+//!
+//! A binary with no decodable code (a stripped library: llvm-profgen disassembles only
+//! what its symbol table names, so every address in it is external and nothing is ever
+//! counted for it) is skipped once its worker has loaded it and found it so
+//! ([`BinaryRef::mark_code_less`]); such samples are counted in
+//! [`RouterStats::code_less_binary`].
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use collector::live::proc_scan::binary_candidates;
@@ -36,6 +45,32 @@ pub struct BinaryRef {
     pub opened_from: PathBuf,
     /// The file's bytes, until a worker takes them.
     pub bytes: Mutex<Option<Arc<Vec<u8>>>>,
+    /// Set by the worker that loaded it when it has no decodable code.
+    code_less: AtomicBool,
+}
+
+impl BinaryRef {
+    /// A binary read from `opened_from`, mapped as `path`.
+    pub fn new(build_id: BuildId, path: String, opened_from: PathBuf, bytes: Vec<u8>) -> Self {
+        BinaryRef {
+            build_id,
+            path,
+            opened_from,
+            bytes: Mutex::new(Some(Arc::new(bytes))),
+            code_less: AtomicBool::new(false),
+        }
+    }
+
+    /// Records that the loaded binary has no decodable code (no instruction the unwinder
+    /// could ever count): the router stops routing samples to it.
+    pub fn mark_code_less(&self) {
+        self.code_less.store(true, Ordering::Relaxed);
+    }
+
+    /// True once [`BinaryRef::mark_code_less`] was called.
+    pub fn is_code_less(&self) -> bool {
+        self.code_less.load(Ordering::Relaxed)
+    }
 }
 
 /// Samples of one process for one binary.
@@ -73,6 +108,9 @@ pub struct RouterStats {
     pub unmapped: u64,
     /// Samples in binaries without a build id or that could not be read.
     pub unresolved_binary: u64,
+    /// Routings of a sample to a binary skipped because the binary has no decodable code
+    /// (see the module docs).
+    pub code_less_binary: u64,
     /// Branch-stack samples without branch entries.
     pub empty_branch_stack: u64,
     /// Sample groups handed to workers.
@@ -104,6 +142,9 @@ pub struct Router {
     stats: RouterStats,
     /// Mapping indices a sample touches (reused: no allocation per sample).
     kept: Vec<usize>,
+    /// The last pid found sampled and known (its filter verdict and mappings are current
+    /// until the process table or the filter changes, which clears it).
+    sampled_pid: Option<u32>,
 }
 
 /// The worker that owns `build_id` among `workers`.
@@ -132,6 +173,7 @@ impl Router {
             skip_pid,
             stats: RouterStats::default(),
             kept: Vec::new(),
+            sampled_pid: None,
         }
     }
 
@@ -148,11 +190,13 @@ impl Router {
     /// Replaces the filter (SIGHUP); verdicts are recomputed.
     pub fn reload(&mut self, filter: ProcessFilter) {
         self.filter = filter;
+        self.sampled_pid = None;
         self.table.clear_verdicts();
     }
 
     /// Drops exited processes (called at each flush).
     pub fn collect_exited(&mut self) {
+        self.sampled_pid = None;
         self.table.collect_exited();
     }
 
@@ -160,18 +204,21 @@ impl Router {
     /// in the order each (binary, process) first appeared.
     ///
     /// Hot path (every sample): no sort, no per-sample allocation besides the group's
-    /// vector; a sample is moved into its last group and cloned only for the others.
+    /// vector, no reference count touched (binaries are found by index; their `Arc` is
+    /// cloned once per group); a sample is moved into its last group and cloned only for
+    /// the others.
     pub fn route(&mut self, events: Vec<PerfEvent>, now_secs: u64) -> Vec<(usize, SampleGroup)> {
         let mut groups: Vec<SampleGroup> = Vec::new();
         // pid → indices of its groups (one per binary; usually one).
         let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
-        let mut hits: Vec<Arc<BinaryRef>> = Vec::new();
+        let mut hits: Vec<usize> = Vec::new();
         let mut last: Option<usize> = None;
         let batch_len = events.len();
         for event in events {
             match event {
                 PerfEvent::SideBand(e) => {
                     self.stats.side_band += 1;
+                    self.sampled_pid = None;
                     self.table.apply(&e);
                 }
                 PerfEvent::Sample(s) => {
@@ -179,11 +226,12 @@ impl Router {
                     self.binaries_of(&s, &mut hits);
                     let n = hits.len();
                     let mut sample = Some(s);
-                    for (i, binary) in hits.drain(..).enumerate() {
+                    for (i, &bi) in hits.iter().enumerate() {
+                        let binary = self.binaries.get(bi);
                         let pid = sample.as_ref().map_or(0, |s| s.pid);
                         let same = |g: &SampleGroup| {
                             g.pid == pid
-                                && (Arc::ptr_eq(&g.binary, &binary)
+                                && (Arc::ptr_eq(&g.binary, binary)
                                     || g.binary.build_id == binary.build_id)
                         };
                         let gi = match last.filter(|&l| same(&groups[l])) {
@@ -210,7 +258,7 @@ impl Router {
                                         let capacity =
                                             if groups.is_empty() { batch_len } else { 16 };
                                         groups.push(SampleGroup {
-                                            binary,
+                                            binary: binary.clone(),
                                             pid,
                                             mappings,
                                             samples: Vec::with_capacity(capacity),
@@ -243,6 +291,7 @@ impl Router {
 
     /// Applies synthesised side-band events (the /proc scan).
     pub fn apply_all(&mut self, events: &[PerfEvent]) {
+        self.sampled_pid = None;
         for e in events {
             if let PerfEvent::SideBand(e) = e {
                 self.table.apply(e);
@@ -251,6 +300,15 @@ impl Router {
     }
 
     fn sampled(&mut self, pid: u32) -> bool {
+        if self.sampled_pid == Some(pid) {
+            return true;
+        }
+        let verdict = self.sampled_uncached(pid);
+        self.sampled_pid = verdict.then_some(pid);
+        verdict
+    }
+
+    fn sampled_uncached(&mut self, pid: u32) -> bool {
         if Some(pid) == self.skip_pid || pid == 0 {
             return false;
         }
@@ -298,9 +356,9 @@ impl Router {
         }
     }
 
-    /// The binaries `s` touches, into `out` (cleared first), each build id once, in the
-    /// order the sample's addresses first reach them.
-    fn binaries_of(&mut self, s: &Sample, out: &mut Vec<Arc<BinaryRef>>) {
+    /// The binaries `s` touches ([`BinaryCache::get`] indices), into `out` (cleared
+    /// first), each build id once, in the order the sample's addresses first reach them.
+    fn binaries_of(&mut self, s: &Sample, out: &mut Vec<usize>) {
         out.clear();
         if !self.sampled(s.pid) {
             self.stats.filtered += 1;
@@ -314,46 +372,19 @@ impl Router {
             self.stats.unmapped += 1;
             return;
         };
-        // Mappings already looked at (their address ranges), and the ones kept (one per
-        // file name); a branch stack touches few mappings, so both stay tiny.
-        let mut seen: [(u64, u64); 8] = [(0, 0); 8];
-        let mut seen_n = 0usize;
         let mut kept = std::mem::take(&mut self.kept);
         kept.clear();
-        let mut last = (0u64, 0u64);
-        let mut visit = |a: u64| {
-            if a >= last.0 && a < last.1 {
-                return;
-            }
-            if let Some(&r) = seen[..seen_n].iter().find(|&&(lo, hi)| a >= lo && a < hi) {
-                last = r;
-                return;
-            }
-            let i = process.mappings.partition_point(|m| m.addr <= a);
-            let Some(i) = i.checked_sub(1) else { return };
-            let m = &process.mappings[i];
-            if a >= m.addr.saturating_add(m.len) {
-                return;
-            }
-            last = (m.addr, m.addr.saturating_add(m.len));
-            if seen_n < seen.len() {
-                seen[seen_n] = last;
-                seen_n += 1;
-            }
-            if !kept.contains(&i)
-                && !kept
-                    .iter()
-                    .any(|&k| process.mappings[k].filename == m.filename)
-            {
-                kept.push(i);
-            }
-        };
         match self.route_by {
-            RouteBy::LeadingIp => visit(s.ip),
+            RouteBy::LeadingIp => touched_mappings(&process.mappings, [s.ip], &mut kept),
             RouteBy::BranchStack => {
-                for e in &s.lbr {
-                    visit(e.from);
-                    visit(e.to);
+                let (lo, hi) = address_span(&s.lbr);
+                match mapping_index(&process.mappings, lo) {
+                    Some(i) if hi < mapping_end(&process.mappings[i]) => kept.push(i),
+                    _ => touched_mappings(
+                        &process.mappings,
+                        s.lbr.iter().flat_map(|e| [e.from, e.to]),
+                        &mut kept,
+                    ),
                 }
             }
         }
@@ -365,8 +396,10 @@ impl Router {
         for &i in &kept {
             let m = &process.mappings[i];
             match self.binaries.resolve(&self.proc, m) {
+                Some(b) if self.binaries.get(b).is_code_less() => self.stats.code_less_binary += 1,
                 Some(b) => {
-                    if !out.iter().any(|o| o.build_id == b.build_id) {
+                    let id = &self.binaries.get(b).build_id;
+                    if !out.iter().any(|&o| self.binaries.get(o).build_id == *id) {
                         out.push(b);
                     }
                 }
@@ -374,6 +407,66 @@ impl Router {
             }
         }
         self.kept = kept;
+    }
+}
+
+/// The lowest and the highest address of a branch stack (sources and targets).
+fn address_span(lbr: &[collector::LbrEntry]) -> (u64, u64) {
+    // Branch-free min/max, sources and targets in separate accumulators (shorter
+    // dependency chains); far cheaper than a mapping lookup per address.
+    let (mut lo_from, mut lo_to, mut hi_from, mut hi_to) = (u64::MAX, u64::MAX, 0, 0);
+    for e in lbr {
+        lo_from = lo_from.min(e.from);
+        lo_to = lo_to.min(e.to);
+        hi_from = hi_from.max(e.from);
+        hi_to = hi_to.max(e.to);
+    }
+    (lo_from.min(lo_to), hi_from.max(hi_to))
+}
+
+/// The end (exclusive) of mapping `m`.
+fn mapping_end(m: &Mmap2Event) -> u64 {
+    m.addr.saturating_add(m.len)
+}
+
+/// The index of the mapping (sorted by address, non-overlapping) containing `a`.
+fn mapping_index(mappings: &[Mmap2Event], a: u64) -> Option<usize> {
+    let i = mappings.partition_point(|m| m.addr <= a).checked_sub(1)?;
+    (a < mapping_end(&mappings[i])).then_some(i)
+}
+
+/// The mappings the addresses `addrs` fall in, into `kept`: one per file name, in the
+/// order the addresses first reach them; addresses outside every mapping are skipped.
+fn touched_mappings(
+    mappings: &[Mmap2Event],
+    addrs: impl IntoIterator<Item = u64>,
+    kept: &mut Vec<usize>,
+) {
+    // The address range last found (consecutive branches mostly stay in one mapping),
+    // then the few ranges already seen; a branch stack touches few mappings.
+    let mut last = (0u64, 0u64);
+    let mut seen: [(u64, u64); 8] = [(0, 0); 8];
+    let mut seen_n = 0usize;
+    for a in addrs {
+        if a >= last.0 && a < last.1 {
+            continue;
+        }
+        if let Some(&r) = seen[..seen_n].iter().find(|&&(lo, hi)| a >= lo && a < hi) {
+            last = r;
+            continue;
+        }
+        let Some(i) = mapping_index(mappings, a) else {
+            continue;
+        };
+        let m = &mappings[i];
+        last = (m.addr, mapping_end(m));
+        if seen_n < seen.len() {
+            seen[seen_n] = last;
+            seen_n += 1;
+        }
+        if !kept.contains(&i) && !kept.iter().any(|&k| mappings[k].filename == m.filename) {
+            kept.push(i);
+        }
     }
 }
 
@@ -413,8 +506,10 @@ impl FileKey {
 /// per-sample lookup builds no key (no allocation).
 #[derive(Default)]
 struct BinaryCache {
-    files: HashMap<FileKey, Option<Arc<BinaryRef>>>,
-    recent: Vec<(FileKey, Option<Arc<BinaryRef>>)>,
+    /// Every binary read, in reading order (the maps hold indices into it).
+    binaries: Vec<Arc<BinaryRef>>,
+    files: HashMap<FileKey, Option<usize>>,
+    recent: Vec<(FileKey, Option<usize>)>,
     next_recent: usize,
 }
 
@@ -425,26 +520,35 @@ impl BinaryCache {
     /// The binary behind mapping `m` of a process under procfs `proc` (read once per file,
     /// through the process's view of it), or `None` when it has no GNU build id or cannot
     /// be read.
-    fn resolve(&mut self, proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
-        if let Some((_, r)) = self.recent.iter().find(|(k, _)| k.is_of(m)) {
-            return r.clone();
+    /// Returns its index for [`BinaryCache::get`].
+    fn resolve(&mut self, proc: &Path, m: &Mmap2Event) -> Option<usize> {
+        if let Some(&(_, r)) = self.recent.iter().find(|(k, _)| k.is_of(m)) {
+            return r;
         }
         let key = FileKey::of(m);
         let found = match self.files.get(&key) {
-            Some(r) => r.clone(),
+            Some(&r) => r,
             None => {
-                let found = read_binary(proc, m);
-                self.files.insert(key.clone(), found.clone());
+                let found = read_binary(proc, m).map(|b| {
+                    self.binaries.push(b);
+                    self.binaries.len() - 1
+                });
+                self.files.insert(key.clone(), found);
                 found
             }
         };
         if self.recent.len() < RECENT_FILES {
-            self.recent.push((key, found.clone()));
+            self.recent.push((key, found));
         } else {
-            self.recent[self.next_recent] = (key, found.clone());
+            self.recent[self.next_recent] = (key, found);
             self.next_recent = (self.next_recent + 1) % RECENT_FILES;
         }
         found
+    }
+
+    /// The binary at index `i` (from [`BinaryCache::resolve`]).
+    fn get(&self, i: usize) -> &Arc<BinaryRef> {
+        &self.binaries[i]
     }
 }
 
@@ -482,12 +586,7 @@ fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
         if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
             return None;
         }
-        Some(Arc::new(BinaryRef {
-            build_id: id,
-            path: m.filename.clone(),
-            opened_from: path,
-            bytes: Mutex::new(Some(Arc::new(data))),
-        }))
+        Some(Arc::new(BinaryRef::new(id, m.filename.clone(), path, data)))
     });
     if let (None, Some((reason, what))) = (&found, rejected) {
         eprintln!("pgo-agent: not profiling {}: {what}", m.filename);
@@ -597,6 +696,69 @@ mod tests {
         assert_eq!(groups[0].1.pid, b);
         assert_eq!(groups[0].1.samples.len(), 1);
         assert_eq!(r.stats().filtered, 1 + 3);
+    }
+
+    #[test]
+    fn code_less_binaries_are_skipped_and_exec_renews_the_verdict() {
+        let exe = exe();
+        let pid = 40_000_004u32;
+        let filter = ProcessFilter::new(FilterConfig {
+            comms: vec!["app".into()],
+            ..FilterConfig::default()
+        });
+        let mut r = Router::new(&empty_proc(), filter, RouteBy::BranchStack, 1, None);
+        let within = sample(pid, 0x10004, &[(0x10008, 0x10020), (0x10030, 0x10000)]);
+        let groups = r.route(
+            vec![comm(pid, "app"), mmap(pid, 0x10000, &exe), within.clone()],
+            0,
+        );
+        assert_eq!(groups.len(), 1);
+        // The worker found no code in it: later samples are not routed there.
+        groups[0].1.binary.mark_code_less();
+        assert!(r.route(vec![within.clone()], 0).is_empty());
+        assert_eq!((r.stats().samples, r.stats().code_less_binary), (2, 1));
+        // An exec under another name: the cached verdict is not reused.
+        let exec = PerfEvent::SideBand(SideBandEvent::Comm(CommEvent {
+            pid,
+            tid: pid,
+            comm: "other".into(),
+            exec: true,
+        }));
+        assert!(r.route(vec![exec, within], 0).is_empty());
+        assert_eq!((r.stats().filtered, r.stats().code_less_binary), (1, 1));
+    }
+
+    #[test]
+    fn a_branch_stack_within_one_mapping_or_across_several() {
+        let exe = exe();
+        let pid = 40_000_005u32;
+        let mut r = Router::new(
+            &empty_proc(),
+            ProcessFilter::default(),
+            RouteBy::BranchStack,
+            1,
+            None,
+        );
+        let side = vec![
+            mmap(pid, 0x10000, &exe),
+            mmap(pid, 0x30000, "/nonexistent/lib.so"),
+        ];
+        r.apply_all(&side);
+        // [lo, hi] in one mapping; then one address past its end (0x20000 is unmapped:
+        // skipped); then a stack reaching the other file (unresolved) too.
+        let groups = r.route(
+            vec![
+                sample(pid, 0x10004, &[(0x10008, 0x1fff0), (0x10000, 0x10004)]),
+                sample(pid, 0x10004, &[(0x10008, 0x20000), (0x10000, 0x10004)]),
+                sample(pid, 0x10004, &[(0x10008, 0x30010), (0x30020, 0x10004)]),
+                sample(pid, 0x20004, &[(0x20008, 0x2000c)]),
+            ],
+            0,
+        );
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.samples.len(), 3);
+        let s = r.stats();
+        assert_eq!((s.samples, s.unresolved_binary, s.unmapped), (4, 1, 1));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use collector::live::SampleRecycler;
 use collector::BuildId;
 use exporter::format::unsymbolized::write_unsymbolized;
 use symbolizer::generate::cs::expand_line_context;
@@ -143,6 +144,8 @@ pub struct Worker {
     sink: Option<crate::sink::SinkHandle>,
     sink_sent: HashMap<BuildId, Option<u64>>,
     max_binary_bytes: u64,
+    /// Where fed samples go back to the readers (see [`Worker::with_recycler`]).
+    recycler: Option<SampleRecycler>,
 }
 
 fn kind_name(kind: CounterKind) -> &'static str {
@@ -168,7 +171,15 @@ impl Worker {
             sink: None,
             sink_sent: HashMap::new(),
             max_binary_bytes: DEFAULT_MAX_BINARY_BYTES,
+            recycler: None,
         }
+    }
+
+    /// Hands every sample back to `recycler` once fed (the readers parse new records into
+    /// them: no allocation per sample).
+    pub fn with_recycler(mut self, recycler: SampleRecycler) -> Worker {
+        self.recycler = Some(recycler);
+        self
     }
 
     /// Binaries larger than `bytes` are not loaded: marked failed, their samples dropped,
@@ -277,14 +288,21 @@ impl Worker {
         }
     }
 
-    fn feed_now(&mut self, g: SampleGroup) {
+    fn feed_now(&mut self, mut g: SampleGroup) {
+        self.feed_group(&g);
+        if let Some(r) = &self.recycler {
+            r.give(&mut g.samples);
+        }
+    }
+
+    fn feed_group(&mut self, g: &SampleGroup) {
         let id = g.binary.build_id.clone();
         if self.failed.contains(&id) {
             self.stats.unloadable_samples += g.samples.len() as u64;
             return;
         }
         if !self.entries.contains_key(&id) {
-            match self.load(&g) {
+            match self.load(g) {
                 Ok(mut e) => {
                     if let Some(r) = self.restored.remove(&id) {
                         let windows = r.windows.windows().cloned().collect();
@@ -305,6 +323,11 @@ impl Worker {
             b.take();
         }
         let entry = self.entries.get_mut(&id).expect("inserted above");
+        if entry.binary.code().is_empty() {
+            // Nothing in it can ever be counted: the router stops sending its samples
+            // here (this group is still fed, for its statistics).
+            g.binary.mark_code_less();
+        }
         if entry
             .shard
             .feed(&g.mappings, &g.samples, g.now_secs)
@@ -649,5 +672,77 @@ fn rejection_reason(err: &anyhow::Error) -> &'static str {
         Some(E::Dwarf { .. }) => "dwarf",
         Some(E::Io { .. }) => "io",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::router::BinaryRef;
+    use collector::{LbrEntry, Sample};
+    use unwinder::PerfContent;
+
+    /// The C library this test process maps (stripped on Debian: no symbol table, so the
+    /// symbolizer decodes no code in it).
+    fn libc_path() -> PathBuf {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps.lines().find(|l| l.contains("/libc.so")).unwrap();
+        PathBuf::from(line[line.find('/').unwrap()..].trim())
+    }
+
+    #[test]
+    fn fed_samples_go_back_to_the_recycler_and_code_less_binaries_are_marked() {
+        let recycler = SampleRecycler::new(100);
+        let mut w = Worker::new(WorkerSettings {
+            input: ShardInput::Lbr(PerfContent::LbrStack),
+            options: UnwindOptions::default(),
+            windows: WindowSettings::default(),
+            max_samples_per_window: u64::MAX,
+            memory_budget_bytes: u64::MAX,
+            state_dir: std::env::temp_dir(),
+            coalesce_samples: 1,
+        })
+        .with_recycler(recycler.clone());
+        // (A binary with code is not marked: the replay test in tests/tests/live.rs would
+        // lose its samples. Loading this test's own executable takes too long here.)
+        let path = libc_path();
+        for group in 0..2 {
+            let bytes = std::fs::read(&path).unwrap();
+            let binary =
+                ProfiledBinary::from_bytes(&path, &bytes, &LoadOptions::default()).unwrap();
+            let name = path.to_string_lossy().into_owned();
+            let r = Arc::new(BinaryRef::new(
+                binary.build_id().unwrap().clone(),
+                name,
+                path.clone(),
+                bytes,
+            ));
+            let sample = Sample {
+                pid: 1,
+                tid: 1,
+                ip: 2,
+                callchain: vec![2],
+                lbr: vec![LbrEntry {
+                    from: 1,
+                    to: 2,
+                    flags: 0,
+                }],
+                count: 1,
+                ..Sample::default()
+            };
+            w.handle(WorkItem::Samples(SampleGroup {
+                binary: r.clone(),
+                pid: 1,
+                mappings: Vec::new(),
+                samples: vec![sample; 3],
+                now_secs: 0,
+            }));
+            assert_eq!(r.is_code_less(), binary.code().is_empty(), "{path:?}");
+            // This VM's libc has no symbol table: the symbolizer decodes no code in it.
+            assert!(r.is_code_less());
+            assert_eq!(recycler.len(), 3 * (group + 1));
+        }
+        let s = &w.summaries()[0];
+        assert_eq!((s.offered, s.counted), (6, 0));
     }
 }

@@ -341,12 +341,41 @@ pub struct HeapContext {
     pub alloc_space: f64,
 }
 
+/// The in-use estimates of one [`HeapContext`] (allocated and not freed).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HeapInuse {
+    /// Estimated allocations in use.
+    pub inuse_objects: f64,
+    /// Estimated bytes in use.
+    pub inuse_space: f64,
+}
+
 /// Builds a pprof heap profile: sample types `alloc_objects/count`, `alloc_space/bytes`
 /// (values already unsampled, as the Go runtime writes them), period type `space/bytes`
 /// with the mean sampling interval as period. Locations are shared per (mapping, address);
 /// a location's lines list its inline frames innermost first (profile.proto: the last
 /// line is the caller the others were inlined into).
 pub fn build_heap(mappings: &[HeapMapping], contexts: &[HeapContext], interval: u64) -> Profile {
+    build_heap_profile(mappings, contexts, None, interval)
+}
+
+/// [`build_heap`] with `inuse_objects/count` and `inuse_space/bytes` after the alloc
+/// values (the Go runtime's order); `inuse[i]` belongs to `contexts[i]` (missing: 0).
+pub fn build_heap_with_inuse(
+    mappings: &[HeapMapping],
+    contexts: &[HeapContext],
+    inuse: &[HeapInuse],
+    interval: u64,
+) -> Profile {
+    build_heap_profile(mappings, contexts, Some(inuse), interval)
+}
+
+fn build_heap_profile(
+    mappings: &[HeapMapping],
+    contexts: &[HeapContext],
+    inuse: Option<&[HeapInuse]>,
+    interval: u64,
+) -> Profile {
     let mut b = Builder::default();
     b.string("");
     let (objects, count) = (b.string("alloc_objects"), b.string("count"));
@@ -361,6 +390,19 @@ pub fn build_heap(mappings: &[HeapMapping], contexts: &[HeapContext], interval: 
             unit: bytes,
         },
     ];
+    if inuse.is_some() {
+        let (objects, space) = (b.string("inuse_objects"), b.string("inuse_space"));
+        b.profile.sample_type.extend([
+            ValueType {
+                r#type: objects,
+                unit: count,
+            },
+            ValueType {
+                r#type: space,
+                unit: bytes,
+            },
+        ]);
+    }
     let space_type = b.string("space");
     b.profile.period_type = Some(ValueType {
         r#type: space_type,
@@ -381,7 +423,7 @@ pub fn build_heap(mappings: &[HeapMapping], contexts: &[HeapContext], interval: 
         });
     }
     let mut locations: HashMap<(Option<usize>, u64), u64> = HashMap::new();
-    for c in contexts {
+    for (ci, c) in contexts.iter().enumerate() {
         let mut ids = Vec::with_capacity(c.frames.len());
         for f in &c.frames {
             let key = (f.mapping.filter(|&m| m < mappings.len()), f.address);
@@ -407,9 +449,14 @@ pub fn build_heap(mappings: &[HeapMapping], contexts: &[HeapContext], interval: 
             ids.push(id);
         }
         let round = |v: f64| v.round().clamp(0.0, i64::MAX as f64) as i64;
+        let mut value = vec![round(c.alloc_objects), round(c.alloc_space)];
+        if let Some(inuse) = inuse {
+            let u = inuse.get(ci).copied().unwrap_or_default();
+            value.extend([round(u.inuse_objects), round(u.inuse_space)]);
+        }
         b.profile.sample.push(Sample {
             location_id: ids,
-            value: vec![round(c.alloc_objects), round(c.alloc_space)],
+            value,
         });
     }
     b.profile
@@ -491,5 +538,30 @@ mod tests {
             q.mapping[0].build_id,
             q.string_table.iter().position(|s| s == "abcd").unwrap() as i64
         );
+
+        // With in-use values: four sample types, the in-use pair after the alloc pair.
+        let inuse = [HeapInuse {
+            inuse_objects: 1.4,
+            inuse_space: 500.5,
+        }];
+        let r = build_heap_with_inuse(&mappings, &contexts, &inuse, 524288);
+        let st = |i: i64| r.string_table[i as usize].as_str();
+        let types: Vec<_> = r
+            .sample_type
+            .iter()
+            .map(|t| (st(t.r#type), st(t.unit)))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("alloc_objects", "count"),
+                ("alloc_space", "bytes"),
+                ("inuse_objects", "count"),
+                ("inuse_space", "bytes")
+            ]
+        );
+        assert_eq!(r.sample[0].value, vec![2, 1001, 1, 501]);
+        assert_eq!(r.sample[1].value, vec![1, 8, 0, 0]);
+        assert_eq!(r.location, q.location);
     }
 }
