@@ -12,10 +12,17 @@
 #     binary and its recording are cached in target/bench/mix-KEY/, KEY hashing the source,
 #     flags, compiler, PERIOD and ROUNDS, so reruns skip this (it takes minutes: one ptrace
 #     stop per instruction);
-#  3. for two variants — the full profile (`--format=extbinary --csspgo-preinliner=false
+#  3. derives a second input with realistic LBR cycle counts: the recorder writes 0 cycles in
+#     every entry, so its samples repeat far more than hardware samples do (hardware LBRs
+#     give each entry the cycles since the previous branch, and samples with the same
+#     branches then differ in their cycles). Every entry gets a cycle count drawn from the
+#     distribution of the real Skylake recording in ../shared/corpus (119,424 entries: 70 %
+#     are 1 cycle); cached next to the recording;
+#  4. for two variants — the full profile (`--format=extbinary --csspgo-preinliner=false
 #     --gen-cs-nested-profile=false`) and `--skip-symbolization` — runs both tools RUNS
-#     times, interleaved, and keeps each one's best wall time (and that run's CPU time);
-#  4. checks the outputs are equivalent (extbinary: `llvm-profdata-19 merge --sample --text`
+#     times on each input, interleaved, and keeps each one's best wall time (and that run's
+#     CPU time);
+#  5. checks the outputs are equivalent (extbinary: `llvm-profdata-19 merge --sample --text`
 #     of both is identical; unsymbolized: byte-identical) and prints ours / llvm-profgen.
 # Exits non-zero if a tool fails or the outputs differ. It does not fail on the ratio: it is
 # a measurement, not a test.
@@ -64,7 +71,30 @@ else
   trap - EXIT
 fi
 
-# One sample = its call-stack lines, then one line of LBR entries (` 0xFROM/0xTO/...`).
+# The input with hardware-like cycle counts (see step 3), made once per recording.
+CYCLES_SCRIPT="$CASE/mix-cycles.perfscript"
+if [ ! -s "$CYCLES_SCRIPT" ]; then
+  echo "== deriving the input with cycle counts" >&2
+  awk 'BEGIN {
+         srand(1);
+         # value:count of the 24 most frequent cycle counts of the Skylake recording (98.7 %).
+         n = split("1:83391 4:6375 3:3317 5:2502 7:2371 6:2171 9:1642 2:1641 8:1598 11:1546 12:1395 13:1376 15:1245 27:1192 10:1036 14:981 19:706 20:705 23:523 33:503 35:500 34:421 16:388 18:335", pairs, " ");
+         total = 0;
+         for (i = 1; i <= n; i++) { split(pairs[i], kv, ":"); value[i] = kv[1]; total += kv[2]; cum[i] = total }
+       }
+       function draw(   r, i) { r = rand() * total; for (i = 1; i < n; i++) if (r < cum[i]) break; return value[i] }
+       /^ 0x/ {
+         for (i = 1; i <= NF; i++) {
+           k = split($i, f, "/");
+           if (k >= 6) { f[6] = draw(); t = f[1]; for (j = 2; j <= k; j++) t = t "/" f[j]; $i = t }
+         }
+         $0 = " " $0;  # rebuilding the fields dropped the leading space branch-stack lines need
+       }
+       { print }' "$SCRIPT" > "$CYCLES_SCRIPT.tmp"
+  mv "$CYCLES_SCRIPT.tmp" "$CYCLES_SCRIPT"
+fi
+
+# One sample = its call-stack lines, then one line of LBR entries (` 0xFROM/0xTO/...`).# One sample = its call-stack lines, then one line of LBR entries (` 0xFROM/0xTO/...`).
 SAMPLES="$(grep -c '^ *0x[0-9a-f]*/0x' "$SCRIPT" || true)"
 BYTES="$(stat -c %s "$SCRIPT")"
 echo "input: $SCRIPT" >&2
@@ -98,23 +128,28 @@ SKIP=(--skip-symbolization)
 
 for i in $(seq 1 "$RUNS"); do
   echo "== run $i/$RUNS" >&2
-  run_timed profgen_full "$PROFGEN" --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/theirs.extbinary" "${FULL[@]}"
-  run_timed ours_full "$AGENT" convert --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/ours.extbinary" "${FULL[@]}"
-  run_timed profgen_skip "$PROFGEN" --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/theirs.unsymbolized" "${SKIP[@]}"
-  run_timed ours_skip "$AGENT" convert --perfscript "$SCRIPT" --binary "$PROG" --output "$OUT/ours.unsymbolized" "${SKIP[@]}"
+  for input in recorder cycles; do
+    in="$SCRIPT"; [ "$input" = cycles ] && in="$CYCLES_SCRIPT"
+    run_timed "profgen_full_$input" "$PROFGEN" --perfscript "$in" --binary "$PROG" --output "$OUT/theirs.$input.extbinary" "${FULL[@]}"
+    run_timed "ours_full_$input" "$AGENT" convert --perfscript "$in" --binary "$PROG" --output "$OUT/ours.$input.extbinary" "${FULL[@]}"
+    run_timed "profgen_skip_$input" "$PROFGEN" --perfscript "$in" --binary "$PROG" --output "$OUT/theirs.$input.unsymbolized" "${SKIP[@]}"
+    run_timed "ours_skip_$input" "$AGENT" convert --perfscript "$in" --binary "$PROG" --output "$OUT/ours.$input.unsymbolized" "${SKIP[@]}"
+  done
 done
 
 echo "== checking outputs" >&2
-"$PROFDATA" merge --sample --text "$OUT/theirs.extbinary" -o "$OUT/theirs.canonical.txt"
-"$PROFDATA" merge --sample --text "$OUT/ours.extbinary" -o "$OUT/ours.canonical.txt"
-if ! cmp -s "$OUT/theirs.canonical.txt" "$OUT/ours.canonical.txt"; then
-  echo "bench: profiles differ: diff $OUT/theirs.canonical.txt $OUT/ours.canonical.txt" >&2
-  exit 1
-fi
-if ! cmp -s "$OUT/theirs.unsymbolized" "$OUT/ours.unsymbolized"; then
-  echo "bench: unsymbolized outputs differ: diff $OUT/theirs.unsymbolized $OUT/ours.unsymbolized" >&2
-  exit 1
-fi
+for input in recorder cycles; do
+  "$PROFDATA" merge --sample --text "$OUT/theirs.$input.extbinary" -o "$OUT/theirs.$input.canonical.txt"
+  "$PROFDATA" merge --sample --text "$OUT/ours.$input.extbinary" -o "$OUT/ours.$input.canonical.txt"
+  if ! cmp -s "$OUT/theirs.$input.canonical.txt" "$OUT/ours.$input.canonical.txt"; then
+    echo "bench: profiles differ: diff $OUT/theirs.$input.canonical.txt $OUT/ours.$input.canonical.txt" >&2
+    exit 1
+  fi
+  if ! cmp -s "$OUT/theirs.$input.unsymbolized" "$OUT/ours.$input.unsymbolized"; then
+    echo "bench: unsymbolized outputs differ: diff $OUT/theirs.$input.unsymbolized $OUT/ours.$input.unsymbolized" >&2
+    exit 1
+  fi
+done
 echo "outputs equivalent (extbinary: same canonical text; unsymbolized: byte-identical)" >&2
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
@@ -122,11 +157,13 @@ echo
 printf 'input: %d samples, %.1f MB perf script (mix %s, period %s), %s cores, best of %s\n' \
   "$SAMPLES" "$(awk -v b="$BYTES" 'BEGIN { print b / 1e6 }')" "$ROUNDS" "$PERIOD" "$(nproc)" "$RUNS"
 echo "load average at start: $LOAD (wall times on a busy machine are noisy; cpu = user + sys)"
-printf '%-22s %16s %16s %11s %10s\n' variant "llvm-profgen-19" "pgo-agent" "wall ratio" "cpu ratio"
+printf '%-34s %16s %16s %11s %10s\n' variant "llvm-profgen-19" "pgo-agent" "wall ratio" "cpu ratio"
 row() {
-  printf '%-22s %7ss (%5ss) %7ss (%5ss) %11s %10s\n' "$1" "${BEST[profgen_$2]}" "${CPU[profgen_$2]}" \
+  printf '%-34s %7ss (%5ss) %7ss (%5ss) %11s %10s\n' "$1" "${BEST[profgen_$2]}" "${CPU[profgen_$2]}" \
     "${BEST[ours_$2]}" "${CPU[ours_$2]}" "$(ratio "${BEST[ours_$2]}" "${BEST[profgen_$2]}")" \
     "$(ratio "${CPU[ours_$2]}" "${CPU[profgen_$2]}")"
 }
-row "extbinary profile" full
-row "--skip-symbolization" skip
+row "extbinary profile, recorder text" full_recorder
+row "--skip-symbolization, recorder" skip_recorder
+row "extbinary profile, with cycles" full_cycles
+row "--skip-symbolization, with cycles" skip_cycles

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
-use collector::perf_script::{tally_samples, ScriptPiece, ScriptText};
+use collector::perf_script::{parse_tallied, tally_samples, ScriptPiece, ScriptText};
 use collector::{PerfEvent, SideBandEvent};
 use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized};
 use symbolizer::binary::ProfiledBinary;
@@ -93,17 +93,33 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         // Every core scans and parses (each distinct sample text once); this thread then
         // prepares, aggregates and unwinds the distinct samples.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let tally = tally_samples(text.bytes(), text.name(), threads.min(MAX_THREADS), &|n| {
+        let threads = threads.min(MAX_THREADS);
+        let tally = tally_samples(text.bytes(), text.name(), threads, &|n| {
             progress.bytes_read(n)
         })?;
         progress.finish();
-        let events = tally.pieces.into_iter().flat_map(|piece| match piece {
-            ScriptPiece::Mmap(m) => vec![(PerfEvent::SideBand(SideBandEvent::Mmap2(m)), 1)],
-            ScriptPiece::Samples(samples) => samples
-                .into_iter()
-                .map(|t| (PerfEvent::Sample(t.sample), t.occurrences))
-                .collect(),
-        });
+        let script_type = tally.script_type;
+        // Parsed a batch at a time, so that the samples of a large input are never all in
+        // memory at once.
+        let events = tally
+            .pieces
+            .iter()
+            .flat_map(|piece| -> Box<dyn Iterator<Item = _>> {
+                match piece {
+                    ScriptPiece::Mmap(m) => Box::new(std::iter::once((
+                        PerfEvent::SideBand(SideBandEvent::Mmap2(m.clone())),
+                        1,
+                    ))),
+                    ScriptPiece::Texts(texts) => {
+                        Box::new(texts.chunks(PARSE_BATCH).flat_map(move |batch| {
+                            let (samples, _) = parse_tallied(batch, script_type, threads);
+                            samples
+                                .into_iter()
+                                .map(|t| (PerfEvent::Sample(t.sample), t.occurrences))
+                        }))
+                    }
+                }
+            });
         unwinder::unwind_repeated_samples(events, binary, &load, &options)
             .with_context(|| format!("unwinding samples of {}", path.display()))?
     } else if let Some(path) = &args.perfdata {
@@ -185,8 +201,10 @@ struct EventBatches<E> {
     current: std::vec::IntoIter<PerfEvent>,
 }
 
-/// Most threads a perf script is read on (beyond that, the single-threaded unwinding
-/// dominates).
+/// Distinct sample texts parsed at a time.
+const PARSE_BATCH: usize = 8192;
+
+/// Most threads a perf script is read on.
 const MAX_THREADS: usize = 8;
 
 /// Events per batch: large enough that channel traffic is negligible, small enough that

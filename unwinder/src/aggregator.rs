@@ -20,7 +20,7 @@ use crate::{
 /// Most threads a flush unwinds on.
 const MAX_UNWIND_THREADS: usize = 16;
 /// Most samples [`unwind_repeated_samples`] holds before preparing them.
-const MAX_SAMPLE_BATCH: usize = 1 << 16;
+const MAX_SAMPLE_BATCH: usize = 8192;
 /// Fewest distinct samples worth a thread of their own.
 const MIN_SAMPLES_PER_THREAD: usize = 512;
 
@@ -218,45 +218,26 @@ impl<'a> Aggregator<'a> {
             .collect();
         let scope = self.prepare_scope();
         type Prepared = (Vec<(PerfSample, u64)>, UnwindStats, Option<UnwindError>);
-        let prepared: Vec<Prepared> = std::thread::scope(|threads| {
-            let handles: Vec<_> = parts
-                .iter()
-                .map(|&(part, mut index)| {
-                    let scope = &scope;
-                    threads.spawn(move || {
-                        let mut stats = UnwindStats::default();
-                        let mut kept = Vec::with_capacity(part.len());
-                        for (sample, occurrences) in part {
-                            stats.samples_seen += occurrences;
-                            stats.total_samples +=
-                                occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
-                            let mut out = PerfSample::default();
-                            match prepare_sample(
-                                scope,
-                                sample,
-                                *occurrences,
-                                index,
-                                &mut out,
-                                &mut stats,
-                            ) {
-                                Ok(true) => kept.push((out, sample.count)),
-                                Ok(false) => {}
-                                Err(e) => return (kept, stats, Some(e)),
-                            }
-                            index += occurrences;
-                        }
-                        (kept, stats, None)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| match h.join() {
-                    Ok(part) => part,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        });
+        let prepared: Vec<Prepared> = on_threads(parts.iter().map(|&(part, mut index)| {
+            let scope = &scope;
+            move || {
+                let mut stats = UnwindStats::default();
+                let mut kept = Vec::with_capacity(part.len());
+                for (sample, occurrences) in part {
+                    stats.samples_seen += occurrences;
+                    stats.total_samples +=
+                        occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
+                    let mut out = PerfSample::default();
+                    match prepare_sample(scope, sample, *occurrences, index, &mut out, &mut stats) {
+                        Ok(true) => kept.push((out, sample.count)),
+                        Ok(false) => {}
+                        Err(e) => return (kept, stats, Some(e)),
+                    }
+                    index += occurrences;
+                }
+                (kept, stats, None)
+            }
+        }));
         self.sample_index = first_index;
         for (kept, stats, error) in prepared {
             self.stats.merge(&stats);
@@ -292,24 +273,13 @@ impl<'a> Aggregator<'a> {
             // Counters are sums and every statistic a sum or a set union, so the samples
             // may be counted in parts and the parts merged.
             let per_thread = samples.len().div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
-            let parts: Vec<(CounterSet, UnwindStats)> = std::thread::scope(|scope| {
-                let handles: Vec<_> = samples
-                    .chunks(per_thread)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            let mut stats = UnwindStats::default();
-                            (count_part(layout, kind, shape, part, &mut stats), stats)
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| match h.join() {
-                        Ok(part) => part,
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    })
-                    .collect()
-            });
+            let parts: Vec<(CounterSet, UnwindStats)> =
+                on_threads(samples.chunks(per_thread).map(|part| {
+                    move || {
+                        let mut stats = UnwindStats::default();
+                        (count_part(layout, kind, shape, part, &mut stats), stats)
+                    }
+                }));
             let mut counters = CounterSet::new(kind);
             for (part, stats) in parts {
                 if counters.contexts.is_empty() {
@@ -333,6 +303,21 @@ impl<'a> Aggregator<'a> {
         let counters = self.flush();
         (counters, self.stats)
     }
+}
+
+/// Runs each job on a scoped thread of its own and returns their results in order (a
+/// panicking job panics the caller).
+fn on_threads<T: Send, F: FnOnce() -> T + Send>(jobs: impl IntoIterator<Item = F>) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs.into_iter().map(|job| scope.spawn(job)).collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 /// What preparing a sample reads from its [`Aggregator`] (shared by preparing threads).

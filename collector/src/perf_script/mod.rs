@@ -10,5 +10,7 @@ pub mod writer;
 pub use reader::{
     read_perf_script, PerfScriptError, PerfScriptReader, PerfScriptStats, PerfScriptType,
 };
-pub use tally::{tally_samples, ScriptPiece, TalliedSample};
+pub use tally::{
+    parse_tallied, tally_samples, ParsedPiece, ScriptPiece, ScriptTally, TalliedSample, TalliedText,
+};
 pub use text::ScriptText;

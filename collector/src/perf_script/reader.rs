@@ -532,10 +532,10 @@ fn swar_hex8(x: u64) -> (u64, usize) {
 
 /// Entry tokens already parsed by [`fast_lbr_entry`], by their exact bytes: a program
 /// takes few distinct branches, so the same `0xFROM/0xTO/P/-/-/0` tokens come back in
-/// sample after sample. A direct-mapped table keyed by a hash of the token's first 32
-/// bytes; a hit is checked byte for byte, so the result is exactly the parser's (which
-/// depends only on the token's bytes: it ends at a space or the end of the line). One per
-/// parsing thread.
+/// sample after sample (with hardware cycle counts, a few per branch). A direct-mapped
+/// table keyed by a hash of the token's bytes; a hit is checked byte for byte, so the
+/// result is exactly the parser's (which depends only on the token's bytes: it ends at a
+/// space or the end of the line). One per parsing thread.
 pub struct EntryTokenCache {
     slots: Box<[EntryTokenSlot]>,
 }
@@ -544,7 +544,7 @@ pub struct EntryTokenCache {
 const TOKEN_SLOT_WORDS: usize = 7;
 const TOKEN_SLOT_BYTES: usize = TOKEN_SLOT_WORDS * 8;
 /// log2 of the slots in an [`EntryTokenCache`].
-const TOKEN_SLOT_BITS: u32 = 12;
+const TOKEN_SLOT_BITS: u32 = 10;
 
 #[derive(Clone, Copy)]
 struct EntryTokenSlot {
@@ -581,42 +581,40 @@ impl EntryTokenCache {
     }
 
     /// [`fast_lbr_entry`]`(line, start)`, from the table when the same token was seen.
-    /// Tokens near the end of the line (the last one or two) are parsed directly.
+    /// The last token of a line and tokens over 56 bytes are parsed directly.
     #[inline]
     fn entry(&mut self, line: &[u8], start: usize) -> Option<(LbrEntry, usize)> {
         let Some(rest) = line.get(start..start + TOKEN_SLOT_BYTES + 1) else {
             return fast_lbr_entry(line, start);
         };
+        let len = match memchr::memchr(b' ', rest) {
+            Some(len) if len > 0 => len,
+            _ => return fast_lbr_entry(line, start),
+        };
+        let (full, tail) = (len / 8, len % 8);
         let word = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&rest[i * 8..i * 8 + 8]);
-            u64::from_le_bytes(w)
+            let w = u64::from_le_bytes(w);
+            if i == full {
+                w & ((1u64 << (tail * 8)) - 1)
+            } else {
+                w
+            }
         };
-        let h =
-            (word(0) ^ word(1).rotate_left(17) ^ word(2).rotate_left(31) ^ word(3).rotate_left(47))
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let words = full + usize::from(tail != 0);
+        let mut h = len as u64;
+        for i in 0..words {
+            h = (h.rotate_left(5) ^ word(i)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
         let slot = &mut self.slots[(h >> (64 - TOKEN_SLOT_BITS)) as usize];
-        let len = usize::from(slot.len);
-        if len != 0 && rest[len] == b' ' {
-            let (full, tail) = (len / 8, len % 8);
-            let mut same = (0..full).all(|i| word(i) == slot.words[i]);
-            if tail != 0 {
-                same &= word(full) & ((1u64 << (tail * 8)) - 1) == slot.words[full];
-            }
-            if same {
-                return Some((slot.entry, start + len));
-            }
+        if usize::from(slot.len) == len && (0..words).all(|i| word(i) == slot.words[i]) {
+            return Some((slot.entry, start + len));
         }
         let (entry, end) = fast_lbr_entry(line, start)?;
-        let len = end - start;
-        if len < TOKEN_SLOT_BYTES {
-            let (full, tail) = (len / 8, len % 8);
+        if end == start + len {
             for i in 0..TOKEN_SLOT_WORDS {
-                slot.words[i] = match i.cmp(&full) {
-                    std::cmp::Ordering::Less => word(i),
-                    std::cmp::Ordering::Equal if tail != 0 => word(i) & ((1u64 << (tail * 8)) - 1),
-                    _ => 0,
-                };
+                slot.words[i] = if i < words { word(i) } else { 0 };
             }
             slot.len = len as u8;
             slot.entry = entry;

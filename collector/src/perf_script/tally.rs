@@ -2,10 +2,11 @@
 //! parsed once.
 //!
 //! Perf scripts repeat themselves: a program in a steady state produces the same stack and
-//! branch stack over and over (216 k samples of the convert benchmark are 41 k distinct
-//! texts). Identical bytes parse to identical samples, so the text of each sample is
-//! hashed and counted, and only the first occurrence is parsed; the sample then stands for
-//! all of them (`Sample::count` = the sum of their counts, plus how many occurrences, for
+//! branch stack over and over (the software recorder's 216 k samples of the convert
+//! benchmark are 41 k distinct texts; hardware LBRs also carry cycle counts, which make
+//! far more texts distinct). Identical bytes parse to identical samples, so the text of
+//! each sample is hashed and counted, and only the first occurrence is parsed
+//! ([`parse_tallied`], in batches, on threads); the sample then stands for all of them (`Sample::count` = the sum of their counts, plus how many occurrences, for
 //! per-sample statistics). MMAP lines split the input into pieces: the samples after an
 //! MMAP event are read with the binary where that event put it, so texts are only
 //! aggregated within a piece. The result is exactly what [`super::PerfScriptReader`]
@@ -27,15 +28,26 @@ use crate::{Mmap2Event, Sample};
 
 /// One stretch of the input, in input order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScriptPiece {
+pub enum ScriptPiece<'a> {
     /// The event of an MMAP line.
     Mmap(Mmap2Event),
-    /// The samples between two MMAP events, each distinct one once, in order of first
-    /// appearance.
-    Samples(Vec<TalliedSample>),
+    /// The sample texts between two MMAP events, each distinct one once, in order of first
+    /// appearance (parse them with [`parse_tallied`]).
+    Texts(Vec<TalliedText<'a>>),
 }
 
-/// A distinct sample and how many times its text occurred.
+/// A distinct sample text and its occurrences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TalliedText<'a> {
+    /// The text.
+    pub text: SampleText<'a>,
+    /// The sum of the counts of its occurrences.
+    pub count: u64,
+    /// How many times it occurred.
+    pub occurrences: u64,
+}
+
+/// A parsed distinct sample and how many times its text occurred.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TalliedSample {
     /// The sample; its `count` is the sum of the counts of its occurrences.
@@ -44,29 +56,62 @@ pub struct TalliedSample {
     pub occurrences: u64,
 }
 
-/// A perf script read by [`tally_samples`].
+/// A perf script read by [`tally_samples`], its sample texts not parsed yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScriptTally {
+pub struct ScriptTally<'a> {
     /// LBR-only or hybrid.
     pub script_type: PerfScriptType,
     /// The input, in order.
-    pub pieces: Vec<ScriptPiece>,
-    /// What was skipped ([`super::PerfScriptReader::stats`] would say the same).
+    pub pieces: Vec<ScriptPiece<'a>>,
+    /// What reading skipped so far; [`parse_tallied`] adds what parsing drops (together
+    /// they are what [`super::PerfScriptReader::stats`] says).
     pub stats: PerfScriptStats,
-    /// Sample texts read (occurrences, kept or dropped).
+    /// Sample texts read (occurrences).
     pub sample_texts: u64,
-    /// Distinct sample texts (each parsed once).
+    /// Distinct sample texts.
     pub distinct_texts: u64,
+}
+
+/// A piece of a fully parsed [`ScriptTally`] ([`ScriptTally::parse_all`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParsedPiece {
+    /// The event of an MMAP line.
+    Mmap(Mmap2Event),
+    /// The samples of a [`ScriptPiece::Texts`] that were not dropped.
+    Samples(Vec<TalliedSample>),
+}
+
+impl ScriptTally<'_> {
+    /// Parses every piece at once (tests and small inputs; `convert` parses and
+    /// unwinds in batches so that the samples of a large input are never all in memory).
+    /// The statistics include what parsing dropped.
+    pub fn parse_all(&self, threads: usize) -> (Vec<ParsedPiece>, PerfScriptStats) {
+        let mut stats = self.stats;
+        let pieces = self
+            .pieces
+            .iter()
+            .filter_map(|piece| match piece {
+                ScriptPiece::Mmap(m) => Some(ParsedPiece::Mmap(m.clone())),
+                ScriptPiece::Texts(texts) => {
+                    let (samples, parsed) = parse_tallied(texts, self.script_type, threads);
+                    stats.dropped_samples += parsed.dropped_samples;
+                    stats.invalid_lbr_records += parsed.invalid_lbr_records;
+                    (!samples.is_empty()).then_some(ParsedPiece::Samples(samples))
+                }
+            })
+            .collect();
+        (pieces, stats)
+    }
 }
 
 /// Reads `text` (named `name` in errors) on up to `threads` threads. `progress` is called
 /// from the scanning threads with a number of bytes scanned since its last call.
-pub fn tally_samples(
-    text: &[u8],
+pub fn tally_samples<'a>(
+    text: &'a [u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<ScriptTally, PerfScriptError> {
+) -> Result<ScriptTally<'a>, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let bounds = chunk_bounds(text, threads.max(1));
     let scans: Vec<Result<ChunkScan<'_>, PerfScriptError>> = std::thread::scope(|scope| {
@@ -91,7 +136,7 @@ pub fn tally_samples(
         scans
     });
     let mut stats = PerfScriptStats::default();
-    let mut pieces: Vec<RawPiece<'_>> = Vec::new();
+    let mut pieces: Vec<RawPiece<'a>> = Vec::new();
     let mut lines_before = 0u64;
     for scan in scans {
         let scan = scan.map_err(|e| e.after_lines(lines_before))?;
@@ -105,10 +150,29 @@ pub fn tally_samples(
             }
         }
     }
-    let (pieces, parse_stats, sample_texts, distinct_texts) =
-        parse_pieces(pieces, script_type, threads.max(1));
-    stats.dropped_samples += parse_stats.dropped_samples;
-    stats.invalid_lbr_records += parse_stats.invalid_lbr_records;
+    let (mut sample_texts, mut distinct_texts) = (0, 0);
+    let pieces = pieces
+        .into_iter()
+        .map(|piece| match piece {
+            RawPiece::Mmap(m) => ScriptPiece::Mmap(m),
+            RawPiece::Texts(t) => {
+                distinct_texts += t.texts.len() as u64;
+                ScriptPiece::Texts(
+                    t.texts
+                        .into_iter()
+                        .map(|(text, count, occurrences)| {
+                            sample_texts += occurrences;
+                            TalliedText {
+                                text,
+                                count,
+                                occurrences,
+                            }
+                        })
+                        .collect(),
+                )
+            }
+        })
+        .collect();
     Ok(ScriptTally {
         script_type,
         pieces,
@@ -161,6 +225,17 @@ struct TextTally<'a> {
 
 impl<'a> TextTally<'a> {
     fn add(&mut self, text: SampleText<'a>) {
+        self.add_occurrences(text, text.count, 1);
+    }
+
+    fn absorb(&mut self, other: TextTally<'a>) {
+        for (text, count, occurrences) in other.texts {
+            self.add_occurrences(text, count, occurrences);
+        }
+    }
+
+    /// Adds `occurrences` of `text` whose counts sum to `count`.
+    fn add_occurrences(&mut self, text: SampleText<'a>, count: u64, occurrences: u64) {
         let key = TextKey {
             hash: xxhash_rust::xxh3::xxh3_64(text.block),
             bytes: text.block,
@@ -169,32 +244,12 @@ impl<'a> TextTally<'a> {
             Some(&i) => {
                 let entry = &mut self.texts[i];
                 // Counts wrap like llvm-profgen's uint64_t, as the aggregator's do.
-                entry.1 = entry.1.wrapping_add(text.count);
-                entry.2 += 1;
+                entry.1 = entry.1.wrapping_add(count);
+                entry.2 += occurrences;
             }
             None => {
                 self.index.insert(key, self.texts.len());
-                self.texts.push((text, text.count, 1));
-            }
-        }
-    }
-
-    fn absorb(&mut self, other: TextTally<'a>) {
-        for (text, count, occurrences) in other.texts {
-            let key = TextKey {
-                hash: xxhash_rust::xxh3::xxh3_64(text.block),
-                bytes: text.block,
-            };
-            match self.index.get(&key) {
-                Some(&i) => {
-                    let entry = &mut self.texts[i];
-                    entry.1 = entry.1.wrapping_add(count);
-                    entry.2 += occurrences;
-                }
-                None => {
-                    self.index.insert(key, self.texts.len());
-                    self.texts.push((text, count, occurrences));
-                }
+                self.texts.push((text, count, occurrences));
             }
         }
     }
@@ -284,69 +339,63 @@ fn scan_chunk<'a>(
     Ok(ChunkScan { pieces, stats })
 }
 
-/// Parses each distinct text once, on up to `threads` threads.
-fn parse_pieces(
-    raw: Vec<RawPiece<'_>>,
+/// Parses distinct sample texts on up to `threads` threads: the samples that were not
+/// dropped (in order, each with its count sum and occurrences), and what parsing dropped
+/// (per occurrence, as the sequential reader counts it).
+pub fn parse_tallied(
+    texts: &[TalliedText<'_>],
     script_type: PerfScriptType,
     threads: usize,
-) -> (Vec<ScriptPiece>, PerfScriptStats, u64, u64) {
-    let texts: Vec<&(SampleText<'_>, u64, u64)> = raw
-        .iter()
-        .flat_map(|p| match p {
-            RawPiece::Texts(t) => t.texts.iter(),
-            RawPiece::Mmap(_) => [].iter(),
-        })
-        .collect();
-    let per_thread = texts.len().div_ceil(threads).max(1);
-    let parsed: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = texts
-            .chunks(per_thread)
-            .map(|part| {
-                scope.spawn(move || {
-                    let mut tokens = EntryTokenCache::new();
-                    part.iter()
-                        .map(|(text, _, _)| text.parse(script_type, &mut tokens))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| match h.join() {
-                Ok(parsed) => parsed,
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    });
-    let mut stats = PerfScriptStats::default();
-    let (mut sample_texts, distinct) = (0u64, texts.len() as u64);
-    let mut parsed = parsed.into_iter();
-    let mut pieces = Vec::with_capacity(raw.len());
-    for piece in raw {
-        match piece {
-            RawPiece::Mmap(m) => pieces.push(ScriptPiece::Mmap(m)),
-            RawPiece::Texts(t) => {
-                let mut samples = Vec::with_capacity(t.texts.len());
-                for ((_, count, occurrences), p) in t.texts.into_iter().zip(parsed.by_ref()) {
-                    sample_texts += occurrences;
-                    stats.dropped_samples += p.dropped * occurrences;
-                    stats.invalid_lbr_records += p.invalid_lbr_records * occurrences;
-                    if let Some(mut sample) = p.sample {
-                        sample.count = count;
-                        samples.push(TalliedSample {
-                            sample,
-                            occurrences,
-                        });
-                    }
-                }
-                if !samples.is_empty() {
-                    pieces.push(ScriptPiece::Samples(samples));
-                }
+) -> (Vec<TalliedSample>, PerfScriptStats) {
+    let per_thread = texts
+        .len()
+        .div_ceil(threads.max(1))
+        .max(MIN_TEXTS_PER_THREAD);
+    let parse = |part: &[TalliedText<'_>]| {
+        let mut tokens = EntryTokenCache::new();
+        let mut stats = PerfScriptStats::default();
+        let mut samples = Vec::with_capacity(part.len());
+        for t in part {
+            let parsed = t.text.parse(script_type, &mut tokens);
+            stats.dropped_samples += parsed.dropped * t.occurrences;
+            stats.invalid_lbr_records += parsed.invalid_lbr_records * t.occurrences;
+            if let Some(mut sample) = parsed.sample {
+                sample.count = t.count;
+                samples.push(TalliedSample {
+                    sample,
+                    occurrences: t.occurrences,
+                });
             }
         }
+        (samples, stats)
+    };
+    if texts.len() <= per_thread {
+        return parse(texts);
     }
-    (pieces, stats, sample_texts, distinct)
+    let parts: Vec<(Vec<TalliedSample>, PerfScriptStats)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = texts
+            .chunks(per_thread)
+            .skip(1)
+            .map(|part| scope.spawn(move || parse(part)))
+            .collect();
+        let mut parts = vec![parse(&texts[..per_thread])];
+        parts.extend(handles.into_iter().map(|h| match h.join() {
+            Ok(part) => part,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }));
+        parts
+    });
+    let mut stats = PerfScriptStats::default();
+    let mut samples = Vec::with_capacity(texts.len());
+    for (part, part_stats) in parts {
+        samples.extend(part);
+        add_stats(&mut stats, &part_stats);
+    }
+    (samples, stats)
 }
+
+/// Fewest texts worth a parsing thread of their own.
+const MIN_TEXTS_PER_THREAD: usize = 256;
 
 #[cfg(test)]
 mod tests {
@@ -355,17 +404,17 @@ mod tests {
     use crate::PerfEvent;
 
     /// The reader's events with identical samples of one piece folded together, as
-    /// [`tally_samples`] is meant to give them.
-    fn folded_reader_events(text: &[u8]) -> (Vec<ScriptPiece>, PerfScriptStats) {
+    /// [`tally_samples`] and [`ScriptTally::parse_all`] are meant to give them.
+    fn folded_reader_events(text: &[u8]) -> (Vec<ParsedPiece>, PerfScriptStats) {
         let mut reader = PerfScriptReader::new(text, "t").unwrap();
-        let mut pieces: Vec<ScriptPiece> = Vec::new();
+        let mut pieces: Vec<ParsedPiece> = Vec::new();
         while let Some(event) = reader.next_event().unwrap() {
             match event {
                 PerfEvent::Sample(s) => {
-                    if !matches!(pieces.last(), Some(ScriptPiece::Samples(_))) {
-                        pieces.push(ScriptPiece::Samples(Vec::new()));
+                    if !matches!(pieces.last(), Some(ParsedPiece::Samples(_))) {
+                        pieces.push(ParsedPiece::Samples(Vec::new()));
                     }
-                    let Some(ScriptPiece::Samples(samples)) = pieces.last_mut() else {
+                    let Some(ParsedPiece::Samples(samples)) = pieces.last_mut() else {
                         unreachable!()
                     };
                     let count = s.count;
@@ -387,7 +436,7 @@ mod tests {
                     }
                 }
                 PerfEvent::SideBand(crate::SideBandEvent::Mmap2(m)) => {
-                    pieces.push(ScriptPiece::Mmap(m))
+                    pieces.push(ParsedPiece::Mmap(m))
                 }
                 PerfEvent::SideBand(_) => {}
             }
@@ -430,15 +479,17 @@ mod tests {
         for threads in [1, 2, 3, 8] {
             let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
             assert_eq!(tally.script_type, PerfScriptType::Hybrid);
-            assert_eq!(tally.pieces, expected, "{threads} threads");
-            assert_eq!(tally.stats, expected_stats, "{threads} threads");
+            let (pieces, stats) = tally.parse_all(threads);
+            assert_eq!(pieces, expected, "{threads} threads");
+            assert_eq!(stats, expected_stats, "{threads} threads");
         }
         let tally = tally_samples(text.as_bytes(), "t", 2, &|_| {}).unwrap();
         // 50 a, 17 × 2 b, 8 cut (the 8 "bad" ones are no sample text): 3 distinct texts in
         // each of the two pieces.
         assert_eq!((tally.sample_texts, tally.distinct_texts), (50 + 34 + 8, 6));
-        let Some(ScriptPiece::Samples(first)) = tally.pieces.get(1) else {
-            panic!("{:?}", tally.pieces)
+        let (pieces, _) = tally.parse_all(2);
+        let Some(ParsedPiece::Samples(first)) = pieces.get(1) else {
+            panic!("{pieces:?}")
         };
         assert_eq!((first[0].sample.count, first[0].occurrences), (21, 21));
         // b: 7 occurrences with count 1 and 7 with count 4 before the second mmap.
