@@ -81,19 +81,20 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         text_segment_offsets: binary.text_segment_offsets().to_vec(),
         preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
     };
+    // Every core reads, parses, prepares and unwinds.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS);
     let options = UnwindOptions {
         ignore_stack_samples: args.ignore_stack_samples,
         pid: (args.pid != 0).then_some(args.pid),
-        unwind_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        unwind_threads: threads,
         ..UnwindOptions::default()
     };
     let (counters, mut stats) = if let Some(path) = &args.perfscript {
         let progress = Progress::for_file(path)?;
         let text = ScriptText::open(path)?;
-        // Every core scans and parses (each distinct sample text once); this thread then
-        // prepares, aggregates and unwinds the distinct samples.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = threads.min(MAX_THREADS);
+        // Each distinct sample text is parsed once.
         let tally = tally_samples(text.bytes(), text.name(), threads, &|n| {
             progress.bytes_read(n)
         })?;
@@ -204,7 +205,7 @@ struct EventBatches<E> {
 /// Distinct sample texts parsed at a time.
 const PARSE_BATCH: usize = 8192;
 
-/// Most threads a perf script is read on.
+/// Most threads `convert` reads, parses and unwinds on.
 const MAX_THREADS: usize = 8;
 
 /// Events per batch: large enough that channel traffic is negligible, small enough that

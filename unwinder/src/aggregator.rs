@@ -36,8 +36,6 @@ pub struct Aggregator<'a> {
     scratch: PerfSample,
     stats: UnwindStats,
     sample_index: u64,
-    /// How many samples the one being prepared stands for.
-    occurrences: u64,
 }
 
 impl<'a> Aggregator<'a> {
@@ -58,7 +56,6 @@ impl<'a> Aggregator<'a> {
             scratch: PerfSample::default(),
             stats: UnwindStats::default(),
             sample_index: 0,
-            occurrences: 1,
         })
     }
 
@@ -99,19 +96,6 @@ impl<'a> Aggregator<'a> {
         }
     }
 
-    /// [`Aggregator::feed`] for an event that stands for `occurrences` identical ones
-    /// (samples: [`Aggregator::feed_sample_repeated`]; side-band events are applied once).
-    pub fn feed_repeated(
-        &mut self,
-        event: &PerfEvent,
-        occurrences: u64,
-    ) -> Result<(), UnwindError> {
-        match event {
-            PerfEvent::Sample(s) => self.feed_sample_repeated(s, occurrences),
-            other => self.feed(other),
-        }
-    }
-
     /// Applies an MMAP2 event to the placement.
     pub fn feed_mmap(&mut self, event: &Mmap2Event) -> Result<(), UnwindError> {
         self.placement.observe(event).map(|_| ())
@@ -140,13 +124,16 @@ impl<'a> Aggregator<'a> {
         }
         let index = self.sample_index;
         self.sample_index += occurrences;
-        self.stats.samples_seen += occurrences;
-        // perf script prints an empty line before a sample with a call chain, which
-        // llvm-profgen's reader counts as a sample too (see UnwindStats::total_samples).
-        self.stats.total_samples += occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
-        self.occurrences = occurrences;
         let mut scratch = std::mem::take(&mut self.scratch);
-        let result = self.prepare(sample, index, &mut scratch);
+        let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
+        let result = prepare_sample(
+            &scope,
+            sample,
+            occurrences,
+            index,
+            &mut scratch,
+            &mut self.stats,
+        );
         if let Ok(true) = result {
             match self.samples.get_mut(&scratch) {
                 Some(n) => *n = n.wrapping_add(sample.count),
@@ -157,38 +144,6 @@ impl<'a> Aggregator<'a> {
         }
         self.scratch = scratch;
         result.map(|_| ())
-    }
-
-    /// Prepares `sample` into `out`; `Ok(false)` when it is dropped (and counted).
-    fn prepare(
-        &mut self,
-        sample: &Sample,
-        index: u64,
-        out: &mut PerfSample,
-    ) -> Result<bool, UnwindError> {
-        let scope = PrepareScope {
-            layout: self.layout,
-            placement: &self.placement,
-            content: self.content,
-            ignore_stack_samples: self.options.ignore_stack_samples,
-        };
-        prepare_sample(
-            &scope,
-            sample,
-            self.occurrences,
-            index,
-            out,
-            &mut self.stats,
-        )
-    }
-
-    fn prepare_scope(&self) -> PrepareScope<'_> {
-        PrepareScope {
-            layout: self.layout,
-            placement: &self.placement,
-            content: self.content,
-            ignore_stack_samples: self.options.ignore_stack_samples,
-        }
     }
 
     /// [`Aggregator::feed_sample_repeated`] over consecutive samples (no side-band event
@@ -216,7 +171,7 @@ impl<'a> Aggregator<'a> {
                 (part, index)
             })
             .collect();
-        let scope = self.prepare_scope();
+        let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
         type Prepared = (Vec<(PerfSample, u64)>, UnwindStats, Option<UnwindError>);
         let prepared: Vec<Prepared> = on_threads(parts.iter().map(|&(part, mut index)| {
             let scope = &scope;
@@ -224,9 +179,6 @@ impl<'a> Aggregator<'a> {
                 let mut stats = UnwindStats::default();
                 let mut kept = Vec::with_capacity(part.len());
                 for (sample, occurrences) in part {
-                    stats.samples_seen += occurrences;
-                    stats.total_samples +=
-                        occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
                     let mut out = PerfSample::default();
                     match prepare_sample(scope, sample, *occurrences, index, &mut out, &mut stats) {
                         Ok(true) => kept.push((out, sample.count)),
@@ -267,7 +219,7 @@ impl<'a> Aggregator<'a> {
         };
         let layout = self.layout;
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
-        let mut counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
+        let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
             count_part(layout, kind, shape, &samples, &mut self.stats)
         } else {
             // Counters are sums and every statistic a sum or a set union, so the samples
@@ -291,7 +243,6 @@ impl<'a> Aggregator<'a> {
             }
             counters
         };
-        counters.kind = kind;
         if kind != CounterKind::Flat {
             self.stats.contexts += counters.contexts.len() as u64;
         }
@@ -328,8 +279,24 @@ struct PrepareScope<'a> {
     ignore_stack_samples: bool,
 }
 
-/// Prepares `sample` (standing for `occurrences` samples) into `out`; `Ok(false)` when it
-/// is dropped (and counted in `stats`).
+impl<'a> PrepareScope<'a> {
+    fn new(
+        layout: &'a dyn CodeLayout,
+        placement: &'a BinaryPlacement,
+        content: PerfContent,
+        options: &UnwindOptions,
+    ) -> PrepareScope<'a> {
+        PrepareScope {
+            layout,
+            placement,
+            content,
+            ignore_stack_samples: options.ignore_stack_samples,
+        }
+    }
+}
+
+/// Counts `sample` (standing for `occurrences` samples) and prepares it into `out`;
+/// `Ok(false)` when it is dropped (and counted in `stats`).
 fn prepare_sample(
     scope: &PrepareScope<'_>,
     sample: &Sample,
@@ -338,6 +305,10 @@ fn prepare_sample(
     out: &mut PerfSample,
     stats: &mut UnwindStats,
 ) -> Result<bool, UnwindError> {
+    stats.samples_seen += occurrences;
+    // perf script prints an empty line before a sample with a call chain, which
+    // llvm-profgen's reader counts as a sample too (see UnwindStats::total_samples).
+    stats.total_samples += occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
     out.call_stack.clear();
     if scope.content == PerfContent::LbrStack {
         let mut notes = StackNotes::default();

@@ -540,7 +540,6 @@ impl FilterModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::uprobe::unsampling_weight;
 
     #[test]
     fn program_reads_the_size_registers_and_resolves_its_jumps() {
@@ -611,24 +610,8 @@ mod tests {
 
     #[test]
     fn model_keeps_the_byte_sampling_law() {
-        // As ByteSampler's test: 4e6 × 64 B and 8e4 × 10000 B at I = 64 KiB; the weighted
-        // sums must estimate the true totals within 5 % (≥ 3 standard deviations).
         let mut m = FilterModel::new(64 * 1024, 42);
-        let (mut small, mut large) = (0.0, 0.0);
-        for i in 0..4_080_000u64 {
-            let size = if i % 51 == 50 { 10_000 } else { 64 };
-            if m.hit(size) {
-                let w = unsampling_weight(size, 64 * 1024) * size as f64;
-                if size == 64 {
-                    small += w;
-                } else {
-                    large += w;
-                }
-            }
-        }
-        let (ts, tl) = (4_000_000.0 * 64.0, 80_000.0 * 10_000.0);
-        assert!((small / ts - 1.0).abs() < 0.05, "small {small} vs {ts}");
-        assert!((large / tl - 1.0).abs() < 0.05, "large {large} vs {tl}");
+        crate::uprobe::sampler::assert_unbiased_at_64_kib(|size| m.hit(size));
         assert_eq!(m.state.calls, 4_080_000);
         assert_eq!(m.state.bytes, 4_000_000 * 64 + 80_000 * 10_000);
         // Samples: Σ p(s) = 4e6·(1 − e^(−64/65536)) + 8e4·(1 − e^(−10000/65536)) ≈ 15223.
