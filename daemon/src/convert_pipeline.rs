@@ -99,6 +99,8 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
             progress.bytes_read(n)
         })?;
         progress.finish();
+        // The tally holds what it needs of the text (compact copies of the distinct samples).
+        drop(text);
         let script_type = tally.script_type;
         // Parsed a batch at a time, so that the samples of a large input are never all in
         // memory at once.
@@ -112,8 +114,10 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
                         1,
                     ))),
                     ScriptPiece::Texts(texts) => {
-                        Box::new(texts.chunks(PARSE_BATCH).flat_map(move |batch| {
-                            let (samples, _) = parse_tallied(batch, script_type, threads);
+                        let batches = (0..texts.len()).step_by(PARSE_BATCH);
+                        Box::new(batches.flat_map(move |start| {
+                            let batch = start..texts.len().min(start + PARSE_BATCH);
+                            let (samples, _) = parse_tallied(texts, batch, script_type, threads);
                             samples
                                 .into_iter()
                                 .map(|t| (PerfEvent::Sample(t.sample), t.occurrences))

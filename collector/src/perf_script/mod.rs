@@ -1,6 +1,7 @@
 //! `perf script` text in the layouts llvm-profgen reads: the reader, its units of text,
 //! the parallel aggregation of identical samples, and the writer.
 
+mod compact;
 pub mod reader;
 pub mod tally;
 pub mod text;
@@ -11,6 +12,7 @@ pub use reader::{
     read_perf_script, PerfScriptError, PerfScriptReader, PerfScriptStats, PerfScriptType,
 };
 pub use tally::{
-    parse_tallied, tally_samples, ParsedPiece, ScriptPiece, ScriptTally, TalliedSample, TalliedText,
+    parse_tallied, tally_samples, ParsedPiece, ScriptPiece, ScriptTally, TalliedSample,
+    TalliedText, TalliedTexts,
 };
 pub use text::ScriptText;

@@ -1,24 +1,29 @@
-//! [`tally_samples`]: a perf script read on several threads, each distinct sample text
-//! parsed once.
+//! [`tally_samples`]: a perf script read on several threads, each distinct sample parsed
+//! once.
 //!
 //! Perf scripts repeat themselves: a program in a steady state produces the same stack and
 //! branch stack over and over (the software recorder's 216 k samples of the convert
-//! benchmark are 41 k distinct texts; hardware LBRs also carry cycle counts, which make
-//! far more texts distinct). Identical bytes parse to identical samples, so the text of
-//! each sample is hashed and counted, and only the first occurrence is parsed
-//! ([`parse_tallied`], in batches, on threads); the sample then stands for all of them (`Sample::count` = the sum of their counts, plus how many occurrences, for
-//! per-sample statistics). MMAP lines split the input into pieces: the samples after an
-//! MMAP event are read with the binary where that event put it, so texts are only
-//! aggregated within a piece. The result is exactly what [`super::PerfScriptReader`]
-//! gives, in the same order of first appearance — same units ([`super::unit`]), same
-//! parser.
+//! benchmark are 41 k distinct samples). Hardware LBRs also carry cycle counts, which make
+//! nearly every text distinct, but llvm-profgen ignores every LBR field but `FROM` and
+//! `TO`. So each sample text is hashed and counted by its bytes; each distinct text is then
+//! cut down to what the reader reads ([`super::compact`]) and counted by that, and only
+//! the first occurrence of each compact text is parsed ([`parse_tallied`], in batches, on
+//! threads). The sample then stands for all of them (`Sample::count` = the sum of their
+//! counts, plus how many occurrences, for per-sample statistics); its LBR entries come
+//! without flags. MMAP lines split the input into pieces: the samples after an MMAP event
+//! are read with the binary where that event put it, so samples are only aggregated within
+//! a piece. The result is what [`super::PerfScriptReader`] gives with flags cleared and
+//! samples of equal text (once compact) folded together, in order of first appearance —
+//! same units ([`super::unit`]), same parser.
 //!
 //! The text is cut into one chunk per thread right after a line starting with `" 0x"`,
 //! where the reading loop is always back at its top (see [`super::unit`]).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::ops::Range;
 
+use hashbrown::HashTable;
+
+use super::compact::{compact_lbr_line, ByteMasks};
 use super::reader::{
     detect_type, parse_mmap_line, EntryTokenCache, PerfScriptError, PerfScriptStats,
 };
@@ -28,19 +33,54 @@ use crate::{Mmap2Event, Sample};
 
 /// One stretch of the input, in input order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScriptPiece<'a> {
+pub enum ScriptPiece {
     /// The event of an MMAP line.
     Mmap(Mmap2Event),
-    /// The sample texts between two MMAP events, each distinct one once, in order of first
+    /// The samples between two MMAP events, each distinct one once, in order of first
     /// appearance (parse them with [`parse_tallied`]).
-    Texts(Vec<TalliedText<'a>>),
+    Texts(TalliedTexts),
 }
 
-/// A distinct sample text and its occurrences.
+/// The distinct samples of a piece, as compact texts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TalliedTexts {
+    /// In order of first appearance.
+    pub texts: Vec<TalliedText>,
+    /// Their compact texts, one after the other.
+    bytes: Vec<u8>,
+}
+
+impl TalliedTexts {
+    /// Distinct samples.
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// The compact text of `texts[i]` (its `count` that of all its occurrences).
+    pub fn text(&self, i: usize) -> SampleText<'_> {
+        let t = &self.texts[i];
+        SampleText {
+            count: t.count,
+            block: &self.bytes[t.start..t.end],
+            lbr_start: t.lbr_start,
+        }
+    }
+}
+
+/// A distinct sample and its occurrences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TalliedText<'a> {
-    /// The text.
-    pub text: SampleText<'a>,
+pub struct TalliedText {
+    /// Where its compact text is in [`TalliedTexts`].
+    start: usize,
+    end: usize,
+    lbr_start: usize,
+    /// The hash of the compact text.
+    hash: u64,
     /// The sum of the counts of its occurrences.
     pub count: u64,
     /// How many times it occurred.
@@ -58,11 +98,11 @@ pub struct TalliedSample {
 
 /// A perf script read by [`tally_samples`], its sample texts not parsed yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScriptTally<'a> {
+pub struct ScriptTally {
     /// LBR-only or hybrid.
     pub script_type: PerfScriptType,
     /// The input, in order.
-    pub pieces: Vec<ScriptPiece<'a>>,
+    pub pieces: Vec<ScriptPiece>,
     /// What reading skipped so far; [`parse_tallied`] adds what parsing drops (together
     /// they are what [`super::PerfScriptReader::stats`] says).
     pub stats: PerfScriptStats,
@@ -81,7 +121,7 @@ pub enum ParsedPiece {
     Samples(Vec<TalliedSample>),
 }
 
-impl ScriptTally<'_> {
+impl ScriptTally {
     /// Parses every piece at once (tests and small inputs; `convert` parses and
     /// unwinds in batches so that the samples of a large input are never all in memory).
     /// The statistics include what parsing dropped.
@@ -93,7 +133,8 @@ impl ScriptTally<'_> {
             .filter_map(|piece| match piece {
                 ScriptPiece::Mmap(m) => Some(ParsedPiece::Mmap(m.clone())),
                 ScriptPiece::Texts(texts) => {
-                    let (samples, parsed) = parse_tallied(texts, self.script_type, threads);
+                    let (samples, parsed) =
+                        parse_tallied(texts, 0..texts.len(), self.script_type, threads);
                     stats.dropped_samples += parsed.dropped_samples;
                     stats.invalid_lbr_records += parsed.invalid_lbr_records;
                     (!samples.is_empty()).then_some(ParsedPiece::Samples(samples))
@@ -111,7 +152,7 @@ pub fn tally_samples<'a>(
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<ScriptTally<'a>, PerfScriptError> {
+) -> Result<ScriptTally, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let bounds = chunk_bounds(text, threads.max(1));
     let scans: Vec<Result<ChunkScan<'_>, PerfScriptError>> = std::thread::scope(|scope| {
@@ -156,20 +197,9 @@ pub fn tally_samples<'a>(
         .map(|piece| match piece {
             RawPiece::Mmap(m) => ScriptPiece::Mmap(m),
             RawPiece::Texts(t) => {
-                distinct_texts += t.texts.len() as u64;
-                ScriptPiece::Texts(
-                    t.texts
-                        .into_iter()
-                        .map(|(text, count, occurrences)| {
-                            sample_texts += occurrences;
-                            TalliedText {
-                                text,
-                                count,
-                                occurrences,
-                            }
-                        })
-                        .collect(),
-                )
+                distinct_texts += t.compact.texts.len() as u64;
+                sample_texts += t.compact.texts.iter().map(|t| t.occurrences).sum::<u64>();
+                ScriptPiece::Texts(t.compact)
             }
         })
         .collect();
@@ -216,74 +246,90 @@ fn chunk_bounds(text: &[u8], threads: usize) -> Vec<usize> {
     bounds
 }
 
-/// Sample texts of one piece: each distinct one with its count sum and occurrences.
+/// The samples of one piece as they are read: each distinct one with its count sum and
+/// occurrences. Two levels: each distinct text is made compact and looked up once among
+/// the compact texts; its later occurrences find it by their bytes.
 #[derive(Default)]
 struct TextTally<'a> {
-    texts: Vec<(SampleText<'a>, u64, u64)>,
-    index: HashMap<TextKey<'a>, usize, BuildHasherDefault<KeyHashHasher>>,
+    compact: TalliedTexts,
+    /// Indexes into `compact.texts`.
+    index: HashTable<usize>,
+    /// Distinct texts read: their bytes, hash and compact text (index into `compact.texts`).
+    raw: Vec<(&'a [u8], u64, usize)>,
+    /// Indexes into `raw`.
+    raw_index: HashTable<usize>,
+    masks: ByteMasks,
 }
 
 impl<'a> TextTally<'a> {
-    fn add(&mut self, text: SampleText<'a>) {
-        self.add_occurrences(text, text.count, 1);
-    }
-
-    fn absorb(&mut self, other: TextTally<'a>) {
-        for (text, count, occurrences) in other.texts {
-            self.add_occurrences(text, count, occurrences);
+    /// Adds an occurrence of a sample text.
+    fn add_occurrence(&mut self, text: SampleText<'a>) {
+        let hash = xxhash_rust::xxh3::xxh3_64(text.block);
+        let raw = &self.raw;
+        if let Some(&j) = self.raw_index.find(hash, |&j| raw[j].0 == text.block) {
+            self.bump(self.raw[j].2, text.count, 1);
+            return;
         }
-    }
-
-    /// Adds `occurrences` of `text` whose counts sum to `count`.
-    fn add_occurrences(&mut self, text: SampleText<'a>, count: u64, occurrences: u64) {
-        let key = TextKey {
-            hash: xxhash_rust::xxh3::xxh3_64(text.block),
-            bytes: text.block,
+        // The compact text goes at the end of the bytes, and stays there if it is new.
+        let bytes = &mut self.compact.bytes;
+        let start = bytes.len();
+        bytes.extend_from_slice(text.stack_lines());
+        compact_lbr_line(text.lbr_line(), bytes, &mut self.masks);
+        let t = TalliedText {
+            start,
+            end: bytes.len(),
+            lbr_start: text.lbr_start,
+            hash: xxhash_rust::xxh3::xxh3_64(&bytes[start..]),
+            count: text.count,
+            occurrences: 1,
         };
-        match self.index.get(&key) {
-            Some(&i) => {
-                let entry = &mut self.texts[i];
-                // Counts wrap like llvm-profgen's uint64_t, as the aggregator's do.
-                entry.1 = entry.1.wrapping_add(count);
-                entry.2 += occurrences;
-            }
-            None => {
-                self.index.insert(key, self.texts.len());
-                self.texts.push((text, count, occurrences));
-            }
+        let i = self.add_compact(t);
+        let j = self.raw.len();
+        let raw = &self.raw;
+        self.raw_index.insert_unique(hash, j, |&j| raw[j].1);
+        self.raw.push((text.block, hash, i));
+    }
+
+    /// Adds `t`, whose compact text is the last one in `compact.bytes`; its index.
+    fn add_compact(&mut self, t: TalliedText) -> usize {
+        let TalliedTexts { texts, bytes } = &mut self.compact;
+        let new = &bytes[t.start..t.end];
+        let found = self.index.find(t.hash, |&i| {
+            let u = &texts[i];
+            u.lbr_start == t.lbr_start && &bytes[u.start..u.end] == new
+        });
+        if let Some(&i) = found {
+            bytes.truncate(t.start);
+            self.bump(i, t.count, t.occurrences);
+            return i;
         }
+        let i = texts.len();
+        self.index.insert_unique(t.hash, i, |&j| texts[j].hash);
+        texts.push(t);
+        i
     }
-}
 
-/// A sample text with its hash computed once.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct TextKey<'a> {
-    hash: u64,
-    bytes: &'a [u8],
-}
-
-impl Hash for TextKey<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
+    /// Counts occurrences of the sample `compact.texts[i]`.
+    fn bump(&mut self, i: usize, count: u64, occurrences: u64) {
+        let t = &mut self.compact.texts[i];
+        // Counts wrap like llvm-profgen's uint64_t, as the aggregator's do.
+        t.count = t.count.wrapping_add(count);
+        t.occurrences += occurrences;
     }
-}
 
-/// Passes [`TextKey`]'s precomputed hash through.
-#[derive(Default)]
-struct KeyHashHasher(u64);
-
-impl Hasher for KeyHashHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used by `TextKey`; fold anything else in anyway.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+    /// Adds the samples of `other`, which comes after these.
+    fn absorb(&mut self, other: TextTally<'a>) {
+        for t in other.compact.texts {
+            let start = self.compact.bytes.len();
+            self.compact
+                .bytes
+                .extend_from_slice(&other.compact.bytes[t.start..t.end]);
+            self.add_compact(TalliedText {
+                start,
+                end: self.compact.bytes.len(),
+                ..t
+            });
         }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
     }
 }
 
@@ -309,15 +355,19 @@ fn scan_chunk<'a>(
     let mut units = UnitCursor::new(chunk, name, script_type, 0)?;
     let mut stats = PerfScriptStats::default();
     let mut pieces = Vec::new();
+    // Room for the compact texts of a chunk of distinct samples (address space only until
+    // written), so that the bytes are not copied as they grow.
+    let reserve = chunk.len() / 4;
     let mut texts = TextTally::default();
+    texts.compact.bytes.reserve(reserve);
     let mut reported = 0usize;
     while let Some(unit) = units.next_unit()? {
         match unit {
-            Unit::Sample(text) => texts.add(text),
+            Unit::Sample(text) => texts.add_occurrence(text),
             Unit::Skipped { dropped } => stats.dropped_samples += dropped,
             Unit::Mmap(line) => match parse_mmap_line(line) {
                 Some(m) => {
-                    if !texts.texts.is_empty() {
+                    if !texts.compact.is_empty() {
                         pieces.push(RawPiece::Texts(std::mem::take(&mut texts)));
                     }
                     pieces.push(RawPiece::Mmap(m));
@@ -332,53 +382,66 @@ fn scan_chunk<'a>(
         }
     }
     progress((chunk.len() - reported) as u64);
-    if !texts.texts.is_empty() {
+    if !texts.compact.is_empty() {
         pieces.push(RawPiece::Texts(texts));
     }
     stats.lines = units.lines();
     Ok(ChunkScan { pieces, stats })
 }
 
-/// Parses distinct sample texts on up to `threads` threads: the samples that were not
-/// dropped (in order, each with its count sum and occurrences), and what parsing dropped
-/// (per occurrence, as the sequential reader counts it).
+/// Parses the samples `range` of `texts` on up to `threads` threads: the samples that were
+/// not dropped (in order, each with its count sum and occurrences, LBR entries without
+/// flags), and what parsing dropped (per occurrence, as the sequential reader counts it).
 pub fn parse_tallied(
-    texts: &[TalliedText<'_>],
+    texts: &TalliedTexts,
+    range: Range<usize>,
     script_type: PerfScriptType,
     threads: usize,
 ) -> (Vec<TalliedSample>, PerfScriptStats) {
-    let per_thread = texts
+    let part_texts = range.clone();
+    let per_thread = range
         .len()
         .div_ceil(threads.max(1))
         .max(MIN_TEXTS_PER_THREAD);
-    let parse = |part: &[TalliedText<'_>]| {
+    let parse = |part: Range<usize>| {
         let mut tokens = EntryTokenCache::new();
         let mut stats = PerfScriptStats::default();
         let mut samples = Vec::with_capacity(part.len());
-        for t in part {
-            let parsed = t.text.parse(script_type, &mut tokens);
-            stats.dropped_samples += parsed.dropped * t.occurrences;
-            stats.invalid_lbr_records += parsed.invalid_lbr_records * t.occurrences;
-            if let Some(mut sample) = parsed.sample {
-                sample.count = t.count;
-                samples.push(TalliedSample {
-                    sample,
-                    occurrences: t.occurrences,
-                });
+        for i in part {
+            let text = texts.text(i);
+            let occurrences = texts.texts[i].occurrences;
+            let parsed = text.parse(script_type, &mut tokens);
+            stats.dropped_samples += parsed.dropped * occurrences;
+            stats.invalid_lbr_records += parsed.invalid_lbr_records * occurrences;
+            let Some(mut sample) = parsed.sample else {
+                continue;
+            };
+            for e in &mut sample.lbr {
+                e.flags = 0;
             }
+            sample.count = text.count;
+            samples.push(TalliedSample {
+                sample,
+                occurrences,
+            });
         }
         (samples, stats)
     };
-    if texts.len() <= per_thread {
-        return parse(texts);
+    if part_texts.len() <= per_thread {
+        return parse(part_texts);
     }
     let parts: Vec<(Vec<TalliedSample>, PerfScriptStats)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = texts
-            .chunks(per_thread)
+        let parse = &parse;
+        let handles: Vec<_> = part_texts
+            .clone()
+            .step_by(per_thread)
             .skip(1)
-            .map(|part| scope.spawn(move || parse(part)))
+            .map(|start| {
+                let part = start..range.end.min(start + per_thread);
+                scope.spawn(move || parse(part))
+            })
             .collect();
-        let mut parts = vec![parse(&texts[..per_thread])];
+        let mut parts = vec![parse(range.start..range.start + per_thread)];
         parts.extend(handles.into_iter().map(|h| match h.join() {
             Ok(part) => part,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -386,7 +449,7 @@ pub fn parse_tallied(
         parts
     });
     let mut stats = PerfScriptStats::default();
-    let mut samples = Vec::with_capacity(texts.len());
+    let mut samples = Vec::with_capacity(part_texts.len());
     for (part, part_stats) in parts {
         samples.extend(part);
         add_stats(&mut stats, &part_stats);
@@ -403,37 +466,48 @@ mod tests {
     use crate::perf_script::PerfScriptReader;
     use crate::PerfEvent;
 
-    /// The reader's events with identical samples of one piece folded together, as
-    /// [`tally_samples`] and [`ScriptTally::parse_all`] are meant to give them.
+    /// Adds `t` to `samples`, folded into an equal sample already there.
+    fn fold(samples: &mut Vec<TalliedSample>, t: TalliedSample) {
+        let same = samples.iter_mut().find(|u| {
+            Sample {
+                count: t.sample.count,
+                ..u.sample.clone()
+            } == t.sample
+        });
+        match same {
+            Some(u) => {
+                u.sample.count += t.sample.count;
+                u.occurrences += t.occurrences;
+            }
+            None => samples.push(t),
+        }
+    }
+
+    /// The reader's events, LBR flags cleared, identical samples of one piece folded
+    /// together: what [`tally_samples`] and [`ScriptTally::parse_all`] give, once their
+    /// samples are folded too ([`folded`]).
     fn folded_reader_events(text: &[u8]) -> (Vec<ParsedPiece>, PerfScriptStats) {
         let mut reader = PerfScriptReader::new(text, "t").unwrap();
         let mut pieces: Vec<ParsedPiece> = Vec::new();
         while let Some(event) = reader.next_event().unwrap() {
             match event {
-                PerfEvent::Sample(s) => {
+                PerfEvent::Sample(mut s) => {
                     if !matches!(pieces.last(), Some(ParsedPiece::Samples(_))) {
                         pieces.push(ParsedPiece::Samples(Vec::new()));
                     }
                     let Some(ParsedPiece::Samples(samples)) = pieces.last_mut() else {
                         unreachable!()
                     };
-                    let count = s.count;
-                    let same = samples.iter_mut().find(|t| {
-                        Sample {
-                            count,
-                            ..t.sample.clone()
-                        } == s
-                    });
-                    match same {
-                        Some(t) => {
-                            t.sample.count += count;
-                            t.occurrences += 1;
-                        }
-                        None => samples.push(TalliedSample {
+                    for e in &mut s.lbr {
+                        e.flags = 0;
+                    }
+                    fold(
+                        samples,
+                        TalliedSample {
                             sample: s,
                             occurrences: 1,
-                        }),
-                    }
+                        },
+                    );
                 }
                 PerfEvent::SideBand(crate::SideBandEvent::Mmap2(m)) => {
                     pieces.push(ParsedPiece::Mmap(m))
@@ -442,6 +516,23 @@ mod tests {
             }
         }
         (pieces, *reader.stats())
+    }
+
+    /// `pieces` with equal samples of a piece folded together.
+    fn folded(pieces: Vec<ParsedPiece>) -> Vec<ParsedPiece> {
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                ParsedPiece::Samples(samples) => {
+                    let mut out = Vec::new();
+                    for t in samples {
+                        fold(&mut out, t);
+                    }
+                    ParsedPiece::Samples(out)
+                }
+                mmap => mmap,
+            })
+            .collect()
     }
 
     const MMAP: &str = "PERF_RECORD_MMAP2 6053/6053: [0x555555555000(0x1000) @ 0x1000 fe:00 5439513 0]: r-xp /bin/mix\n";
@@ -480,12 +571,12 @@ mod tests {
             let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
             assert_eq!(tally.script_type, PerfScriptType::Hybrid);
             let (pieces, stats) = tally.parse_all(threads);
-            assert_eq!(pieces, expected, "{threads} threads");
+            assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
         }
         let tally = tally_samples(text.as_bytes(), "t", 2, &|_| {}).unwrap();
-        // 50 a, 17 × 2 b, 8 cut (the 8 "bad" ones are no sample text): 3 distinct texts in
-        // each of the two pieces.
+        // 50 a, 17 × 2 b, 8 cut (the 8 "bad" ones are no sample text): 3 distinct samples
+        // in each of the two pieces (b after a count line is the same text).
         assert_eq!((tally.sample_texts, tally.distinct_texts), (50 + 34 + 8, 6));
         let (pieces, _) = tally.parse_all(2);
         let Some(ParsedPiece::Samples(first)) = pieces.get(1) else {
@@ -494,6 +585,27 @@ mod tests {
         assert_eq!((first[0].sample.count, first[0].occurrences), (21, 21));
         // b: 7 occurrences with count 1 and 7 with count 4 before the second mmap.
         assert_eq!((first[1].sample.count, first[1].occurrences), (35, 14));
+        assert_eq!(first[1].sample.lbr[1].flags, 0, "M/-/-/5 cleared");
+    }
+
+    #[test]
+    fn texts_differing_in_flags_only_are_one_sample() {
+        let text = "\t 10\n 0x1/0x2/P/-/-/1  0x3/0x4/P/-/-/7\n\n\t 10\n 0x1/0x2/M/-/-/9  0x3/0x4/-/X/-/2/COND\n\n\t 10\n 0x1/0x2 0x3/0x4\n";
+        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
+        assert_eq!((tally.sample_texts, tally.distinct_texts), (3, 2));
+        let (pieces, _) = tally.parse_all(1);
+        let [ParsedPiece::Samples(s)] = &pieces[..] else {
+            panic!("{pieces:?}")
+        };
+        assert_eq!((s[0].sample.count, s[0].occurrences), (2, 2));
+        // Spaces are kept: one space between the entries makes another text, the same sample.
+        assert_eq!(
+            s[1].sample,
+            Sample {
+                count: 1,
+                ..s[0].sample.clone()
+            }
+        );
     }
 
     #[test]
