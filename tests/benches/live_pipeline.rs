@@ -38,8 +38,7 @@ use daemon::run::router::{RouteBy, Router};
 use daemon::run::worker::{WorkItem, Worker, WorkerSettings};
 use e2e::corpus::{self, Variant};
 use unwinder::shard::ShardInput;
-use unwinder::window::WindowSettings;
-use unwinder::{PerfContent, UnwindOptions};
+use unwinder::PerfContent;
 
 /// Programs replayed when none are named (the probe builds: CSSPGO's main case).
 const DEFAULT_PROGRAMS: &[&str] = &["loop_count", "recursion", "virtual_calls", "interp"];
@@ -169,15 +168,10 @@ fn pipeline() -> (Router, Worker, SampleRecycler) {
         1,
         None,
     );
-    let worker = Worker::new(WorkerSettings {
-        input: ShardInput::Lbr(PerfContent::LbrStack),
-        options: UnwindOptions::default(),
-        windows: WindowSettings::default(),
-        max_samples_per_window: u64::MAX,
-        memory_budget_bytes: u64::MAX,
-        state_dir: std::env::temp_dir(),
-        coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
-    })
+    let worker = Worker::new(WorkerSettings::unlimited(
+        ShardInput::Lbr(PerfContent::LbrStack),
+        std::env::temp_dir(),
+    ))
     .with_recycler(recycler.clone());
     (router, worker, recycler)
 }

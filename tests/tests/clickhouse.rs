@@ -12,7 +12,6 @@
 //!   twice.
 //! * Spool full: the oldest windows are dropped and counted; the rest are exact.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use collector::PerfEvent;
 use daemon::sink::clickhouse::{encode_window, insert_window, ClickHouseTarget, ClosedWindow};
 use daemon::sink::{hand_closed_windows, spawn, spool, Sink};
 use e2e::corpus::{self, Variant};
+use e2e::support::{build_spin, free_port, scratch_dir};
 use exporter::format::unsymbolized::write_unsymbolized;
 use symbolizer::ProfiledBinary;
 use unwinder::window::{WindowSettings, WindowedCounters};
@@ -44,20 +44,7 @@ fn cli(args: &[&str]) {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = corpus::target_dir()
-        .join("clickhouse")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    scratch_dir("clickhouse", name)
 }
 
 /// A clickhouse-server of our own: config, users, data, logs under `dir`; loopback only.
@@ -706,32 +693,6 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     assert!(std::fs::read(&pulled).unwrap() == std::fs::read(&want).unwrap());
 }
 
-/// Builds tests/programs/live/spin.c (as tests/tests/live.rs does) into our scratch dir.
-fn spin_binary(dir: &Path) -> PathBuf {
-    let out = dir.join("spin");
-    let src = corpus::sources_dir().join("live/spin.c");
-    let status = Command::new("clang-19")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-        ])
-        .args([
-            "-fpseudo-probe-for-profiling",
-            "-fPIE",
-            "-pie",
-            "-Wl,--build-id",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success(), "building {}", src.display());
-    out.canonicalize().unwrap()
-}
-
 extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
@@ -753,7 +714,7 @@ fn daemon_run_pushes_its_windows() {
     let dir = scratch("daemon");
     let server = Server::start(&dir.join("server"));
     init(&server);
-    let spin = spin_binary(&dir);
+    let spin = build_spin(&dir);
     let state = dir.join("state");
     let text = format!(
         "[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n\

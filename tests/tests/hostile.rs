@@ -12,14 +12,14 @@
 //!
 //! Needs root (system-wide perf events) and clang-19; skipped with a message otherwise.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use daemon::config::Config;
 use daemon::run::{run_daemon, RunArgs, RunControl};
 use e2e::corpus;
+use e2e::support::{free_port, scratch_dir, wait_for};
 use object::{Object, ObjectSection};
 use symbolizer::ProfiledBinary;
 
@@ -77,13 +77,7 @@ extern "C" {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = corpus::target_dir()
-        .join("hostile")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // The daemon logs the paths the kernel reports: canonical ones.
-    dir.canonicalize().unwrap()
+    scratch_dir("hostile", name)
 }
 
 fn clang(out: &Path, src: &Path, extra: &[&str]) {
@@ -174,33 +168,10 @@ fn craft(dir: &Path, elf: &[u8]) -> Vec<Crafted> {
     out
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn http_get(url: &str) -> Option<String> {
     match ureq::get(url).timeout(Duration::from_secs(10)).call() {
         Ok(r) => r.into_string().ok(),
         Err(_) => None,
-    }
-}
-
-/// Polls `f` every 250 ms until it returns `Some` or `limit` passes (a bound, not a timed
-/// assertion).
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 

@@ -12,18 +12,18 @@
 //!   show` reads it and clang-19 compiles spin.c with it without warnings.
 
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use daemon::config::Config;
 use daemon::run::{run_daemon, RunArgs, RunControl};
 use e2e::corpus::{self, Variant};
+use e2e::support::{build_spin, free_port, scratch_dir, wait_for};
 use exporter::http::{router, AppState};
 use exporter::store::{ProfileStore, StoreSettings};
 use symbolizer::ProfiledBinary;
@@ -37,12 +37,7 @@ fn cli(args: &[&str]) {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = corpus::target_dir()
-        .join("http")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    scratch_dir("http", name)
 }
 
 /// A state dir holding loop_count (probe build)'s aggregate, and the `convert` outputs of
@@ -415,59 +410,11 @@ extern "C" {
     fn libc_geteuid() -> u32;
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn spin_binary(dir: &Path) -> PathBuf {
-    let out = dir.join("spin");
-    let ok = Command::new("clang-19")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-        ])
-        .args([
-            "-fpseudo-probe-for-profiling",
-            "-fPIE",
-            "-pie",
-            "-Wl,--build-id",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(corpus::sources_dir().join("live/spin.c"))
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "building spin");
-    out
-}
-
 fn http_get(url: &str) -> Result<(u16, String), String> {
     match ureq::get(url).timeout(Duration::from_secs(10)).call() {
         Ok(r) => Ok((r.status(), r.into_string().map_err(|e| e.to_string())?)),
         Err(ureq::Error::Status(c, r)) => Ok((c, r.into_string().unwrap_or_default())),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Polls `f` every 250 ms until it returns `Some` or `limit` passes (a bound, not a timed
-/// assertion: the value is checked, the time is not).
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
@@ -486,7 +433,7 @@ fn live_daemon_prometheus_and_pull() {
         return;
     }
     let dir = scratch("live");
-    let spin = spin_binary(&dir);
+    let spin = build_spin(&dir);
     let hex = ProfiledBinary::load(&spin)
         .unwrap()
         .build_id()

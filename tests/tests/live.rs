@@ -24,7 +24,6 @@ use exporter::format::unsymbolized::read_unsymbolized;
 use object::{Object, ObjectSymbol};
 use symbolizer::ProfiledBinary;
 use unwinder::shard::ShardInput;
-use unwinder::window::WindowSettings;
 use unwinder::{PerfContent, UnwindOptions};
 
 static LIVE: Mutex<()> = Mutex::new(());
@@ -48,30 +47,11 @@ fn spin_binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let out_dir = corpus::target_dir().join("live");
-            std::fs::create_dir_all(&out_dir).unwrap();
-            let out = out_dir.join(format!("spin-{}", std::process::id()));
-            let src = corpus::sources_dir().join("live/spin.c");
-            let status = Command::new("clang-19")
-                .args([
-                    "-O2",
-                    "-g",
-                    "-fno-omit-frame-pointer",
-                    "-mno-omit-leaf-frame-pointer",
-                ])
-                .args([
-                    "-fpseudo-probe-for-profiling",
-                    "-fPIE",
-                    "-pie",
-                    "-Wl,--build-id",
-                    "-o",
-                ])
-                .arg(&out)
-                .arg(&src)
-                .status()
-                .unwrap();
-            assert!(status.success(), "building {}", src.display());
-            out.canonicalize().unwrap()
+            let dir = corpus::target_dir()
+                .join("live")
+                .join(format!("spin-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            e2e::support::build_spin(&dir)
         })
         .clone()
 }
@@ -340,15 +320,10 @@ fn replayed_lbr_records_equal_convert() {
         1,
         None,
     );
-    let mut worker = Worker::new(WorkerSettings {
-        input: ShardInput::Lbr(PerfContent::LbrStack),
-        options: UnwindOptions::default(),
-        windows: WindowSettings::default(),
-        max_samples_per_window: u64::MAX,
-        memory_budget_bytes: u64::MAX,
-        state_dir: std::env::temp_dir(),
-        coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
-    });
+    let mut worker = Worker::new(WorkerSettings::unlimited(
+        ShardInput::Lbr(PerfContent::LbrStack),
+        std::env::temp_dir(),
+    ));
     for chunk in events.chunks(300) {
         for (_, g) in router.route(chunk.to_vec(), 0) {
             worker.handle(WorkItem::Samples(g));
@@ -398,13 +373,8 @@ fn memory_budget_evicts_the_coldest_contexts_and_counts() {
             None,
         );
         let mut worker = Worker::new(WorkerSettings {
-            input: ShardInput::Lbr(PerfContent::LbrStack),
-            options: UnwindOptions::default(),
-            windows: WindowSettings::default(),
-            max_samples_per_window: u64::MAX,
             memory_budget_bytes: budget,
-            state_dir: state,
-            coalesce_samples: daemon::run::worker::COALESCE_SAMPLES,
+            ..WorkerSettings::unlimited(ShardInput::Lbr(PerfContent::LbrStack), state)
         });
         for (_, g) in router.route(rec.events.clone(), 0) {
             worker.handle(WorkItem::Samples(g));

@@ -23,12 +23,7 @@ fn cli(args: &[&str]) {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = corpus::target_dir()
-        .join("pull_merge")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    e2e::support::scratch_dir("pull_merge", name)
 }
 
 /// Writes `<hex>.unsymbolized` + `<hex>.json` of `events` into `dir`, as a worker would.

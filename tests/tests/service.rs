@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use daemon::run::persist::{read_state, PersistedState};
 use e2e::corpus;
+use e2e::support::free_port;
 use symbolizer::ProfiledBinary;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -70,12 +71,7 @@ fn can_sample(test: &str) -> bool {
 }
 
 fn work_dir(name: &str) -> PathBuf {
-    let d = corpus::target_dir()
-        .join("service")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    e2e::support::scratch_dir("service", name)
 }
 
 /// Builds a C program (frame pointers, pseudo probes, build id) into target/service.
@@ -85,24 +81,7 @@ fn build_c(name: &str, source: &str) -> PathBuf {
     let src = dir.join(format!("{name}-{}.c", std::process::id()));
     std::fs::write(&src, source).unwrap();
     let out = dir.join(format!("{name}-{}", std::process::id()));
-    let status = Command::new("clang-19")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-        ])
-        .args([
-            "-fno-optimize-sibling-calls",
-            "-fpseudo-probe-for-profiling",
-        ])
-        .args(["-fPIE", "-pie", "-Wl,--build-id", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success(), "building {}", src.display());
-    out
+    e2e::support::build_program(&src, &out, &["-fno-optimize-sibling-calls"])
 }
 
 fn spin_binary() -> PathBuf {
@@ -226,14 +205,6 @@ impl Daemon {
             .and_then(|v| v.parse::<u64>().ok())
             .map_or(0, |kb| kb * 1024)
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A cpu-clock config with `extra`; unless `extra` has its own `[filters]`, only spin is

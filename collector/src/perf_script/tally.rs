@@ -46,8 +46,9 @@ pub enum ScriptPiece {
 pub struct TalliedTexts {
     /// In order of first appearance.
     pub texts: Vec<TalliedText>,
-    /// Their compact texts, one after the other.
-    bytes: Vec<u8>,
+    /// Their compact texts, one after the other, in one or more arenas (one per chunk
+    /// read: merging chunks moves arenas instead of copying texts).
+    arenas: Vec<Vec<u8>>,
 }
 
 impl TalliedTexts {
@@ -66,7 +67,7 @@ impl TalliedTexts {
         let t = &self.texts[i];
         SampleText {
             count: t.count,
-            block: &self.bytes[t.start..t.end],
+            block: &self.arenas[t.arena][t.start..t.end],
             lbr_start: t.lbr_start,
         }
     }
@@ -76,6 +77,7 @@ impl TalliedTexts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TalliedText {
     /// Where its compact text is in [`TalliedTexts`].
+    arena: usize,
     start: usize,
     end: usize,
     lbr_start: usize,
@@ -249,7 +251,6 @@ fn chunk_bounds(text: &[u8], threads: usize) -> Vec<usize> {
 /// The samples of one piece as they are read: each distinct one with its count sum and
 /// occurrences. Two levels: each distinct text is made compact and looked up once among
 /// the compact texts; its later occurrences find it by their bytes.
-#[derive(Default)]
 struct TextTally<'a> {
     compact: TalliedTexts,
     /// Indexes into `compact.texts`.
@@ -262,6 +263,20 @@ struct TextTally<'a> {
 }
 
 impl<'a> TextTally<'a> {
+    /// A tally writing compact texts into `arena`.
+    fn new(arena: Vec<u8>) -> TextTally<'a> {
+        TextTally {
+            compact: TalliedTexts {
+                texts: Vec::new(),
+                arenas: vec![arena],
+            },
+            index: HashTable::new(),
+            raw: Vec::new(),
+            raw_index: HashTable::new(),
+            masks: ByteMasks::default(),
+        }
+    }
+
     /// Adds an occurrence of a sample text.
     fn add_occurrence(&mut self, text: SampleText<'a>) {
         let hash = xxhash_rust::xxh3::xxh3_64(text.block);
@@ -270,12 +285,14 @@ impl<'a> TextTally<'a> {
             self.bump(self.raw[j].2, text.count, 1);
             return;
         }
-        // The compact text goes at the end of the bytes, and stays there if it is new.
-        let bytes = &mut self.compact.bytes;
+        // The compact text goes at the end of the last arena, and stays there if it is new.
+        let arena = self.compact.arenas.len() - 1;
+        let bytes = &mut self.compact.arenas[arena];
         let start = bytes.len();
         bytes.extend_from_slice(text.stack_lines());
         compact_lbr_line(text.lbr_line(), bytes, &mut self.masks);
         let t = TalliedText {
+            arena,
             start,
             end: bytes.len(),
             lbr_start: text.lbr_start,
@@ -283,23 +300,26 @@ impl<'a> TextTally<'a> {
             count: text.count,
             occurrences: 1,
         };
-        let i = self.add_compact(t);
+        let i = self.add_compact(t, true);
         let j = self.raw.len();
         let raw = &self.raw;
         self.raw_index.insert_unique(hash, j, |&j| raw[j].1);
         self.raw.push((text.block, hash, i));
     }
 
-    /// Adds `t`, whose compact text is the last one in `compact.bytes`; its index.
-    fn add_compact(&mut self, t: TalliedText) -> usize {
-        let TalliedTexts { texts, bytes } = &mut self.compact;
-        let new = &bytes[t.start..t.end];
+    /// Adds `t`, whose compact text is in place in the arenas; its index. A new text at the
+    /// end of the last arena (`fresh`) is removed from it when it is already known.
+    fn add_compact(&mut self, t: TalliedText, fresh: bool) -> usize {
+        let TalliedTexts { texts, arenas } = &mut self.compact;
+        let new = &arenas[t.arena][t.start..t.end];
         let found = self.index.find(t.hash, |&i| {
             let u = &texts[i];
-            u.lbr_start == t.lbr_start && &bytes[u.start..u.end] == new
+            u.lbr_start == t.lbr_start && &arenas[u.arena][u.start..u.end] == new
         });
         if let Some(&i) = found {
-            bytes.truncate(t.start);
+            if fresh {
+                arenas[t.arena].truncate(t.start);
+            }
             self.bump(i, t.count, t.occurrences);
             return i;
         }
@@ -319,16 +339,16 @@ impl<'a> TextTally<'a> {
 
     /// Adds the samples of `other`, which comes after these.
     fn absorb(&mut self, other: TextTally<'a>) {
+        let base = self.compact.arenas.len();
+        self.compact.arenas.extend(other.compact.arenas);
         for t in other.compact.texts {
-            let start = self.compact.bytes.len();
-            self.compact
-                .bytes
-                .extend_from_slice(&other.compact.bytes[t.start..t.end]);
-            self.add_compact(TalliedText {
-                start,
-                end: self.compact.bytes.len(),
-                ..t
-            });
+            self.add_compact(
+                TalliedText {
+                    arena: base + t.arena,
+                    ..t
+                },
+                false,
+            );
         }
     }
 }
@@ -356,10 +376,9 @@ fn scan_chunk<'a>(
     let mut stats = PerfScriptStats::default();
     let mut pieces = Vec::new();
     // Room for the compact texts of a chunk of distinct samples (address space only until
-    // written), so that the bytes are not copied as they grow.
-    let reserve = chunk.len() / 4;
-    let mut texts = TextTally::default();
-    texts.compact.bytes.reserve(reserve);
+    // written), so that the bytes are not copied as they grow. Later pieces (after an MMAP
+    // line) start small: there may be many.
+    let mut texts = TextTally::new(Vec::with_capacity(chunk.len() / 4));
     let mut reported = 0usize;
     while let Some(unit) = units.next_unit()? {
         match unit {
@@ -368,7 +387,10 @@ fn scan_chunk<'a>(
             Unit::Mmap(line) => match parse_mmap_line(line) {
                 Some(m) => {
                     if !texts.compact.is_empty() {
-                        pieces.push(RawPiece::Texts(std::mem::take(&mut texts)));
+                        pieces.push(RawPiece::Texts(std::mem::replace(
+                            &mut texts,
+                            TextTally::new(Vec::new()),
+                        )));
                     }
                     pieces.push(RawPiece::Mmap(m));
                 }

@@ -60,6 +60,22 @@ pub struct WorkerSettings {
 /// The daemon's [`WorkerSettings::coalesce_samples`]: 4096 LBR samples, about 4 MiB.
 pub const COALESCE_SAMPLES: usize = 4096;
 
+impl WorkerSettings {
+    /// Settings without sample or memory budgets: default unwinder options and windows,
+    /// the daemon's coalescing, aggregates written under `state_dir` (replays, benches).
+    pub fn unlimited(input: ShardInput, state_dir: PathBuf) -> WorkerSettings {
+        WorkerSettings {
+            input,
+            options: UnwindOptions::default(),
+            windows: WindowSettings::default(),
+            max_samples_per_window: u64::MAX,
+            memory_budget_bytes: u64::MAX,
+            state_dir,
+            coalesce_samples: COALESCE_SAMPLES,
+        }
+    }
+}
+
 /// One binary's aggregate as last written.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct BinarySummary {
@@ -694,13 +710,11 @@ mod tests {
     fn fed_samples_go_back_to_the_recycler_and_code_less_binaries_are_marked() {
         let recycler = SampleRecycler::new(100);
         let mut w = Worker::new(WorkerSettings {
-            input: ShardInput::Lbr(PerfContent::LbrStack),
-            options: UnwindOptions::default(),
-            windows: WindowSettings::default(),
-            max_samples_per_window: u64::MAX,
-            memory_budget_bytes: u64::MAX,
-            state_dir: std::env::temp_dir(),
             coalesce_samples: 1,
+            ..WorkerSettings::unlimited(
+                ShardInput::Lbr(PerfContent::LbrStack),
+                std::env::temp_dir(),
+            )
         })
         .with_recycler(recycler.clone());
         // (A binary with code is not marked: the replay test in tests/tests/live.rs would
