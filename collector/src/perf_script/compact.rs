@@ -8,6 +8,8 @@
 //! flag word (see [`compact_lbr_line`] for why), so samples can be counted by their compact
 //! text and each distinct one parsed once.
 
+use super::reader::is_space;
+
 /// Appends `line` to `out` with every space-separated token cut at its second `/`, but for
 /// a token whose cut would matter to `extractLBRStack`:
 /// - the first token when it ends with `:` (an event name, skipped whole);
@@ -19,23 +21,13 @@
 /// the stack), then the flag word, from the fields cut off. Spaces are kept as they are.
 pub(crate) fn compact_lbr_line(line: &[u8], out: &mut Vec<u8>, masks: &mut ByteMasks) {
     masks.set(line);
-    let before = out.len();
-    if !compact_by_tokens(line, out, masks) {
-        out.truncate(before);
-        compact_by_bits(line, out, masks);
-    }
-}
-
-/// [`compact_lbr_line`] a token at a time, for lines whose tokens are all shorter than 64
-/// bytes (each one then lies in the 64-bit window of the masks from its start, where its end
-/// and second `/` are found without a loop); `false`, with some of the line written, for
-/// other lines.
-#[inline(always)]
-fn compact_by_tokens(line: &[u8], out: &mut Vec<u8>, masks: &ByteMasks) -> bool {
     let n = line.len();
     let mut copied = 0;
     let mut first = true;
     let mut s = 0;
+    // A token at a time. A token shorter than 64 bytes lies in the 64-bit window of the
+    // masks from its start, where its end and second `/` are found without a loop; longer
+    // ones search on.
     while s < n {
         let spaces = window(&masks.spaces, s);
         let skip = (!spaces).trailing_zeros() as usize;
@@ -44,13 +36,22 @@ fn compact_by_tokens(line: &[u8], out: &mut Vec<u8>, masks: &ByteMasks) -> bool 
             continue;
         }
         let len = spaces.trailing_zeros() as usize;
-        if len == 64 && s + 64 < n {
-            return false;
+        let end = if len < 64 {
+            s + len
+        } else {
+            next_set(&masks.spaces, s + 64).unwrap_or(n)
         }
-        let end = (s + len).min(n);
+        .min(n);
         let slashes = window(&masks.slashes, s);
-        let cut = s + (slashes & slashes.wrapping_sub(1)).trailing_zeros() as usize;
-        if cut < end && !is_space(line[cut - 1]) && !(first && line[end - 1] == b':') {
+        let second = slashes & slashes.wrapping_sub(1);
+        let cut = if second != 0 {
+            Some(s + second.trailing_zeros() as usize)
+        } else {
+            next_set(&masks.slashes, s).and_then(|first| next_set(&masks.slashes, first + 1))
+        };
+        // Kept whole: no second `/` in the token, whitespace before it, an event name.
+        let keep_whole = |cut: usize| is_space(line[cut - 1]) || (first && line[end - 1] == b':');
+        if let Some(cut) = cut.filter(|&c| c < end && !keep_whole(c)) {
             append(out, line, copied, cut);
             copied = end;
         }
@@ -58,7 +59,6 @@ fn compact_by_tokens(line: &[u8], out: &mut Vec<u8>, masks: &ByteMasks) -> bool 
         s = end;
     }
     out.extend_from_slice(&line[copied..]);
-    true
 }
 
 /// Appends `line[from..to]` to `out`; a piece of up to 64 bytes (the common case: the
@@ -90,51 +90,15 @@ fn window(mask: &[u64], at: usize) -> u64 {
     low | (mask.get(w + 1).copied().unwrap_or(0) << (64 - b))
 }
 
-/// [`compact_lbr_line`] for any line: one walk over the spaces and slashes, in order.
-fn compact_by_bits(line: &[u8], out: &mut Vec<u8>, masks: &ByteMasks) {
-    let n = line.len();
-    let mut copied = 0;
-    // Within the current token: slashes seen, and where the second one is.
-    let mut slashes = 0u32;
-    let mut cut = 0usize;
-    let mut first = true;
-    // One walk over the spaces and slashes, in order; a token ends at a space after a
-    // non-space byte, or at the end of the line.
-    let mut token_end = |end: usize, slashes: u32, cut: usize, first: &mut bool| {
-        if end == 0 || line[end - 1] == b' ' {
-            return; // no token ends here
-        }
-        let was_first = std::mem::replace(first, false);
-        if slashes < 2 || is_space(line[cut - 1]) || (was_first && line[end - 1] == b':') {
-            return;
-        }
-        out.extend_from_slice(&line[copied..cut]);
-        copied = end;
-    };
-    for (w, (&sp, &sl)) in masks.spaces.iter().zip(&masks.slashes).enumerate() {
-        let mut bits = sp | sl;
-        while bits != 0 {
-            let bit = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let p = w * 64 + bit;
-            if sp & (1u64 << bit) != 0 {
-                token_end(p, slashes, cut, &mut first);
-                slashes = 0;
-            } else {
-                slashes += 1;
-                if slashes == 2 {
-                    cut = p;
-                }
-            }
-        }
+/// The first set bit of `mask` at or after bit `from`.
+fn next_set(mask: &[u64], from: usize) -> Option<usize> {
+    let mut w = from / 64;
+    let mut bits = *mask.get(w)? & (!0u64 << (from % 64));
+    while bits == 0 {
+        w += 1;
+        bits = *mask.get(w)?;
     }
-    token_end(n, slashes, cut, &mut first);
-    out.extend_from_slice(&line[copied..]);
-}
-
-/// `isSpace` of LLVM's `StringRef::trim`.
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+    Some(w * 64 + bits.trailing_zeros() as usize)
 }
 
 /// Bit `i % 64` of word `i / 64`: whether `line[i]` is a space, or a slash (kept from line
@@ -238,7 +202,7 @@ mod tests {
         assert_eq!(compact(" cycles:/x/y: 0x1/0x2/P"), " cycles:/x/y: 0x1/0x2");
         assert_eq!(compact(" 0x1/0x2\t/P 0x3/0x4/P"), " 0x1/0x2\t/P 0x3/0x4");
         assert_eq!(compact(" 0x10 0x1/0x2/P/-"), " 0x10 0x1/0x2");
-        // A token of 64 bytes or more (the walk bit by bit).
+        // A token of 64 bytes or more (found beyond the window).
         let long_token = format!("0x1/0x2/{}", "P".repeat(70));
         assert_eq!(
             compact(&format!(" 0x5/0x6/P {long_token} 0x3/0x4/-")),

@@ -938,7 +938,8 @@ pub fn parse_dec(s: &[u8]) -> Option<u64> {
     parse_radix(s, 10)
 }
 
-fn is_space(b: u8) -> bool {
+/// `isSpace` of LLVM's `StringRef::trim`.
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 

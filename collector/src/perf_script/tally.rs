@@ -420,7 +420,6 @@ pub fn parse_tallied(
     script_type: PerfScriptType,
     threads: usize,
 ) -> (Vec<TalliedSample>, PerfScriptStats) {
-    let part_texts = range.clone();
     let per_thread = range
         .len()
         .div_ceil(threads.max(1))
@@ -449,12 +448,12 @@ pub fn parse_tallied(
         }
         (samples, stats)
     };
-    if part_texts.len() <= per_thread {
-        return parse(part_texts);
+    if range.len() <= per_thread {
+        return parse(range);
     }
     let parts: Vec<(Vec<TalliedSample>, PerfScriptStats)> = std::thread::scope(|scope| {
         let parse = &parse;
-        let handles: Vec<_> = part_texts
+        let handles: Vec<_> = range
             .clone()
             .step_by(per_thread)
             .skip(1)
@@ -471,7 +470,7 @@ pub fn parse_tallied(
         parts
     });
     let mut stats = PerfScriptStats::default();
-    let mut samples = Vec::with_capacity(part_texts.len());
+    let mut samples = Vec::with_capacity(range.len());
     for (part, part_stats) in parts {
         samples.extend(part);
         add_stats(&mut stats, &part_stats);
