@@ -221,7 +221,7 @@ pub fn sink_windows_dropped(n: u64) {
 }
 
 /// The daemon's counters at one moment, as [`Metrics::observe_daemon`] takes them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DaemonCounters {
     /// Sampling mode (`intel_lbr`, `amd_branch`, `cpu_clock`).
     pub mode: &'static str,
@@ -237,6 +237,8 @@ pub struct DaemonCounters {
     pub events_dropped: u64,
     /// Records that did not parse.
     pub parse_errors: u64,
+    /// Samples the router passed to no worker, by reason (`filtered`, `unmapped`, ...).
+    pub not_routed: Vec<(&'static str, u64)>,
 }
 
 /// See the module docs.
@@ -461,6 +463,9 @@ impl Metrics {
                 .with_label_values(&["reader_channel", "queue_full"]),
             c.events_dropped,
         );
+        for &(reason, n) in &c.not_routed {
+            counter_add(&self.dropped.with_label_values(&["router", reason]), n);
+        }
         counter_add(&self.parse_errors, c.parse_errors);
         self.lbr.set(i64::from(c.branch_stack));
         self.memory.set(resident_bytes() as i64);
@@ -560,10 +565,12 @@ mod tests {
             mode: "cpu_clock",
             samples: 10,
             records_lost: 2,
+            not_routed: vec![("filtered", 4), ("unmapped", 0)],
             ..DaemonCounters::default()
         };
         m.observe_daemon(&c);
         c.samples = 25;
+        c.not_routed[0].1 = 7;
         m.observe_daemon(&c);
         m.observe_http("/healthz", "GET", 200, Duration::from_millis(2));
         let text = m.encode();
@@ -572,6 +579,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("pgo_agent_records_lost_total 2\n"), "{text}");
+        assert!(
+            text.contains(
+                "pgo_agent_events_dropped_total{reason=\"filtered\",stage=\"router\"} 7\n"
+            ),
+            "{text}"
+        );
+        assert!(text
+            .contains("pgo_agent_events_dropped_total{reason=\"unmapped\",stage=\"router\"} 0\n"));
         assert!(text.contains("pgo_agent_sampling_mode_info{mode=\"cpu_clock\"} 1\n"));
         assert!(text.contains("pgo_agent_branch_stack_available 0\n"));
         assert!(text.contains(

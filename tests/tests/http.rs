@@ -467,7 +467,16 @@ fn live_daemon_prometheus_and_pull() {
     });
     let _ = child.wait();
     std::thread::sleep(Duration::from_millis(1500)); // one more flush with all of spin
-    assert!(listed.is_some(), "spin's profile never listed");
+    if listed.is_none() {
+        let metrics = http_get(&format!("{base}/metrics")).map(|(_, m)| m);
+        let drops: Vec<&str> = metrics
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .filter(|l| l.starts_with("pgo_agent_events_dropped_total"))
+            .collect();
+        panic!("spin's profile never listed; samples not routed: {drops:#?}");
+    }
 
     // promtool check metrics: nothing to report.
     let (code, metrics) = http_get(&format!("{base}/metrics")).unwrap();
@@ -477,6 +486,10 @@ fn live_daemon_prometheus_and_pull() {
         "{metrics}"
     );
     assert!(metrics.contains("pgo_agent_sampling_mode_info{mode=\"cpu_clock\"} 1"));
+    assert!(
+        metrics.contains("pgo_agent_events_dropped_total{reason=\"unmapped\",stage=\"router\"}"),
+        "{metrics}"
+    );
     assert!(metrics.contains(&format!("pgo_agent_binary_samples{{build_id=\"{hex}\"}}")));
     if corpus::find_tool("promtool").is_some() {
         let mut p = Command::new("promtool")

@@ -4,7 +4,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +13,7 @@ use exporter::http::{check_listen, AppState};
 use exporter::metrics::DaemonCounters;
 use exporter::store::{ProfileStore, StoreSettings};
 
+use super::router::RouterStats;
 use crate::config::Config;
 
 /// How long in-flight requests may hold up shutdown.
@@ -35,6 +36,15 @@ pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// The live pipeline's counters that `/metrics` reads.
+#[derive(Clone, Default)]
+pub struct LiveCounters {
+    /// The per-CPU readers'.
+    pub readers: Arc<ReaderStats>,
+    /// The router's, as of its last batch.
+    pub routing: Arc<Mutex<RouterStats>>,
+}
+
 /// Binds `listen` (refusing a non-loopback address without `output.token_file`) and
 /// starts serving.
 pub fn start(
@@ -42,7 +52,7 @@ pub fn start(
     config: &Config,
     state_dir: PathBuf,
     mode: SamplingMode,
-    stats: Arc<ReaderStats>,
+    counters: LiveCounters,
 ) -> anyhow::Result<HttpServer> {
     let addr: SocketAddr = listen
         .parse()
@@ -67,7 +77,12 @@ pub fn start(
     let mode_name = mode.name();
     let branch_stack = mode != SamplingMode::CpuClock;
     state.daemon = Some(Arc::new(move || {
-        let r = stats.snapshot();
+        let r = counters.readers.snapshot();
+        let routed = counters
+            .routing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         DaemonCounters {
             mode: mode_name,
             branch_stack,
@@ -76,6 +91,7 @@ pub fn start(
             samples_lost: r.lost_samples,
             events_dropped: r.events_dropped,
             parse_errors: r.parse_errors,
+            not_routed: routed.not_routed(),
         }
     }));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -157,13 +173,13 @@ mod tests {
     fn non_loopback_without_token_is_refused_and_loopback_serves() {
         let dir = temp("listen");
         let config = Config::embedded();
-        let stats = Arc::new(ReaderStats::default());
+        let counters = LiveCounters::default();
         let err = start(
             "0.0.0.0:0",
             &config,
             dir.clone(),
             SamplingMode::CpuClock,
-            stats.clone(),
+            counters.clone(),
         )
         .err()
         .unwrap();
@@ -176,7 +192,7 @@ mod tests {
             &config,
             dir.clone(),
             SamplingMode::CpuClock,
-            stats.clone(),
+            counters.clone(),
         )
         .err()
         .unwrap();
@@ -191,7 +207,7 @@ mod tests {
             &config,
             dir.clone(),
             SamplingMode::CpuClock,
-            stats,
+            counters,
         )
         .unwrap();
         let port = server.local_addr.port();

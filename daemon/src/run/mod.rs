@@ -23,15 +23,15 @@ pub mod worker;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
 use collector::live::proc_scan::scan_processes;
 use collector::live::{
-    run_reader_recycling, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats,
-    SampleRate, SamplingMode,
+    run_reader_recycling, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, SampleRate,
+    SamplingMode,
 };
 use crossbeam_channel::{bounded, Receiver, Sender};
 use unwinder::shard::ShardInput;
@@ -273,23 +273,24 @@ pub fn run_daemon(
     // Router.
     let (batch_tx, batch_rx) = bounded(config.collector.channel_capacity_batches);
     let (ctl_tx, ctl_rx) = bounded::<RouterCtl>(16);
+    let counters = http::LiveCounters::default();
     let router_handle = {
-        let worker_txs = worker_txs.clone();
+        let (worker_txs, routing) = (worker_txs.clone(), counters.routing.clone());
         std::thread::Builder::new()
             .name("pgo-router".into())
-            .spawn(move || router_loop(router, batch_rx, ctl_rx, worker_txs, start))?
+            .spawn(move || router_loop(router, batch_rx, ctl_rx, worker_txs, start, &routing))?
     };
     drop(worker_txs);
 
     // Readers.
-    let stats = Arc::new(ReaderStats::default());
+    let stats = counters.readers.clone();
     let http_server = match &args.listen {
         Some(listen) => Some(http::start(
             listen,
             config,
             state_dir.clone(),
             mode,
-            stats.clone(),
+            counters,
         )?),
         None => None,
     };
@@ -433,6 +434,7 @@ fn router_loop(
     ctl: Receiver<RouterCtl>,
     workers: Vec<Sender<WorkItem>>,
     start: Instant,
+    published: &Mutex<RouterStats>,
 ) -> RouterStats {
     let flush_all = |now_secs| {
         for w in &workers {
@@ -447,6 +449,11 @@ fn router_loop(
                     for (i, g) in router.route(b.events, start.elapsed().as_secs()) {
                         let _ = workers[i].send(WorkItem::Samples(g));
                     }
+                    // For /metrics: one uncontended lock per batch.
+                    published
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone_from(router.stats());
                 }
                 Err(_) => break,
             },

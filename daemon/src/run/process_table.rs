@@ -16,8 +16,11 @@ pub struct Process {
     pub sampled: Option<bool>,
     /// Set by EXIT; the entry is dropped at the next [`ProcessTable::collect_exited`].
     pub exited: bool,
-    /// /proc/PID/maps was already read for it after a sample of an unknown process.
+    /// /proc/PID/maps was already read for its current image (after a sample the side
+    /// band could not place); an exec clears it.
     pub rescanned: bool,
+    /// An exec was seen (its mappings are the new image's, not the parent's).
+    pub execed: bool,
 }
 
 impl Process {
@@ -95,9 +98,13 @@ impl ProcessTable {
                 let p = self.entry(c.pid);
                 p.comm = c.comm.clone();
                 if c.exec {
-                    // The new image's MMAP2 records follow the exec's COMM.
+                    // The new image's MMAP2 records follow the exec's COMM, on the CPU the
+                    // exec ran on; one read from another CPU's ring may come first, so
+                    // the maps may be read from /proc again for the new image.
                     p.mappings.clear();
                     p.exited = false;
+                    p.execed = true;
+                    p.rescanned = false;
                 }
                 p.sampled = None;
             }
@@ -106,16 +113,42 @@ impl ProcessTable {
                     return; // a new thread
                 }
                 let parent = self.processes.get(&t.ppid).cloned().unwrap_or_default();
-                self.processes.insert(
-                    t.pid,
-                    Process {
-                        comm: parent.comm,
-                        mappings: parent.mappings,
-                        sampled: parent.sampled,
-                        exited: false,
-                        rescanned: false,
-                    },
-                );
+                match self.processes.get_mut(&t.pid) {
+                    // The child's own records came first: each CPU has its own ring, and
+                    // the FORK is written on the parent's CPU while the child (often a
+                    // vfork child that execs at once) runs on another. What the child's
+                    // records said is newer than the parent's state: keep it, and take
+                    // from the parent only what the child has not replaced.
+                    Some(child) if !child.exited => {
+                        if child.comm.is_empty() {
+                            child.comm = parent.comm;
+                        }
+                        if !child.execed {
+                            for m in parent.mappings {
+                                let end = m.addr.saturating_add(m.len);
+                                let i = child.mappings.partition_point(|o| o.addr < m.addr);
+                                let free = child.mappings[..i]
+                                    .last()
+                                    .is_none_or(|o| o.addr.saturating_add(o.len) <= m.addr)
+                                    && child.mappings.get(i).is_none_or(|o| o.addr >= end);
+                                if free {
+                                    child.mappings.insert(i, m);
+                                }
+                            }
+                        }
+                    }
+                    _ => {
+                        self.processes.insert(
+                            t.pid,
+                            Process {
+                                comm: parent.comm,
+                                mappings: parent.mappings,
+                                sampled: parent.sampled,
+                                ..Process::default()
+                            },
+                        );
+                    }
+                }
             }
             SideBandEvent::Exit(t) => {
                 if t.pid == t.tid {
@@ -187,5 +220,95 @@ mod tests {
         t.collect_exited();
         assert!(t.get(10).is_none());
         assert_eq!(t.len(), 1);
+    }
+
+    fn fork(pid: u32, ppid: u32) -> SideBandEvent {
+        SideBandEvent::Fork(TaskEvent {
+            pid,
+            ppid,
+            tid: pid,
+            ptid: ppid,
+            time: 0,
+        })
+    }
+
+    fn exec(pid: u32, comm: &str) -> SideBandEvent {
+        SideBandEvent::Comm(CommEvent {
+            pid,
+            tid: pid,
+            comm: comm.into(),
+            exec: true,
+        })
+    }
+
+    #[test]
+    fn a_fork_read_after_the_childs_own_records_does_not_undo_them() {
+        // The parent is known and excluded by the filter.
+        let mut t = ProcessTable::default();
+        t.apply(&mmap(10, 0x1000, 0x1000, "/bin/harness"));
+        t.entry(10).comm = "harness".into();
+        t.entry(10).sampled = Some(false);
+
+        // A vfork child that exec'd at once on another CPU: its COMM and MMAP2 are read
+        // from that CPU's ring before the FORK from the parent's.
+        t.apply(&exec(11, "spin"));
+        t.apply(&mmap(11, 0x5000, 0x1000, "/bin/spin"));
+        t.apply(&fork(11, 10));
+        let child = t.get(11).unwrap();
+        assert_eq!(child.comm, "spin");
+        assert_eq!(child.sampled, None);
+        assert_eq!(
+            child
+                .mappings
+                .iter()
+                .map(|m| &m.filename[..])
+                .collect::<Vec<_>>(),
+            ["/bin/spin"]
+        );
+
+        // A child that mapped a library before its FORK was read, and never exec'd, still
+        // has the parent's image where the library does not overlap it.
+        t.apply(&mmap(12, 0x1800, 0x1000, "/lib/plugin.so"));
+        t.apply(&mmap(12, 0x9000, 0x1000, "/lib/late.so"));
+        t.apply(&fork(12, 10));
+        let child = t.get(12).unwrap();
+        assert_eq!(child.comm, "harness");
+        assert_eq!(
+            child
+                .mappings
+                .iter()
+                .map(|m| &m.filename[..])
+                .collect::<Vec<_>>(),
+            ["/lib/plugin.so", "/lib/late.so"]
+        );
+        t.apply(&mmap(13, 0x3000, 0x1000, "/lib/apart.so"));
+        t.apply(&fork(13, 10));
+        assert_eq!(
+            t.get(13)
+                .unwrap()
+                .mappings
+                .iter()
+                .map(|m| &m.filename[..])
+                .collect::<Vec<_>>(),
+            ["/bin/harness", "/lib/apart.so"]
+        );
+
+        // A pid reused after an exit is a new process: the FORK replaces the old entry.
+        t.apply(&SideBandEvent::Exit(TaskEvent {
+            pid: 11,
+            ppid: 10,
+            tid: 11,
+            ptid: 10,
+            time: 0,
+        }));
+        t.apply(&fork(11, 10));
+        assert_eq!(t.get(11).unwrap().comm, "harness");
+        assert_eq!(t.get(11).unwrap().sampled, Some(false));
+
+        // An exec forgets that the maps were read for the old image.
+        t.entry(12).rescanned = true;
+        t.apply(&exec(12, "tool"));
+        assert!(!t.get(12).unwrap().rescanned);
+        assert!(t.get(12).unwrap().mappings.is_empty());
     }
 }

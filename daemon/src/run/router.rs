@@ -119,6 +119,19 @@ pub struct RouterStats {
     pub side_band: u64,
 }
 
+impl RouterStats {
+    /// The samples not passed on to any worker, by reason (the metric's `reason` label).
+    pub fn not_routed(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("filtered", self.filtered),
+            ("unmapped", self.unmapped),
+            ("unresolved_binary", self.unresolved_binary),
+            ("code_less_binary", self.code_less_binary),
+            ("empty_branch_stack", self.empty_branch_stack),
+        ]
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum FileKey {
     BuildId(BuildId),
@@ -368,31 +381,20 @@ impl Router {
             self.stats.empty_branch_stack += 1;
             return;
         }
-        let Some(process) = self.table.get(s.pid) else {
-            self.stats.unmapped += 1;
-            return;
-        };
         let mut kept = std::mem::take(&mut self.kept);
-        kept.clear();
-        match self.route_by {
-            RouteBy::LeadingIp => touched_mappings(&process.mappings, [s.ip], &mut kept),
-            RouteBy::BranchStack => {
-                let (lo, hi) = address_span(&s.lbr);
-                match mapping_index(&process.mappings, lo) {
-                    Some(i) if hi < mapping_end(&process.mappings[i]) => kept.push(i),
-                    _ => touched_mappings(
-                        &process.mappings,
-                        s.lbr.iter().flat_map(|e| [e.from, e.to]),
-                        &mut kept,
-                    ),
-                }
-            }
+        self.touched_mappings_of(s, &mut kept);
+        if kept.is_empty() && self.table.get(s.pid).is_some_and(|p| !p.rescanned) {
+            // An address the side band did not map: its MMAP2 may be in another CPU's
+            // ring, behind this sample, or lost. Read the maps once per image.
+            self.rescan(s.pid);
+            self.sampled_pid = None;
+            self.touched_mappings_of(s, &mut kept);
         }
-        if kept.is_empty() {
+        let Some(process) = self.table.get(s.pid).filter(|_| !kept.is_empty()) else {
             self.stats.unmapped += 1;
             self.kept = kept;
             return;
-        }
+        };
         for &i in &kept {
             let m = &process.mappings[i];
             match self.binaries.resolve(&self.proc, m) {
@@ -407,6 +409,31 @@ impl Router {
             }
         }
         self.kept = kept;
+    }
+}
+
+impl Router {
+    /// The indices of `s`'s process's mappings that its address(es) fall in, into `kept`
+    /// (cleared first; empty for an unknown process).
+    fn touched_mappings_of(&self, s: &Sample, kept: &mut Vec<usize>) {
+        kept.clear();
+        let Some(process) = self.table.get(s.pid) else {
+            return;
+        };
+        match self.route_by {
+            RouteBy::LeadingIp => touched_mappings(&process.mappings, [s.ip], kept),
+            RouteBy::BranchStack => {
+                let (lo, hi) = address_span(&s.lbr);
+                match mapping_index(&process.mappings, lo) {
+                    Some(i) if hi < mapping_end(&process.mappings[i]) => kept.push(i),
+                    _ => touched_mappings(
+                        &process.mappings,
+                        s.lbr.iter().flat_map(|e| [e.from, e.to]),
+                        kept,
+                    ),
+                }
+            }
+        }
     }
 }
 
@@ -792,5 +819,77 @@ mod tests {
             (s.samples, s.empty_branch_stack, s.unresolved_binary),
             (2, 1, 1)
         );
+    }
+
+    #[test]
+    fn a_child_whose_records_overtake_its_fork_is_still_sampled() {
+        // The failure seen live: a vfork child exec'd on one CPU while its FORK was still
+        // in the other CPU's ring; the FORK, routed last, used to replace the child with a
+        // copy of its (filtered-out) parent, and every later sample was filtered.
+        let exe = exe();
+        let (parent, child) = (40_000_006u32, 40_000_007u32);
+        let filter = ProcessFilter::new(FilterConfig {
+            comms: vec!["app".into()],
+            ..FilterConfig::default()
+        });
+        let mut r = Router::new(&empty_proc(), filter, RouteBy::LeadingIp, 1, None);
+        let exec = PerfEvent::SideBand(SideBandEvent::Comm(CommEvent {
+            pid: child,
+            tid: child,
+            comm: "app".into(),
+            exec: true,
+        }));
+        let fork = PerfEvent::SideBand(SideBandEvent::Fork(collector::TaskEvent {
+            pid: child,
+            ppid: parent,
+            tid: child,
+            ptid: parent,
+            time: 0,
+        }));
+        let groups = r.route(
+            vec![
+                comm(parent, "harness"),
+                mmap(parent, 0x10000, &exe),
+                sample(parent, 0x10010, &[]),
+                exec,
+                mmap(child, 0x50000, &exe),
+                sample(child, 0x50010, &[]),
+                fork,
+                sample(child, 0x50020, &[]),
+            ],
+            0,
+        );
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.pid, child);
+        assert_eq!(groups[0].1.samples.len(), 2);
+        assert_eq!((r.stats().samples, r.stats().filtered), (3, 1));
+    }
+
+    #[test]
+    fn an_address_the_side_band_did_not_map_is_looked_up_in_proc_once() {
+        // This process, with only a made-up mapping known: a sample in its real code
+        // (this function) is placed by reading /proc/self/maps.
+        let pid = std::process::id();
+        let ip =
+            an_address_the_side_band_did_not_map_is_looked_up_in_proc_once as fn() as usize as u64;
+        let mut r = Router::new(
+            Path::new("/proc"),
+            ProcessFilter::default(),
+            RouteBy::LeadingIp,
+            1,
+            None,
+        );
+        r.apply_all(&[mmap(pid, 0x10000, "/nonexistent/lib.so")]);
+        let groups = r.route(vec![sample(pid, ip, &[]), sample(pid, 0x8, &[])], 0);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.samples.len(), 1);
+        assert_eq!(
+            std::fs::canonicalize(&groups[0].1.binary.path).unwrap(),
+            std::env::current_exe().unwrap().canonicalize().unwrap()
+        );
+        assert!(r.table().get(pid).unwrap().rescanned);
+        // The second address is in no mapping at all: counted, and /proc is not read
+        // again for this image.
+        assert_eq!(r.stats().unmapped, 1);
     }
 }
