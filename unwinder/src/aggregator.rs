@@ -4,13 +4,17 @@
 //! counters (LBR-only counting or virtual unwinding). [`unwind_samples`] is the one-shot
 //! form `convert` uses; the live daemon feeds batches and flushes periodically.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::fx_hash::FxBuildHasher;
 use crate::lbr_counter::count_lbr_sample;
-use crate::sample_prep::{extract_call_stack_into, extract_lbr_stack_into, PerfSample, StackNotes};
+use crate::sample_prep::{
+    extract_call_stack_into, extract_lbr_stack_into, lane_hash, PerfSample, StackNotes,
+};
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
 use crate::{
     BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, PerfContent, UnwindError,
@@ -81,6 +85,12 @@ impl<'a> Aggregator<'a> {
         &self.stats
     }
 
+    /// Makes room for `n` more distinct samples (a caller that knows its batch spares
+    /// the map's growth, which hashes every sample again).
+    pub fn reserve(&mut self, n: usize) {
+        self.samples.reserve(n);
+    }
+
     /// Number of distinct aggregated samples waiting for [`Aggregator::flush`].
     pub fn pending(&self) -> usize {
         self.samples.len()
@@ -116,6 +126,53 @@ impl<'a> Aggregator<'a> {
         sample: &Sample,
         occurrences: u64,
     ) -> Result<(), UnwindError> {
+        self.feed_occurrences(sample, occurrences, sample.count)
+    }
+
+    /// Consecutive samples (no side-band event between them) of one batch, each distinct
+    /// one prepared once: samples with the same process, branch stack (sources and
+    /// targets) and call chain prepare to the same sample, so they are fed as one with
+    /// their occurrences and the sum of their counts. Counters and statistics are what
+    /// [`Aggregator::feed_sample`] on each would give; an error names the sample index it
+    /// would have had in this order of first occurrences.
+    pub fn feed_batch(&mut self, samples: &[Sample]) -> Result<(), UnwindError> {
+        if samples.len() < 2 {
+            for s in samples {
+                self.feed_sample(s)?;
+            }
+            return Ok(());
+        }
+        let mut slots: HashMap<RawSample<'_>, usize, FxBuildHasher> =
+            HashMap::with_capacity_and_hasher(samples.len(), FxBuildHasher::default());
+        // (sample, occurrences, summed count), in order of first occurrence.
+        let mut distinct: Vec<(&Sample, u64, u64)> = Vec::with_capacity(samples.len());
+        for s in samples {
+            match slots.entry(RawSample(s)) {
+                Entry::Occupied(e) => {
+                    let d = &mut distinct[*e.get()];
+                    d.1 += 1;
+                    d.2 = d.2.wrapping_add(s.count);
+                }
+                Entry::Vacant(e) => {
+                    e.insert(distinct.len());
+                    distinct.push((s, 1, s.count));
+                }
+            }
+        }
+        self.reserve(distinct.len());
+        for (sample, occurrences, count) in distinct {
+            self.feed_occurrences(sample, occurrences, count)?;
+        }
+        Ok(())
+    }
+
+    /// Feeds `occurrences` samples identical to `sample` whose counts sum to `count`.
+    fn feed_occurrences(
+        &mut self,
+        sample: &Sample,
+        occurrences: u64,
+        count: u64,
+    ) -> Result<(), UnwindError> {
         if let Some(pids) = &self.options.sample_pids {
             if !pids.contains(&sample.pid) {
                 self.stats.filtered_by_pid += occurrences;
@@ -136,9 +193,9 @@ impl<'a> Aggregator<'a> {
         );
         if let Ok(true) = result {
             match self.samples.get_mut(&scratch) {
-                Some(n) => *n = n.wrapping_add(sample.count),
+                Some(n) => *n = n.wrapping_add(count),
                 None => {
-                    self.samples.insert(scratch.clone(), sample.count);
+                    self.samples.insert(scratch.clone(), count);
                 }
             }
         }
@@ -253,6 +310,37 @@ impl<'a> Aggregator<'a> {
     pub fn finish(mut self) -> (CounterSet, UnwindStats) {
         let counters = self.flush();
         (counters, self.stats)
+    }
+}
+
+/// A sample as [`prepare_sample`] reads it: process, branch sources and targets (not
+/// their flags), call chain; equal ones prepare equally.
+struct RawSample<'a>(&'a Sample);
+
+impl PartialEq for RawSample<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (self.0, other.0);
+        a.pid == b.pid
+            && a.callchain == b.callchain
+            && a.lbr.len() == b.lbr.len()
+            && a.lbr
+                .iter()
+                .zip(&b.lbr)
+                .all(|(x, y)| x.from == y.from && x.to == y.to)
+    }
+}
+
+impl Eq for RawSample<'_> {}
+
+impl Hash for RawSample<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let s = self.0;
+        let h = lane_hash(
+            s.lbr.iter().map(|e| (e.from, e.to)),
+            s.lbr.len(),
+            &s.callchain,
+        );
+        state.write_u64(h ^ u64::from(s.pid));
     }
 }
 
@@ -770,6 +858,60 @@ mod tests {
                 })
             })
             .collect()
+    }
+
+    #[test]
+    fn a_batch_prepares_each_distinct_sample_once_and_counts_like_one_by_one() {
+        let l = layout(true);
+        let as_sample = |e: PerfEvent| match e {
+            PerfEvent::Sample(s) => s,
+            _ => unreachable!(),
+        };
+        let distinct: Vec<Sample> = loop_samples(5).into_iter().map(as_sample).collect();
+        // Repeats in any order; one differing only in its branch flags and time (the
+        // same prepared sample), one only in its pid (another process), one with an
+        // external leaf (counted as often as it occurs).
+        let mut batch = Vec::new();
+        for k in [0usize, 3, 0, 4, 3, 3, 1, 2, 0] {
+            batch.push(distinct[k].clone());
+        }
+        let mut flagged = distinct[4].clone();
+        flagged.lbr[0].flags = 0x35;
+        flagged.time = 99;
+        batch.push(flagged);
+        let mut other = distinct[1].clone();
+        other.pid = 6;
+        batch.push(other);
+        let mut external = distinct[2].clone();
+        external.callchain[0] = 0x7fff_0000;
+        batch.push(external.clone());
+        batch.push(external);
+
+        let options = UnwindOptions::default();
+        let feed = |by_batch: bool| {
+            let mut agg =
+                Aggregator::new(&l, load(), PerfContent::LbrStack, options.clone()).unwrap();
+            let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
+                unreachable!()
+            };
+            agg.feed_mmap(&m).unwrap();
+            if by_batch {
+                agg.feed_batch(&batch).unwrap();
+            } else {
+                for s in &batch {
+                    agg.feed_sample(s).unwrap();
+                }
+            }
+            agg.finish()
+        };
+        let (one_by_one, batched) = (feed(false), feed(true));
+        assert_eq!(batched, one_by_one);
+        assert_eq!(batched.1.samples_seen, batch.len() as u64);
+        assert_eq!(batched.1.leaf_external_frames, 2);
+        // The five loop samples: the flagged one, the other process's and the external
+        // leaf's (the leaf is replaced by the newest branch target) are repeats of
+        // theirs once prepared.
+        assert_eq!(batched.1.aggregated_samples, 5);
     }
 
     #[test]

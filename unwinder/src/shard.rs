@@ -205,9 +205,7 @@ impl BinaryShard {
                     // MMAP2 stream would be.
                     let _ = agg.feed_mmap(m);
                 }
-                for s in samples {
-                    agg.feed_sample(s)?;
-                }
+                agg.feed_batch(samples)?;
                 let (c, stats) = agg.finish();
                 counters = c;
                 let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;

@@ -197,13 +197,17 @@ pub fn run_daemon(
     }
     let mut restored_states = restored_states.into_iter();
     let self_pid = (!config.collector.sample_self).then(std::process::id);
+    // Samples go back to the readers through the recycler once used (fed by a worker, or
+    // routed nowhere): no allocation per sample, no cross-thread free.
+    let recycler = collector::live::SampleRecycler::default();
     let mut router = Router::new(
         Path::new("/proc"),
         ProcessFilter::new(config.filters.clone()),
         route_by,
         workers_n,
         self_pid,
-    );
+    )
+    .with_recycler(recycler.clone());
     let scan = scan_processes(Path::new("/proc"), self_pid);
     router.apply_all(&scan.events);
     eprintln!(
@@ -225,9 +229,7 @@ pub fn run_daemon(
     let sink = crate::sink::start(&config.sink, &state_dir, start)?;
     let sink_handle = sink.as_ref().map(|s| s.0.clone());
 
-    // Workers. Fed samples go back to the readers through the recycler (no allocation
-    // per sample, no cross-thread free).
-    let recycler = collector::live::SampleRecycler::default();
+    // Workers.
     let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
     let mut worker_handles = Vec::new();
     for _ in 0..workers_n {
