@@ -90,8 +90,11 @@ pub struct SamplingConfig {
 pub struct CollectorConfig {
     /// Data pages per ring.
     pub ring_buffer_pages: usize,
-    /// Reader sleep when idle.
+    /// Longest wait of a reader between drains.
     pub reader_poll_interval_ms: u64,
+    /// Share of a ring (percent) that, once unread, wakes its reader before the interval
+    /// ends (0: the interval only).
+    pub ring_wakeup_percent: u32,
     /// Events per batch.
     pub reader_batch_events: usize,
     /// Reader → router channel capacity.
@@ -204,6 +207,11 @@ impl Config {
             "collector.ring_buffer_pages = {} must be a power of two up to 262144",
             c.ring_buffer_pages
         );
+        anyhow::ensure!(
+            c.ring_wakeup_percent <= 50,
+            "collector.ring_wakeup_percent = {} must be at most 50 (0 turns wake-ups off)",
+            c.ring_wakeup_percent
+        );
         anyhow::ensure!(!self.sampling.modes.is_empty(), "sampling.modes is empty");
         anyhow::ensure!(
             self.sampling.branch_period_events > 0,
@@ -249,6 +257,13 @@ mod tests {
         let c = Config::embedded();
         assert_eq!(c.sampling.modes, SamplingMode::ALL.to_vec());
         assert_eq!(c.collector.ring_buffer_pages, 64);
+        assert_eq!(
+            (
+                c.collector.reader_poll_interval_ms,
+                c.collector.ring_wakeup_percent
+            ),
+            (100, 25)
+        );
         assert_eq!(c.output.flush_interval_secs, 60);
         assert_eq!(c.output.state_dir, PathBuf::from("/var/lib/pgo-agent"));
         assert!(c.filters.comms.is_empty());
@@ -273,6 +288,12 @@ mod tests {
         let e =
             Config::parse("[collector]\nring_buffer_pages = 3\n", Path::new("t.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("power of two"), "{e:#}");
+        let e = Config::parse(
+            "[collector]\nring_wakeup_percent = 60\n",
+            Path::new("t.toml"),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("at most 50"), "{e:#}");
         let e = Config::parse("[sampling]\nmodes = [\"lbr\"]\n", Path::new("t.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("unknown variant"), "{e:#}");
     }

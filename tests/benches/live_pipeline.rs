@@ -9,8 +9,7 @@
 //! (process table, binary lookup, grouping) and [`Worker::handle`] ([`BinaryShard::feed`]:
 //! the virtual unwinder and the windowed counters). Copying the records into the ring (the
 //! kernel's work) is not timed. As in the daemon, the worker hands fed samples back to the
-//! reader through a [`SampleRecycler`] (the decoder parses into them; the router gives back
-//! the samples it routes nowhere), and the router stops
+//! reader through a [`SampleRecycler`] (the decoder parses into them), and the router stops
 //! routing to a binary its worker found without decodable code (the stripped ld.so and
 //! libc these recordings also touch); the `no-code` column counts those skipped routings.
 //!
@@ -168,8 +167,7 @@ fn pipeline() -> (Router, Worker, SampleRecycler) {
         RouteBy::BranchStack,
         1,
         None,
-    )
-    .with_recycler(recycler.clone());
+    );
     let worker = Worker::new(WorkerSettings::unlimited(
         ShardInput::Lbr(PerfContent::LbrStack),
         std::env::temp_dir(),

@@ -222,9 +222,11 @@ fn loss_is_counted_and_the_daemon_keeps_running() {
     }
     let mut child = spawn_spin(3.0);
     let state = state_dir("loss");
-    // One 4 KiB data page per CPU, the maximum rate, and a reader that sleeps 300 ms:
-    // the ring is full long before it is drained.
-    let cfg = config("[collector]\nring_buffer_pages = 1\nreader_poll_interval_ms = 300\n");
+    // One 4 KiB data page per CPU, the maximum rate, and a reader that sleeps 300 ms
+    // (no wake-up when the ring fills): the ring is full long before it is drained.
+    let cfg = config(
+        "[collector]\nring_buffer_pages = 1\nreader_poll_interval_ms = 300\nring_wakeup_percent = 0\n",
+    );
     let mut cfg = cfg;
     cfg.sampling.cpu_clock_frequency_hz = 50000;
     let summary = run_for(&cfg, 2, &state);

@@ -119,6 +119,12 @@ impl WindowedCounters {
         (out, samples)
     }
 
+    /// The samples of every retained window (what [`WindowedCounters::merged`] counts,
+    /// without merging the counters).
+    pub fn samples(&self) -> u64 {
+        self.windows.iter().map(|w| w.samples).sum()
+    }
+
     /// The retained windows, oldest first.
     pub fn windows(&self) -> impl Iterator<Item = &Window> {
         self.windows.iter()
@@ -217,6 +223,7 @@ mod tests {
         assert_eq!(w.samples_in_window(15), 5);
         let (m, n) = w.merged();
         assert_eq!(n, 8);
+        assert_eq!(w.samples(), 8);
         assert_eq!(m.contexts[&vec![]].ranges[&(1, 1)], 3);
         assert_eq!(m.contexts[&vec![]].ranges[&(2, 2)], 5);
         // At t=25 the window [0,10) falls out of the 2-window retention.
@@ -226,6 +233,7 @@ mod tests {
             vec![10, 20]
         );
         assert_eq!(w.merged().1, 6);
+        assert_eq!(w.samples(), 6);
         assert_eq!(w.samples_in_window(31), 0);
     }
 

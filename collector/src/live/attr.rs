@@ -57,6 +57,9 @@ pub struct EventAttr {
     pub max_stack: u16,
     /// `disabled`: opened stopped, enabled with an ioctl once every ring is mapped.
     pub disabled: bool,
+    /// `watermark` + `wakeup_watermark`: a `poll` on the event returns once this many
+    /// bytes of records are unread (0: neither is set, the kernel's default).
+    pub wakeup_watermark: u32,
 }
 
 impl EventAttr {
@@ -90,6 +93,10 @@ impl EventAttr {
             }
         }
         a.set_disabled(u64::from(self.disabled));
+        if self.wakeup_watermark > 0 {
+            a.set_watermark(1);
+            a.__bindgen_anon_2.wakeup_watermark = self.wakeup_watermark;
+        }
         a.set_precise_ip(u64::from(self.precise_ip.min(3)));
         if self.user_only {
             a.set_exclude_kernel(1);
@@ -141,6 +148,7 @@ mod tests {
             build_id: true,
             max_stack: 127,
             disabled: true,
+            wakeup_watermark: 65536,
         };
         let b = attr_bytes(&attr.to_kernel());
         assert_eq!(b.len(), 144);
@@ -150,19 +158,23 @@ mod tests {
         assert_eq!(u64_at(&b, 16), 200003);
         assert_eq!(u64_at(&b, 24), 0x109a7);
         // disabled 0, exclude_kernel 5, exclude_hv 6, mmap 8, comm 9, task 13,
-        // precise_ip 15-16 = 3, sample_id_all 18, mmap2 23, comm_exec 24, build_id 34.
+        // watermark 14, precise_ip 15-16 = 3, sample_id_all 18, mmap2 23, comm_exec 24,
+        // build_id 34.
         let flags = 1
             | 1 << 5
             | 1 << 6
             | 1 << 8
             | 1 << 9
             | 1 << 13
+            | 1 << 14
             | 3 << 15
             | 1 << 18
             | 1 << 23
             | 1 << 24
             | 1 << 34;
         assert_eq!(u64_at(&b, 40), flags);
+        // wakeup_events / wakeup_watermark: the u32 at offset 48.
+        assert_eq!(u32::from_le_bytes(b[48..52].try_into().unwrap()), 65536);
         assert_eq!(u64_at(&b, 72), 1 | 1 << 3 | 1 << 17);
         assert_eq!(u16::from_le_bytes(b[108..110].try_into().unwrap()), 127);
     }
@@ -182,10 +194,12 @@ mod tests {
             build_id: false,
             max_stack: 0,
             disabled: false,
+            wakeup_watermark: 0,
         };
         let b = attr_bytes(&attr.to_kernel());
         assert_eq!(u64_at(&b, 16), 999);
         assert_eq!(u64_at(&b, 40), 1 << 10);
+        assert_eq!(u32::from_le_bytes(b[48..52].try_into().unwrap()), 0);
         assert!(!attr.has_branch_stack());
         assert!(!attr.layout().sample_id_all);
     }

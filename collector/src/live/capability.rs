@@ -153,6 +153,9 @@ pub struct PlanSettings {
     pub cpu_clock_rate: SampleRate,
     /// `sample_max_stack`.
     pub max_stack: u16,
+    /// Unread bytes that wake a reader waiting on a ring (see
+    /// [`EventAttr::wakeup_watermark`]; 0: readers poll on their interval only).
+    pub wakeup_watermark: u32,
 }
 
 /// One candidate: the events to open on every CPU (the first carries the side band; the
@@ -185,6 +188,7 @@ fn event(label: String, type_: u32, config: u64, rate: SampleRate, s: &PlanSetti
         build_id: true,
         max_stack: s.max_stack,
         disabled: true,
+        wakeup_watermark: s.wakeup_watermark,
     }
 }
 
@@ -305,6 +309,7 @@ mod tests {
             branch_period: 200003,
             cpu_clock_rate: SampleRate::Frequency(1000),
             max_stack: 127,
+            wakeup_watermark: 0,
         }
     }
 

@@ -258,7 +258,8 @@ impl DecodeCounts {
 pub struct ReaderSettings {
     /// Events per batch (a batch is also sent when the ring is empty).
     pub batch_events: usize,
-    /// Sleep between drains when the ring was empty.
+    /// Longest wait between drains when the ring was empty (a ring whose event has a
+    /// `wakeup_watermark` wakes its reader sooner once that much is unread).
     pub poll_interval: Duration,
     /// Bytes drained before the tail is released and the batch considered.
     pub max_drain_bytes: u64,
@@ -349,7 +350,7 @@ pub fn run_reader_recycling(
             return;
         }
         if bytes == 0 {
-            std::thread::sleep(settings.poll_interval);
+            ring.wait(settings.poll_interval);
         }
     }
 }

@@ -87,6 +87,8 @@ pub struct RingBuffer {
     data: NonNull<u8>,
     data_size: u64,
     memory: Memory,
+    /// The event's fd (a duplicate), polled by [`RingBuffer::wait`]; none for heap rings.
+    wake: Option<std::os::fd::OwnedFd>,
 }
 
 // SAFETY: the ring's memory is owned by the RingBuffer (a private mapping of an fd or a
@@ -163,7 +165,34 @@ impl RingBuffer {
         } else {
             (offset, size)
         };
-        Self::from_parts(base, offset, size, len, memory)
+        let mut ring = Self::from_parts(base, offset, size, len, memory)?;
+        // A failed dup only costs the wake-ups: `wait` then sleeps its whole timeout.
+        ring.wake = fd.try_clone_to_owned().ok();
+        Ok(ring)
+    }
+
+    /// Waits until the kernel signals unread records (the event's `wakeup_watermark`
+    /// crossed; see [`crate::live::EventAttr::wakeup_watermark`]) or `timeout` passed,
+    /// whichever comes first. A heap ring has no one to signal it: it sleeps `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = &self.wake else {
+            std::thread::sleep(timeout);
+            return;
+        };
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, for the call's duration. EINTR or an error just ends
+        // the wait early; the caller drains and waits again. A hang-up (the event's task
+        // gone) would return at once: sleep instead, so a reader never spins.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n > 0 && pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            std::thread::sleep(timeout);
+        }
     }
 
     /// A heap ring with the kernel's layout: a control page then `data_pages` pages of
@@ -227,6 +256,7 @@ impl RingBuffer {
             data,
             data_size: size,
             memory,
+            wake: None,
         })
     }
 

@@ -139,7 +139,14 @@ fn plan_settings(c: &Config) -> PlanSettings {
         branch_period: c.sampling.branch_period_events,
         cpu_clock_rate: SampleRate::Frequency(c.sampling.cpu_clock_frequency_hz),
         max_stack: c.sampling.max_stack_frames,
+        wakeup_watermark: wakeup_watermark(&c.collector),
     }
+}
+
+/// The bytes of `ring_wakeup_percent` of a ring.
+fn wakeup_watermark(c: &crate::config::CollectorConfig) -> u32 {
+    let ring_bytes = c.ring_buffer_pages as u64 * collector::live::ring::page_size() as u64;
+    (ring_bytes * u64::from(c.ring_wakeup_percent) / 100).min(u64::from(u32::MAX)) as u32
 }
 
 /// Runs the daemon until `control.stop` or `args.duration_secs`; returns what it did.
@@ -197,17 +204,13 @@ pub fn run_daemon(
     }
     let mut restored_states = restored_states.into_iter();
     let self_pid = (!config.collector.sample_self).then(std::process::id);
-    // Samples go back to the readers through the recycler once used (fed by a worker, or
-    // routed nowhere): no allocation per sample, no cross-thread free.
-    let recycler = collector::live::SampleRecycler::default();
     let mut router = Router::new(
         Path::new("/proc"),
         ProcessFilter::new(config.filters.clone()),
         route_by,
         workers_n,
         self_pid,
-    )
-    .with_recycler(recycler.clone());
+    );
     let scan = scan_processes(Path::new("/proc"), self_pid);
     router.apply_all(&scan.events);
     eprintln!(
@@ -229,7 +232,9 @@ pub fn run_daemon(
     let sink = crate::sink::start(&config.sink, &state_dir, start)?;
     let sink_handle = sink.as_ref().map(|s| s.0.clone());
 
-    // Workers.
+    // Workers. Fed samples go back to the readers through the recycler (no allocation
+    // per sample, no cross-thread free).
+    let recycler = collector::live::SampleRecycler::default();
     let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
     let mut worker_handles = Vec::new();
     for _ in 0..workers_n {
@@ -471,4 +476,22 @@ fn router_loop(
     }
     flush_all(start.elapsed().as_secs());
     router.stats().clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wakeup_watermark_is_the_configured_share_of_a_ring() {
+        let mut c = Config::embedded();
+        let page = collector::live::ring::page_size() as u32;
+        // 64 pages, 25 %.
+        assert_eq!(plan_settings(&c).wakeup_watermark, 16 * page);
+        c.collector.ring_wakeup_percent = 0;
+        assert_eq!(plan_settings(&c).wakeup_watermark, 0);
+        c.collector.ring_buffer_pages = 1;
+        c.collector.ring_wakeup_percent = 50;
+        assert_eq!(plan_settings(&c).wakeup_watermark, page / 2);
+    }
 }

@@ -16,6 +16,8 @@ pub struct Process {
     pub sampled: Option<bool>,
     /// Set by EXIT; the entry is dropped at the next [`ProcessTable::collect_exited`].
     pub exited: bool,
+    /// The EXIT's time (perf clock), when `exited`.
+    pub exit_time: u64,
     /// /proc/PID/maps was already read for its current image (after a sample the side
     /// band could not place); an exec clears it.
     pub rescanned: bool,
@@ -119,6 +121,10 @@ impl ProcessTable {
                     // vfork child that execs at once) runs on another. What the child's
                     // records said is newer than the parent's state: keep it, and take
                     // from the parent only what the child has not replaced.
+                    // The child's EXIT came first: it is gone; a copy of its parent would
+                    // never be collected. (An EXIT older than the FORK is another process
+                    // that had the pid: replaced below.)
+                    Some(child) if child.exited && child.exit_time >= t.time => {}
                     Some(child) if !child.exited => {
                         if child.comm.is_empty() {
                             child.comm = parent.comm;
@@ -152,9 +158,11 @@ impl ProcessTable {
             }
             SideBandEvent::Exit(t) => {
                 if t.pid == t.tid {
-                    if let Some(p) = self.processes.get_mut(&t.pid) {
-                        p.exited = true;
-                    }
+                    // Kept (until the next collection) even for an unknown process: its
+                    // FORK, from another CPU's ring, may still come.
+                    let p = self.entry(t.pid);
+                    p.exited = true;
+                    p.exit_time = t.time;
                 }
             }
         }
@@ -223,12 +231,36 @@ mod tests {
     }
 
     fn fork(pid: u32, ppid: u32) -> SideBandEvent {
+        fork_at(pid, ppid, 0)
+    }
+
+    /// The file names of `pid`'s mappings, by address.
+    fn mapped(t: &ProcessTable, pid: u32) -> Vec<&str> {
+        t.get(pid)
+            .unwrap()
+            .mappings
+            .iter()
+            .map(|m| &m.filename[..])
+            .collect()
+    }
+
+    fn fork_at(pid: u32, ppid: u32, time: u64) -> SideBandEvent {
         SideBandEvent::Fork(TaskEvent {
             pid,
             ppid,
             tid: pid,
             ptid: ppid,
-            time: 0,
+            time,
+        })
+    }
+
+    fn exit_at(pid: u32, time: u64) -> SideBandEvent {
+        SideBandEvent::Exit(TaskEvent {
+            pid,
+            ppid: 1,
+            tid: pid,
+            ptid: 1,
+            time,
         })
     }
 
@@ -257,14 +289,7 @@ mod tests {
         let child = t.get(11).unwrap();
         assert_eq!(child.comm, "spin");
         assert_eq!(child.sampled, None);
-        assert_eq!(
-            child
-                .mappings
-                .iter()
-                .map(|m| &m.filename[..])
-                .collect::<Vec<_>>(),
-            ["/bin/spin"]
-        );
+        assert_eq!(mapped(&t, 11), ["/bin/spin"]);
 
         // A child that mapped a library before its FORK was read, and never exec'd, still
         // has the parent's image where the library does not overlap it.
@@ -273,37 +298,25 @@ mod tests {
         t.apply(&fork(12, 10));
         let child = t.get(12).unwrap();
         assert_eq!(child.comm, "harness");
-        assert_eq!(
-            child
-                .mappings
-                .iter()
-                .map(|m| &m.filename[..])
-                .collect::<Vec<_>>(),
-            ["/lib/plugin.so", "/lib/late.so"]
-        );
+        assert_eq!(mapped(&t, 12), ["/lib/plugin.so", "/lib/late.so"]);
         t.apply(&mmap(13, 0x3000, 0x1000, "/lib/apart.so"));
         t.apply(&fork(13, 10));
-        assert_eq!(
-            t.get(13)
-                .unwrap()
-                .mappings
-                .iter()
-                .map(|m| &m.filename[..])
-                .collect::<Vec<_>>(),
-            ["/bin/harness", "/lib/apart.so"]
-        );
+        assert_eq!(mapped(&t, 13), ["/bin/harness", "/lib/apart.so"]);
 
         // A pid reused after an exit is a new process: the FORK replaces the old entry.
-        t.apply(&SideBandEvent::Exit(TaskEvent {
-            pid: 11,
-            ppid: 10,
-            tid: 11,
-            ptid: 10,
-            time: 0,
-        }));
-        t.apply(&fork(11, 10));
+        t.apply(&exit_at(11, 5));
+        t.apply(&fork_at(11, 10, 9));
         assert_eq!(t.get(11).unwrap().comm, "harness");
         assert_eq!(t.get(11).unwrap().sampled, Some(false));
+        assert!(!t.get(11).unwrap().exited);
+
+        // A short-lived child whose EXIT was read before its FORK stays gone: collected
+        // at the next collection, not brought back as a copy of its parent.
+        t.apply(&exit_at(14, 20));
+        t.apply(&fork_at(14, 10, 15));
+        assert!(t.get(14).unwrap().exited);
+        t.collect_exited();
+        assert!(t.get(14).is_none());
 
         // An exec forgets that the maps were read for the old image.
         t.entry(12).rescanned = true;

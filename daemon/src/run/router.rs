@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use collector::live::proc_scan::binary_candidates;
-use collector::live::SampleRecycler;
 use collector::recorder::process_maps::{read_maps, ElfFacts, MAX_ELF_BYTES};
 use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
@@ -159,10 +158,6 @@ pub struct Router {
     /// The last pid found sampled and known (its filter verdict and mappings are current
     /// until the process table or the filter changes, which clears it).
     sampled_pid: Option<u32>,
-    /// Where samples routed nowhere go back to the readers (see [`Router::with_recycler`]).
-    recycler: Option<SampleRecycler>,
-    /// This batch's samples routed nowhere, given back at its end.
-    unrouted: Vec<Sample>,
 }
 
 /// The worker that owns `build_id` among `workers`.
@@ -192,17 +187,7 @@ impl Router {
             stats: RouterStats::default(),
             kept: Vec::new(),
             sampled_pid: None,
-            recycler: None,
-            unrouted: Vec::new(),
         }
-    }
-
-    /// Hands samples that go to no worker (filtered, unmapped, code-less binaries) back
-    /// to `recycler`, as the workers do with the samples they fed: the readers parse new
-    /// records into them instead of allocating.
-    pub fn with_recycler(mut self, recycler: SampleRecycler) -> Router {
-        self.recycler = Some(recycler);
-        self
     }
 
     /// The statistics so far.
@@ -307,16 +292,8 @@ impl Router {
                             groups[gi].samples.push(s);
                         }
                     }
-                    if let Some(s) = sample {
-                        if self.recycler.is_some() {
-                            self.unrouted.push(s);
-                        }
-                    }
                 }
             }
-        }
-        if let Some(r) = &self.recycler {
-            r.give(&mut self.unrouted);
         }
         self.stats.groups += groups.len() as u64;
         groups
@@ -713,9 +690,7 @@ mod tests {
         };
         // Fake pids far above pid_max, so no /proc/PID view exists.
         let (a, b) = (40_000_001u32, 40_000_002u32);
-        let recycler = SampleRecycler::new(100);
-        let mut r = Router::new(&empty_proc(), filter(&["app"]), RouteBy::LeadingIp, 3, None)
-            .with_recycler(recycler.clone());
+        let mut r = Router::new(&empty_proc(), filter(&["app"]), RouteBy::LeadingIp, 3, None);
         let events = vec![
             comm(a, "app"),
             comm(b, "other"),
@@ -739,13 +714,6 @@ mod tests {
         assert_eq!(
             (r.stats().samples, r.stats().filtered, r.stats().unmapped),
             (4, 1, 1)
-        );
-        // The filtered and the unmapped sample went back to the readers' pool.
-        let mut back = Vec::new();
-        recycler.take(&mut back, 10);
-        assert_eq!(
-            back.iter().map(|s| s.ip).collect::<Vec<_>>(),
-            vec![0x50010, 0x90000]
         );
 
         // SIGHUP: now only `other` is sampled.
