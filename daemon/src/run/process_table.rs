@@ -115,16 +115,16 @@ impl ProcessTable {
                     return; // a new thread
                 }
                 let parent = self.processes.get(&t.ppid).cloned().unwrap_or_default();
+                // Each CPU has its own ring, and the FORK is written on the parent's CPU
+                // while the child (often a vfork child that execs at once) runs on
+                // another: the child's own records may have been read first.
                 match self.processes.get_mut(&t.pid) {
-                    // The child's own records came first: each CPU has its own ring, and
-                    // the FORK is written on the parent's CPU while the child (often a
-                    // vfork child that execs at once) runs on another. What the child's
-                    // records said is newer than the parent's state: keep it, and take
-                    // from the parent only what the child has not replaced.
-                    // The child's EXIT came first: it is gone; a copy of its parent would
-                    // never be collected. (An EXIT older than the FORK is another process
-                    // that had the pid: replaced below.)
+                    // Its EXIT came first: it is gone, and a copy of its parent would never
+                    // be collected. (An EXIT older than the FORK is another process that
+                    // had the pid: replaced below.)
                     Some(child) if child.exited && child.exit_time >= t.time => {}
+                    // Its COMM/MMAP2 came first: they are newer than the parent's state;
+                    // take from the parent only what the child has not replaced.
                     Some(child) if !child.exited => {
                         if child.comm.is_empty() {
                             child.comm = parent.comm;

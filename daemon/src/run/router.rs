@@ -410,9 +410,7 @@ impl Router {
         }
         self.kept = kept;
     }
-}
 
-impl Router {
     /// The indices of `s`'s process's mappings that its address(es) fall in, into `kept`
     /// (cleared first; empty for an unknown process).
     fn touched_mappings_of(&self, s: &Sample, kept: &mut Vec<usize>) {
