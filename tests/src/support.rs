@@ -1,5 +1,5 @@
-//! Set-up shared by the end-to-end tests that run the daemon or a server: ports, scratch
-//! directories, polling, and the `spin` workload.
+//! Set-up shared by the end-to-end tests: ports, scratch directories, polling, the `spin`
+//! workload and MemProf build flags, and running `pgo-agent` and the LLVM oracles.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -7,6 +7,20 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::corpus;
+
+/// clang-19 flags of the MemProf test programs: a `-fmemory-profile` build whose raw
+/// profile frames symbolize (line tables, frame pointers, no tail calls folding a frame)
+/// and carry a GNU build id.
+pub const MEMPROF_CFLAGS: &[&str] = &[
+    "-O1",
+    "-fmemory-profile",
+    "-gmlt",
+    "-fdebug-info-for-profiling",
+    "-fno-omit-frame-pointer",
+    "-mno-omit-leaf-frame-pointer",
+    "-fno-optimize-sibling-calls",
+    "-Wl,--build-id",
+];
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
@@ -77,4 +91,43 @@ pub fn build_program(src: &Path, out: &Path, extra: &[&str]) -> PathBuf {
         .expect("running clang-19");
     assert!(status.success(), "building {}", src.display());
     out.canonicalize().expect("canonical program path")
+}
+
+/// Runs `pgo-agent ARGS` in this process (argument parsing, then the command); panics with
+/// the command line on an argument or command error, else returns the exit code.
+pub fn pgo_agent<S: AsRef<str>>(args: &[S]) -> std::process::ExitCode {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    let line = argv[1..].join(" ");
+    let cli = daemon::parse_args(argv).unwrap_or_else(|e| panic!("pgo-agent {line}: {e}"));
+    daemon::execute(cli).unwrap_or_else(|e| panic!("pgo-agent {line}: {e:#}"))
+}
+
+/// Runs `pgo-agent ARGS` as the binary's `main` does (its own error reporting) and asserts
+/// it succeeded.
+pub fn cli<S: AsRef<str>>(args: &[S]) {
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    let code = daemon::run_cli(argv.clone());
+    assert_eq!(code, std::process::ExitCode::SUCCESS, "{argv:?}");
+}
+
+/// Runs an LLVM oracle (`llvm-profgen-19`, `llvm-profdata-19`, ...); panics with its
+/// stderr on failure.
+pub fn llvm<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S]) {
+    let out = Command::new(tool).args(args).output().expect(tool);
+    assert!(
+        out.status.success(),
+        "{tool} {} failed:\n{}",
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The text of `path`; panics naming it.
+pub fn read_text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -12,9 +12,9 @@
 //!   and ours must be no worse than llvm-profgen's, and below a sanity bound.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use e2e::corpus::{self, Variant};
+use e2e::support::{llvm, pgo_agent, read_text};
 use exporter::format::{llvm_text, llvm_text_reader};
 use symbolizer::quality::{self, QualityReport};
 use symbolizer::ProfiledBinary;
@@ -32,32 +32,6 @@ fn sanity_bound(name: &str) -> f64 {
         "unroll" => 0.015,
         _ => 0.4,
     }
-}
-
-/// Runs `pgo-agent <args>` in-process; panics with the error on failure.
-fn pgo_agent(args: &[String]) {
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.iter().cloned());
-    let cli = daemon::parse_args(argv.clone())
-        .unwrap_or_else(|e| panic!("pgo-agent {}: {e}", argv[1..].join(" ")));
-    if let Err(e) = daemon::execute(cli) {
-        panic!("pgo-agent {}: {e:#}", argv[1..].join(" "));
-    }
-}
-
-/// Runs an LLVM oracle; panics with its stderr on failure.
-fn llvm(tool: &str, args: &[String]) {
-    let out = Command::new(tool).args(args).output().expect(tool);
-    assert!(
-        out.status.success(),
-        "{tool} {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn s(path: &Path) -> String {
@@ -79,7 +53,7 @@ fn read_and_check_reader(profile: &Path) -> symbolizer::profile::SampleProfile {
             s(&canonical_path),
         ],
     );
-    let canonical = read(&canonical_path);
+    let canonical = read_text(&canonical_path);
     let reread = llvm_text_reader::read(&canonical)
         .unwrap_or_else(|e| panic!("{}: {e}", canonical_path.display()));
     let written = llvm_text::to_string(&reread);
@@ -95,7 +69,7 @@ fn read_and_check_reader(profile: &Path) -> symbolizer::profile::SampleProfile {
             canonical_path.display()
         );
     }
-    let own = read(profile);
+    let own = read_text(profile);
     let parsed =
         llvm_text_reader::read(&own).unwrap_or_else(|e| panic!("{}: {e}", profile.display()));
     assert_eq!(

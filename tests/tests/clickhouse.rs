@@ -20,7 +20,7 @@ use collector::PerfEvent;
 use daemon::sink::clickhouse::{encode_window, insert_window, ClickHouseTarget, ClosedWindow};
 use daemon::sink::{hand_closed_windows, spawn, spool, Sink};
 use e2e::corpus::{self, Variant};
-use e2e::support::{build_spin, free_port, scratch_dir};
+use e2e::support::{build_spin, cli, free_port, scratch_dir};
 use exporter::format::unsymbolized::write_unsymbolized;
 use symbolizer::ProfiledBinary;
 use unwinder::window::{WindowSettings, WindowedCounters};
@@ -34,13 +34,6 @@ fn available(test: &str) -> bool {
         return false;
     }
     corpus::tools_available(test, &["clang-19", "llvm-profdata-19"])
-}
-
-fn cli(args: &[&str]) {
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let code = daemon::run_cli(argv.clone());
-    assert_eq!(code, std::process::ExitCode::SUCCESS, "{argv:?}");
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -22,34 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use e2e::corpus::{self, Variant};
+use e2e::support::{llvm, pgo_agent, read_text};
 
 const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
-
-/// Runs `pgo-agent <args>` in-process; panics with the error on failure.
-fn pgo_agent(args: &[&str]) {
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let cli = daemon::parse_args(argv.clone())
-        .unwrap_or_else(|e| panic!("pgo-agent {}: {e}", argv[1..].join(" ")));
-    if let Err(e) = daemon::execute(cli) {
-        panic!("pgo-agent {}: {e:#}", argv[1..].join(" "));
-    }
-}
-
-/// Runs an LLVM oracle; panics with its stderr on failure.
-fn llvm(tool: &str, args: &[&str]) {
-    let out = Command::new(tool).args(args).output().expect(tool);
-    assert!(
-        out.status.success(),
-        "{tool} {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// `llvm-profdata-19 merge --sample --text`: LLVM's canonical text of a sample profile.
 fn canonical(profile: &Path) -> String {
@@ -65,7 +40,7 @@ fn canonical(profile: &Path) -> String {
             out.to_str().unwrap(),
         ],
     );
-    read(&out)
+    read_text(&out)
 }
 
 /// Prints both texts in full and fails when they differ.
@@ -130,8 +105,8 @@ fn conformance(name: &str, variant: Variant) {
         pgo_agent(&[&["convert"], &argv[..], &raw_args, &[&s(&ours_raw)]].concat());
         assert_same(
             &format!("{name} ({variant}, {mode}) unsymbolized counters from perf script"),
-            &read(&ours_raw),
-            &read(&theirs_raw),
+            &read_text(&ours_raw),
+            &read_text(&theirs_raw),
         );
 
         let data_argv = with(&["--perfdata", data, "--binary", binary]);
@@ -147,8 +122,8 @@ fn conformance(name: &str, variant: Variant) {
         );
         assert_same(
             &format!("{name} ({variant}, {mode}) unsymbolized counters from perf.data"),
-            &read(&ours_data_raw),
-            &read(&theirs_raw),
+            &read_text(&ours_data_raw),
+            &read_text(&theirs_raw),
         );
 
         let text_args = [
@@ -311,7 +286,7 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
         "--output",
         ours.to_str().unwrap(),
     ]);
-    let theirs = read(&theirs);
+    let theirs = read_text(&theirs);
     // 14 ranges and 13 branches of the program's hot loop (llvm-profgen-19, perf 6.1).
     assert!(
         theirs.lines().count() > 20,
@@ -319,7 +294,7 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
     );
     assert_same(
         "propeller_sample_1 unsymbolized counters",
-        &read(&ours),
+        &read_text(&ours),
         &theirs,
     );
 }

@@ -19,21 +19,11 @@ use axum::http::{Request, StatusCode};
 use daemon::heap::{HeapArgs, HeapFormat};
 use daemon::run::heap_spool::{HeapSpool, HeapSpoolSettings, RejectReason};
 use e2e::corpus::{sources_dir, target_dir, tools_available};
+use e2e::support::MEMPROF_CFLAGS;
 use exporter::http::{router, AppState};
 use exporter::store::{ProfileStore, StoreSettings};
 use symbolizer::memprof::MemProfBinary;
 use tower::ServiceExt;
-
-const FLAGS: &[&str] = &[
-    "-O1",
-    "-fmemory-profile",
-    "-gmlt",
-    "-fdebug-info-for-profiling",
-    "-fno-omit-frame-pointer",
-    "-mno-omit-leaf-frame-pointer",
-    "-fno-optimize-sibling-calls",
-    "-Wl,--build-id",
-];
 
 /// (hot allocations of 64 bytes, cold allocations of 4096 bytes) per run.
 const RUNS: [(u32, u32); 3] = [(10, 1), (20, 2), (30, 3)];
@@ -53,7 +43,7 @@ fn build_and_run(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     let binary = dir.join("heap_contexts");
     run_ok(
         Command::new("clang++-19")
-            .args(FLAGS)
+            .args(MEMPROF_CFLAGS)
             .arg(sources_dir().join("memprof").join("heap_contexts.cc"))
             .arg("-o")
             .arg(&binary),

@@ -23,18 +23,11 @@ use axum::http::{header, Request, StatusCode};
 use daemon::config::Config;
 use daemon::run::{run_daemon, RunArgs, RunControl};
 use e2e::corpus::{self, Variant};
-use e2e::support::{build_spin, free_port, scratch_dir, wait_for};
+use e2e::support::{build_spin, cli, free_port, scratch_dir, wait_for};
 use exporter::http::{router, AppState};
 use exporter::store::{ProfileStore, StoreSettings};
 use symbolizer::ProfiledBinary;
 use tower::ServiceExt;
-
-fn cli(args: &[&str]) {
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let code = daemon::run_cli(argv.clone());
-    assert_eq!(code, std::process::ExitCode::SUCCESS, "{argv:?}");
-}
 
 fn scratch(name: &str) -> PathBuf {
     scratch_dir("http", name)

@@ -16,19 +16,9 @@ use std::process::Command;
 use collector::memprof::{MemProfRawError, RawMemProfile};
 use daemon::heap::{ingest, HeapArgs, HeapFormat};
 use e2e::corpus::{sources_dir, target_dir, tools_available};
+use e2e::support::MEMPROF_CFLAGS;
 use exporter::format::memprof_yaml::memprof_yaml_string;
 use symbolizer::memprof::{memprof_guid, HeapProfile, MemProfBinary, MemProfFrame};
-
-const FLAGS: &[&str] = &[
-    "-O1",
-    "-fmemory-profile",
-    "-gmlt",
-    "-fdebug-info-for-profiling",
-    "-fno-omit-frame-pointer",
-    "-mno-omit-leaf-frame-pointer",
-    "-fno-optimize-sibling-calls",
-    "-Wl,--build-id",
-];
 
 /// (hot allocations, cold allocations) per run.
 const RUNS: [(u32, u32); 3] = [(10, 1), (20, 2), (30, 3)];
@@ -56,7 +46,7 @@ fn build_and_run(clang: &str, tag: &str, extra: &[&str]) -> (PathBuf, Vec<PathBu
     let binary = dir.join("heap_contexts");
     run_ok(
         Command::new(clang)
-            .args(FLAGS)
+            .args(MEMPROF_CFLAGS)
             .args(extra)
             .arg(source())
             .arg("-o")

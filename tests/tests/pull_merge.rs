@@ -9,18 +9,12 @@ use std::sync::Arc;
 
 use collector::PerfEvent;
 use e2e::corpus::{self, Variant};
+use e2e::support::cli;
 use exporter::format::unsymbolized::write_unsymbolized;
 use exporter::http::AppState;
 use exporter::store::{ProfileStore, StoreSettings};
 use symbolizer::ProfiledBinary;
 use unwinder::{unwind_samples, BinaryLoadInfo, UnwindOptions};
-
-fn cli(args: &[&str]) {
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    let code = daemon::run_cli(argv.clone());
-    assert_eq!(code, std::process::ExitCode::SUCCESS, "{argv:?}");
-}
 
 fn scratch(name: &str) -> PathBuf {
     e2e::support::scratch_dir("pull_merge", name)

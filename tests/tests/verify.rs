@@ -19,6 +19,7 @@ use std::process::{Command, ExitCode};
 
 use daemon::verify::{report_json, verify_files, VerifyArgs, EXIT_CHECK_FAILED};
 use e2e::corpus::{self, Variant};
+use e2e::support::pgo_agent;
 use exporter::format::{llvm_text, llvm_text_reader};
 use symbolizer::profile::{FunctionSamples, SampleProfile};
 use symbolizer::verify::{IssueKind, VerifyReport};
@@ -26,14 +27,6 @@ use symbolizer::verify::{IssueKind, VerifyReport};
 const TOOLS: &[&str] = &["clang-19"];
 
 /// Runs `pgo-agent <args>` in-process; panics on an error, returns the exit code.
-fn pgo_agent(args: &[String]) -> ExitCode {
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.iter().cloned());
-    let cli = daemon::parse_args(argv.clone())
-        .unwrap_or_else(|e| panic!("pgo-agent {}: {e}", argv[1..].join(" ")));
-    daemon::execute(cli).unwrap_or_else(|e| panic!("pgo-agent {}: {e:#}", argv[1..].join(" ")))
-}
-
 fn s(path: &Path) -> String {
     path.to_str().unwrap().to_string()
 }
