@@ -31,7 +31,7 @@ use collector::recorder::process_maps::{read_maps, ElfFacts, MAX_ELF_BYTES};
 use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use super::filters::{ProcessFacts, ProcessFilter};
-use super::process_table::ProcessTable;
+use super::process_table::{Process, ProcessTable};
 
 /// A binary that samples hit: its build id and the bytes to load it from (taken by the
 /// worker that loads it).
@@ -359,10 +359,21 @@ impl Router {
                     .map(|c| c.trim_end().to_string())
                     .unwrap_or_default();
             }
+            // Only the gaps: a mapping the side band already reported keeps its MMAP2
+            // (which may carry the build id), so its binary is not looked up, and possibly
+            // rejected, a second time under another key.
+            let known = |m: &collector::recorder::process_maps::MapsEntry, p: &Process| {
+                p.mappings
+                    .iter()
+                    .any(|o| o.addr < m.end && m.start < o.addr.saturating_add(o.len))
+            };
             for m in maps
                 .iter()
                 .filter(|m| m.is_executable() && m.path.starts_with('/'))
             {
+                if self.table.get(pid).is_some_and(|p| known(m, p)) {
+                    continue;
+                }
                 self.table
                     .apply(&SideBandEvent::Mmap2(m.to_mmap2(pid as i32, pid as i32)));
             }
@@ -889,5 +900,43 @@ mod tests {
         // The second address is in no mapping at all: counted, and /proc is not read
         // again for this image.
         assert_eq!(r.stats().unmapped, 1);
+    }
+
+    #[test]
+    fn reading_the_maps_fills_gaps_and_keeps_what_the_side_band_said() {
+        // This process, with its own code's page reported by a made-up MMAP2: a sample in
+        // libc (unknown to the side band) reads /proc/self/maps, which adds libc and
+        // leaves the reported mapping alone (its binary is not looked up again under
+        // another key).
+        let pid = std::process::id();
+        let own =
+            reading_the_maps_fills_gaps_and_keeps_what_the_side_band_said as fn() as usize as u64;
+        let page = own & !0xfff;
+        let in_libc = libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
+        let mut r = Router::new(
+            Path::new("/proc"),
+            ProcessFilter::default(),
+            RouteBy::LeadingIp,
+            1,
+            None,
+        );
+        r.apply_all(&[PerfEvent::SideBand(SideBandEvent::Mmap2(Mmap2Event {
+            pid: pid as i32,
+            tid: pid as i32,
+            addr: page,
+            len: 0x1000,
+            prot: 5,
+            filename: "/side-band/name".into(),
+            ..Mmap2Event::default()
+        }))]);
+        r.route(vec![sample(pid, in_libc, &[])], 0);
+        let p = r.table().get(pid).unwrap();
+        assert!(p.rescanned);
+        assert_eq!(p.mapping_at(own).unwrap().filename, "/side-band/name");
+        assert!(
+            p.mapping_at(in_libc).unwrap().filename.contains("libc"),
+            "{:?}",
+            p.mapping_at(in_libc)
+        );
     }
 }
