@@ -87,7 +87,7 @@ impl<'a> Aggregator<'a> {
 
     /// Makes room for `n` more distinct samples (a caller that knows its batch spares
     /// the map's growth, which hashes every sample again).
-    pub fn reserve(&mut self, n: usize) {
+    fn reserve(&mut self, n: usize) {
         self.samples.reserve(n);
     }
 

@@ -32,6 +32,15 @@ impl Process {
         let m = self.mappings.get(i.checked_sub(1)?)?;
         (addr < m.addr.saturating_add(m.len)).then_some(m)
     }
+
+    /// True when some mapping overlaps `[start, end)`.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        let i = self.mappings.partition_point(|o| o.addr < start);
+        self.mappings[..i]
+            .last()
+            .is_some_and(|o| o.addr.saturating_add(o.len) > start)
+            || self.mappings.get(i).is_some_and(|o| o.addr < end)
+    }
 }
 
 /// Every known process.
@@ -131,13 +140,8 @@ impl ProcessTable {
                         }
                         if !child.execed {
                             for m in parent.mappings {
-                                let end = m.addr.saturating_add(m.len);
-                                let i = child.mappings.partition_point(|o| o.addr < m.addr);
-                                let free = child.mappings[..i]
-                                    .last()
-                                    .is_none_or(|o| o.addr.saturating_add(o.len) <= m.addr)
-                                    && child.mappings.get(i).is_none_or(|o| o.addr >= end);
-                                if free {
+                                if !child.overlaps(m.addr, m.addr.saturating_add(m.len)) {
+                                    let i = child.mappings.partition_point(|o| o.addr < m.addr);
                                     child.mappings.insert(i, m);
                                 }
                             }

@@ -31,7 +31,7 @@ use collector::recorder::process_maps::{read_maps, ElfFacts, MAX_ELF_BYTES};
 use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use super::filters::{ProcessFacts, ProcessFilter};
-use super::process_table::{Process, ProcessTable};
+use super::process_table::ProcessTable;
 
 /// A binary that samples hit: its build id and the bytes to load it from (taken by the
 /// worker that loads it).
@@ -362,16 +362,15 @@ impl Router {
             // Only the gaps: a mapping the side band already reported keeps its MMAP2
             // (which may carry the build id), so its binary is not looked up, and possibly
             // rejected, a second time under another key.
-            let known = |m: &collector::recorder::process_maps::MapsEntry, p: &Process| {
-                p.mappings
-                    .iter()
-                    .any(|o| o.addr < m.end && m.start < o.addr.saturating_add(o.len))
-            };
             for m in maps
                 .iter()
                 .filter(|m| m.is_executable() && m.path.starts_with('/'))
             {
-                if self.table.get(pid).is_some_and(|p| known(m, p)) {
+                if self
+                    .table
+                    .get(pid)
+                    .is_some_and(|p| p.overlaps(m.start, m.end))
+                {
                     continue;
                 }
                 self.table
