@@ -6,14 +6,17 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
-use collector::perf_script::{parse_tallied, tally_samples, ScriptPiece, ScriptText};
-use collector::{PerfEvent, SideBandEvent};
+use collector::perf_script::{
+    parse_tallied_one, tally_samples, EntryTokenCache, PerfScriptStats, ScriptPiece, ScriptTally,
+    ScriptText,
+};
+use collector::PerfEvent;
 use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized};
 use symbolizer::binary::ProfiledBinary;
 use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::{generate_profile, GenerateOptions};
 use symbolizer::profile::SampleContext;
-use unwinder::{BinaryLoadInfo, CounterKind, CounterSet, UnwindOptions};
+use unwinder::{Aggregator, BinaryLoadInfo, CounterKind, CounterSet, PerfContent, UnwindOptions};
 
 use crate::convert::{ConvertArgs, OutputFormat};
 use crate::progress::Progress;
@@ -47,9 +50,14 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
             OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
         };
         written.with_context(|| format!("writing {}", args.output.display()))?;
+        // `convert` is the process's last work: the process's exit returns the memory at
+        // once, where dropping would free every map node one by one first.
+        std::mem::forget(profile);
     }
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;
+    std::mem::forget(counters);
+    std::mem::forget(binary);
     Ok(())
 }
 
@@ -100,32 +108,10 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         })?;
         progress.finish();
         // The tally holds what it needs of the text (compact copies of the distinct samples).
-        drop(text);
-        let script_type = tally.script_type;
-        // Parsed a batch at a time, so that the samples of a large input are never all in
-        // memory at once.
-        let events = tally
-            .pieces
-            .iter()
-            .flat_map(|piece| -> Box<dyn Iterator<Item = _>> {
-                match piece {
-                    ScriptPiece::Mmap(m) => Box::new(std::iter::once((
-                        PerfEvent::SideBand(SideBandEvent::Mmap2(m.clone())),
-                        1,
-                    ))),
-                    ScriptPiece::Texts(texts) => {
-                        let batches = (0..texts.len()).step_by(PARSE_BATCH);
-                        Box::new(batches.flat_map(move |start| {
-                            let batch = start..texts.len().min(start + PARSE_BATCH);
-                            let (samples, _) = parse_tallied(texts, batch, script_type, threads);
-                            samples
-                                .into_iter()
-                                .map(|t| (PerfEvent::Sample(t.sample), t.occurrences))
-                        }))
-                    }
-                }
-            });
-        unwinder::unwind_repeated_samples(events, binary, &load, &options)
+        // Unmapping hundreds of megabytes takes a while: on a thread of its own, while the
+        // samples are unwound (the process may exit before it is done).
+        std::thread::spawn(move || drop(text));
+        unwind_tally(&tally, binary, &load, &options)
             .with_context(|| format!("unwinding samples of {}", path.display()))?
     } else if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
@@ -173,6 +159,48 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
     Ok(counters)
 }
 
+/// Unwinds the distinct samples of a perf script's tally: each is parsed, prepared and
+/// aggregated on the threads of `options` (what [`unwinder::unwind_repeated_samples`] does
+/// with the tally's samples in order, without holding them parsed).
+fn unwind_tally(
+    tally: &ScriptTally,
+    binary: &ProfiledBinary,
+    load: &BinaryLoadInfo,
+    options: &UnwindOptions,
+) -> Result<(CounterSet, unwinder::UnwindStats), unwinder::UnwindError> {
+    let script_type = tally.script_type;
+    let content = match options.content {
+        Some(c) => Some(c),
+        // The first samples with a branch stack tell (parsed here once more below).
+        None => tally.pieces.iter().find_map(|piece| {
+            let ScriptPiece::Texts(texts) = piece else {
+                return None;
+            };
+            let (mut tokens, mut stats) = (EntryTokenCache::new(), PerfScriptStats::default());
+            (0..texts.len()).find_map(|i| {
+                let t = parse_tallied_one(texts, i, script_type, &mut tokens, &mut stats)?;
+                PerfContent::detect(std::iter::once(&PerfEvent::Sample(t.sample)))
+            })
+        }),
+    };
+    let content = content.ok_or(unwinder::UnwindError::NoLbrSamples)?;
+    let mut agg = Aggregator::new(binary, load.clone(), content, options.clone())?;
+    for piece in &tally.pieces {
+        match piece {
+            ScriptPiece::Mmap(m) => agg.feed_mmap(m)?,
+            ScriptPiece::Texts(texts) => {
+                type State = (EntryTokenCache, PerfScriptStats);
+                agg.feed_parallel(texts.len(), |i, (tokens, stats): &mut State, out| {
+                    let t = parse_tallied_one(texts, i, script_type, tokens, stats)?;
+                    *out = t.sample;
+                    Some(t.occurrences)
+                })?;
+            }
+        }
+    }
+    Ok(agg.finish())
+}
+
 /// Feeds `events` through the unwinder, stopping at the first read error (which names the
 /// input and the offset or line).
 fn unwind<E: std::error::Error + Send + Sync + 'static>(
@@ -205,9 +233,6 @@ struct EventBatches<E> {
     rx: crossbeam_channel::Receiver<Result<Vec<PerfEvent>, E>>,
     current: std::vec::IntoIter<PerfEvent>,
 }
-
-/// Distinct sample texts parsed at a time.
-const PARSE_BATCH: usize = 8192;
 
 /// Most threads `convert` reads, parses and unwinds on.
 const MAX_THREADS: usize = 8;

@@ -10,6 +10,7 @@ use std::hash::{Hash, Hasher};
 
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
+use crate::counter_table::CounterTable;
 use crate::fx_hash::FxBuildHasher;
 use crate::lbr_counter::count_lbr_sample;
 use crate::sample_prep::{
@@ -25,6 +26,8 @@ use crate::{
 const MAX_UNWIND_THREADS: usize = 16;
 /// Most samples [`unwind_repeated_samples`] holds before preparing them.
 const MAX_SAMPLE_BATCH: usize = 8192;
+/// Distinct samples a thread unwinds at a time.
+const UNWIND_PART: usize = 1024;
 /// Fewest distinct samples worth a thread of their own.
 const MIN_SAMPLES_PER_THREAD: usize = 512;
 
@@ -261,6 +264,73 @@ impl<'a> Aggregator<'a> {
         Ok(())
     }
 
+    /// Feeds `len` consecutive samples (no side-band event between them) that `read`
+    /// makes on [`UnwindOptions::unwind_threads`] threads: `read(i, state, out)` writes
+    /// sample `i` into `out` (its count the sum of the counts of the samples it stands
+    /// for) and returns how many samples it stands for, or `None` when there is no sample
+    /// `i`. Each thread reads a contiguous part with a `state` of its own, prepares what
+    /// it read and keeps only prepared samples; they are aggregated in order, so counters
+    /// and statistics are what [`Aggregator::feed_sample_repeated`] on each would give.
+    /// Returns the threads' states, in order. An error names the sample's index among
+    /// the `len` samples (after the samples fed before).
+    pub fn feed_parallel<T: Default + Send>(
+        &mut self,
+        len: usize,
+        read: impl Fn(usize, &mut T, &mut Sample) -> Option<u64> + Sync,
+    ) -> Result<Vec<T>, UnwindError> {
+        let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
+        let per_thread = len.div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
+        let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
+        let pids = self.options.sample_pids.as_ref();
+        let first_index = self.sample_index;
+        type Prepared<T> = (Vec<(PerfSample, u64)>, UnwindStats, T, Option<UnwindError>);
+        let part = |range: std::ops::Range<usize>| -> Prepared<T> {
+            let mut state = T::default();
+            let mut stats = UnwindStats::default();
+            let mut kept = Vec::with_capacity(range.len());
+            let mut sample = Sample::default();
+            let mut out = PerfSample::default();
+            for i in range {
+                let Some(occurrences) = read(i, &mut state, &mut sample) else {
+                    continue;
+                };
+                if pids.is_some_and(|p| !p.contains(&sample.pid)) {
+                    stats.filtered_by_pid += occurrences;
+                    continue;
+                }
+                let index = first_index + i as u64;
+                match prepare_sample(&scope, &sample, occurrences, index, &mut out, &mut stats) {
+                    Ok(true) => kept.push((out.clone(), sample.count)),
+                    Ok(false) => {}
+                    Err(e) => return (kept, stats, state, Some(e)),
+                }
+            }
+            (kept, stats, state, None)
+        };
+        let part = &part;
+        let prepared: Vec<Prepared<T>> = on_threads(
+            (0..len)
+                .step_by(per_thread.max(1))
+                .map(|start| move || part(start..len.min(start + per_thread))),
+        );
+        self.sample_index += len as u64;
+        let mut states = Vec::with_capacity(prepared.len());
+        self.samples
+            .reserve(prepared.iter().map(|p| p.0.len()).sum::<usize>());
+        for (kept, stats, state, error) in prepared {
+            self.stats.merge(&stats);
+            for (sample, count) in kept {
+                let n = self.samples.entry(sample).or_insert(0);
+                *n = n.wrapping_add(count);
+            }
+            if let Some(e) = error {
+                return Err(e);
+            }
+            states.push(state);
+        }
+        Ok(states)
+    }
+
     /// Turns the aggregated samples into counters and forgets them (placement and
     /// statistics stay). Flushes merge: the sum of the sets of several flushes equals one
     /// flush of all the samples.
@@ -277,28 +347,50 @@ impl<'a> Aggregator<'a> {
         let layout = self.layout;
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
-            count_part(layout, kind, shape, &samples, &mut self.stats)
+            count_part(layout, kind, shape, &samples, &mut self.stats).into_counter_set()
         } else {
             // Counters are sums and every statistic a sum or a set union, so the samples
-            // may be counted in parts and the parts merged.
-            let per_thread = samples.len().div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
-            let parts: Vec<(CounterSet, UnwindStats)> =
-                on_threads(samples.chunks(per_thread).map(|part| {
-                    move || {
-                        let mut stats = UnwindStats::default();
-                        (count_part(layout, kind, shape, part, &mut stats), stats)
+            // may be counted in parts and the parts merged. Small parts, taken by the
+            // threads as they finish the previous one, keep every thread busy to the end.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let parts = samples.len().div_ceil(UNWIND_PART);
+            let (samples, next) = (&samples, &next);
+            let counted: Vec<(CounterTable, UnwindStats)> = on_threads((0..threads).map(|_| {
+                move || {
+                    let mut table = CounterTable::new(kind);
+                    let mut ranges = RangeTally::default();
+                    let mut stats = UnwindStats::default();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if k >= parts {
+                            break;
+                        }
+                        let part =
+                            &samples[k * UNWIND_PART..samples.len().min((k + 1) * UNWIND_PART)];
+                        count_part_into(
+                            layout,
+                            kind,
+                            shape,
+                            part,
+                            &mut table,
+                            &mut ranges,
+                            &mut stats,
+                        );
                     }
-                }));
-            let mut counters = CounterSet::new(kind);
-            for (part, stats) in parts {
-                if counters.contexts.is_empty() {
-                    counters = part;
+                    ranges.check(layout, &mut stats);
+                    (table, stats)
+                }
+            }));
+            let mut total = CounterTable::new(kind);
+            for (table, stats) in counted {
+                if total.is_empty() {
+                    total = table;
                 } else {
-                    counters.merge_from(part);
+                    total.merge(table);
                 }
                 self.stats.merge(&stats);
             }
-            counters
+            total.into_counter_set()
         };
         if kind != CounterKind::Flat {
             self.stats.contexts += counters.contexts.len() as u64;
@@ -344,18 +436,23 @@ impl Hash for RawSample<'_> {
     }
 }
 
-/// Runs each job on a scoped thread of its own and returns their results in order (a
-/// panicking job panics the caller).
+/// Runs the jobs, the first on the calling thread and each other one on a scoped thread of
+/// its own, and returns their results in order (a panicking job panics the caller). The
+/// caller works rather than waits: a thread that sleeps in `join` leaves its CPU idle
+/// while the scheduler may have put two new threads on another one.
 fn on_threads<T: Send, F: FnOnce() -> T + Send>(jobs: impl IntoIterator<Item = F>) -> Vec<T> {
+    let mut jobs = jobs.into_iter();
+    let Some(first) = jobs.next() else {
+        return Vec::new();
+    };
     std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs.into_iter().map(|job| scope.spawn(job)).collect();
-        handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(result) => result,
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
+        let handles: Vec<_> = jobs.map(|job| scope.spawn(job)).collect();
+        let mut results = vec![first()];
+        results.extend(handles.into_iter().map(|h| match h.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }));
+        results
     })
 }
 
@@ -460,59 +557,91 @@ fn count_part(
     shape: KeyShape,
     samples: &[(&PerfSample, u64)],
     stats: &mut UnwindStats,
-) -> CounterSet {
-    let mut counters = CounterSet::new(kind);
-    check_ranges(layout, samples, stats);
+) -> CounterTable {
+    let mut table = CounterTable::new(kind);
+    let mut ranges = RangeTally::default();
+    count_part_into(layout, kind, shape, samples, &mut table, &mut ranges, stats);
+    ranges.check(layout, stats);
+    table
+}
+
+/// [`count_part`] adding to `table`, with the ranges to check added to `ranges`.
+fn count_part_into(
+    layout: &dyn CodeLayout,
+    kind: CounterKind,
+    shape: KeyShape,
+    samples: &[(&PerfSample, u64)],
+    table: &mut CounterTable,
+    ranges: &mut RangeTally,
+    stats: &mut UnwindStats,
+) {
+    ranges.add(samples);
     if kind == CounterKind::Flat {
-        let c = counters.context_mut(&[]);
+        // The one flat context exists even when nothing is counted in it.
+        let flat = table.context(&[]);
         for &(sample, count) in samples {
-            count_lbr_sample(sample, count, layout, c);
+            count_lbr_sample(sample, count, layout, table, flat);
         }
     } else {
         let mut unwinder = VirtualUnwinder::new(layout, shape);
         for &(sample, count) in samples {
-            unwinder.unwind(sample, count, &mut counters, stats);
+            unwinder.unwind(sample, count, table, stats);
         }
     }
-    counters
 }
 
-/// `warnInvalidRange` over aggregated samples: every pair of consecutive entries is
-/// a range `[target_i, source_{i-1}]` (whatever its validity).
-fn check_ranges(layout: &dyn CodeLayout, samples: &[(&PerfSample, u64)], stats: &mut UnwindStats) {
-    if samples.is_empty() {
-        return;
-    }
-    let checks = layout.range_checks();
-    stats.range_checks_done |= checks.is_some();
-    // The checks depend only on the range: sum the counts per distinct range first.
-    let mut ranges: HashMap<(u64, u64), u64, FxBuildHasher> = HashMap::default();
-    for &(sample, count) in samples {
-        for pair in sample.lbr.windows(2) {
-            let n = ranges.entry((pair[1].target, pair[0].source)).or_insert(0);
-            *n = n.wrapping_add(count);
+/// The sampled ranges `warnInvalidRange` checks, summed per distinct range (the checks
+/// depend only on the range): every pair of consecutive entries of an aggregated sample is
+/// a range `[target_i, source_{i-1}]`, whatever its validity.
+#[derive(Default)]
+struct RangeTally {
+    ranges: HashMap<(u64, u64), u64, FxBuildHasher>,
+    any_sample: bool,
+}
+
+impl RangeTally {
+    fn add(&mut self, samples: &[(&PerfSample, u64)]) {
+        self.any_sample |= !samples.is_empty();
+        for &(sample, count) in samples {
+            for pair in sample.lbr.windows(2) {
+                let n = self
+                    .ranges
+                    .entry((pair[1].target, pair[0].source))
+                    .or_insert(0);
+                *n = n.wrapping_add(count);
+            }
         }
     }
-    let is_code = crate::code_layout::code_test(layout);
-    for ((start, end), count) in ranges {
-        stats.total_range_samples = stats.total_range_samples.wrapping_add(count);
-        let Some(checks) = checks else { continue };
-        let (start_code, end_code) = (is_code(start), is_code(end));
-        if !start_code && !end_code {
-            continue;
+
+    /// `warnInvalidRange`'s checks of every range, added to `stats`.
+    fn check(self, layout: &dyn CodeLayout, stats: &mut UnwindStats) {
+        if !self.any_sample {
+            return;
         }
-        if !start_code || !checks.is_transfer(end) {
-            stats.ranges_not_on_boundary = stats.ranges_not_on_boundary.wrapping_add(count);
-        }
-        let Some((_, func_end)) = checks.function_range(start) else {
-            stats.ranges_outside_functions = stats.ranges_outside_functions.wrapping_add(count);
-            continue;
-        };
-        if end >= func_end {
-            stats.ranges_crossing_functions = stats.ranges_crossing_functions.wrapping_add(count);
-        }
-        if start_code && end_code && !layout.is_valid_fall_through_range(start, end) {
-            stats.bogus_ranges = stats.bogus_ranges.wrapping_add(count);
+        let checks = layout.range_checks();
+        stats.range_checks_done |= checks.is_some();
+        let is_code = crate::code_layout::code_test(layout);
+        for ((start, end), count) in self.ranges {
+            stats.total_range_samples = stats.total_range_samples.wrapping_add(count);
+            let Some(checks) = checks else { continue };
+            let (start_code, end_code) = (is_code(start), is_code(end));
+            if !start_code && !end_code {
+                continue;
+            }
+            if !start_code || !checks.is_transfer(end) {
+                stats.ranges_not_on_boundary = stats.ranges_not_on_boundary.wrapping_add(count);
+            }
+            let Some((_, func_end)) = checks.function_range(start) else {
+                stats.ranges_outside_functions = stats.ranges_outside_functions.wrapping_add(count);
+                continue;
+            };
+            if end >= func_end {
+                stats.ranges_crossing_functions =
+                    stats.ranges_crossing_functions.wrapping_add(count);
+            }
+            if start_code && end_code && !layout.is_valid_fall_through_range(start, end) {
+                stats.bogus_ranges = stats.bogus_ranges.wrapping_add(count);
+            }
         }
     }
 }

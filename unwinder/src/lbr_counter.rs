@@ -1,10 +1,11 @@
 //! LBR-only (non-CS) counting: llvm-profgen 19's `computeCounterFromLBR`.
 
+use crate::counter_table::{ContextId, CounterTable};
 use crate::sample_prep::PerfSample;
-use crate::{CodeLayout, ContextCounters};
+use crate::CodeLayout;
 
 /// Adds one aggregated sample's branches and fall-through ranges, `repeat` times, to the
-/// single flat context.
+/// single flat context (`context` of `out`).
 ///
 /// Entries are newest first: the range between entry `i`'s target and entry `i−1`'s
 /// source is what ran in between. A branch is counted when its target is in the binary
@@ -14,19 +15,18 @@ pub fn count_lbr_sample(
     sample: &PerfSample,
     repeat: u64,
     layout: &dyn CodeLayout,
-    out: &mut ContextCounters,
+    out: &mut CounterTable,
+    context: ContextId,
 ) {
     let mut end = 0u64;
     for br in &sample.lbr {
         let target_is_code = layout.is_code(br.target);
         if target_is_code {
-            let e = out.branches.entry((br.source, br.target)).or_default();
-            *e = e.wrapping_add(repeat);
+            out.add_branch(context, br.source, br.target, repeat);
         }
         let start = br.target;
         if target_is_code && layout.is_code(end) && layout.is_valid_fall_through_range(start, end) {
-            let e = out.ranges.entry((start, end)).or_default();
-            *e = e.wrapping_add(repeat);
+            out.add_range(context, start, end, repeat);
         }
         end = br.source;
     }
@@ -37,7 +37,14 @@ mod tests {
     use super::*;
     use crate::sample_prep::Branch;
     use crate::test_support::{FakeLayout, Inst};
-    use crate::EXTERNAL_ADDR;
+    use crate::{ContextCounters, CounterKind, EXTERNAL_ADDR};
+
+    fn count(s: &PerfSample, repeat: u64, l: &FakeLayout) -> ContextCounters {
+        let mut table = CounterTable::new(CounterKind::Flat);
+        let flat = table.context(&[]);
+        count_lbr_sample(s, repeat, l, &mut table, flat);
+        table.into_counter_set().contexts.remove(&vec![]).unwrap()
+    }
 
     /// 0x10 a; 0x12 jcc; 0x14 b; 0x16 jmp; 0x18 c; 0x1a call; 0x1f d; 0x20 ret
     fn layout() -> FakeLayout {
@@ -63,7 +70,6 @@ mod tests {
     #[test]
     fn ranges_between_consecutive_entries() {
         let l = layout();
-        let mut c = ContextCounters::default();
         // Newest first: ...0x10 → jcc 0x12 taken to 0x18 → call at 0x1a → ext... ret 0x20 → ext
         let s = PerfSample {
             call_stack: vec![],
@@ -75,7 +81,7 @@ mod tests {
                 br(0x16, 0x10),
             ],
         };
-        count_lbr_sample(&s, 3, &l, &mut c);
+        let c = count(&s, 3, &l);
         assert_eq!(
             c.branches.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
             vec![
@@ -94,13 +100,12 @@ mod tests {
     #[test]
     fn invalid_ranges_dropped_branches_kept() {
         let l = layout();
-        let mut c = ContextCounters::default();
         // [0x14, 0x1a] crosses the jmp at 0x16; [0x18, 0x12] is backwards.
         let s = PerfSample {
             call_stack: vec![],
             lbr: vec![br(0x1a, 0x10), br(0x12, 0x14), br(0x12, 0x18)],
         };
-        count_lbr_sample(&s, 1, &l, &mut c);
+        let c = count(&s, 1, &l);
         assert!(c.ranges.is_empty());
         assert_eq!(c.branches.len(), 3);
     }

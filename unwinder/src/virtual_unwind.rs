@@ -11,9 +11,11 @@
 //! state invalid: the rest of the LBR is replayed context-less under the root.
 
 use crate::context::{compress_recursion, trim_context};
+use crate::counter_table::CounterTable;
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
+use crate::layout_cache::LayoutCache;
 use crate::sample_prep::{Branch, PerfSample};
-use crate::{CodeLayout, CounterSet, UnwindStats, EXTERNAL_ADDR};
+use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
 
 /// llvm-profgen's "Bogus trace" threshold: the stack leaf must be at most 0xff bytes after
 /// the newest LBR target.
@@ -37,12 +39,14 @@ struct State {
     invalid: bool,
 }
 
-/// Unwinds aggregated hybrid samples into a [`CounterSet`].
+/// Unwinds aggregated hybrid samples into a [`CounterTable`].
 pub struct VirtualUnwinder<'a> {
-    layout: &'a dyn CodeLayout,
+    cache: LayoutCache<'a>,
     shape: KeyShape,
     trie: FrameTrie,
     stacks: Vec<Vec<u64>>,
+    /// The context key being built (reused).
+    key: Vec<u64>,
 }
 
 enum Visit {
@@ -54,10 +58,11 @@ impl<'a> VirtualUnwinder<'a> {
     /// An unwinder over `layout` producing keys of `shape`.
     pub fn new(layout: &'a dyn CodeLayout, shape: KeyShape) -> VirtualUnwinder<'a> {
         VirtualUnwinder {
-            layout,
+            cache: LayoutCache::new(layout),
             shape,
             trie: FrameTrie::new(),
             stacks: Vec::new(),
+            key: Vec::new(),
         }
     }
 
@@ -67,7 +72,7 @@ impl<'a> VirtualUnwinder<'a> {
         &mut self,
         sample: &PerfSample,
         repeat: u64,
-        counters: &mut CounterSet,
+        counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
         let (Some(&leaf_addr), Some(newest)) = (sample.call_stack.first(), sample.lbr.first())
@@ -97,10 +102,10 @@ impl<'a> VirtualUnwinder<'a> {
             let from_external_call_site =
                 src == EXTERNAL_ADDR && self.call_for_frame(br.target) != 0;
             if !st.invalid
-                && (self.layout.is_call(src) || (src == EXTERNAL_ADDR && !from_external_call_site))
+                && (self.cache.is_call(src) || (src == EXTERNAL_ADDR && !from_external_call_site))
             {
                 self.unwind_call(&mut st, src, stats);
-            } else if !st.invalid && (self.layout.is_return(src) || from_external_call_site) {
+            } else if !st.invalid && (self.cache.is_return(src) || from_external_call_site) {
                 let call = self.call_for_frame(br.target);
                 self.switch_to(&mut st, call);
                 st.leaf = self.trie.child(st.leaf, src);
@@ -120,7 +125,10 @@ impl<'a> VirtualUnwinder<'a> {
 
     /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
     fn call_for_frame(&self, addr: u64) -> u64 {
-        self.layout.call_before_return_address(addr).unwrap_or(0)
+        self.cache
+            .layout()
+            .call_before_return_address(addr)
+            .unwrap_or(0)
     }
 
     fn switch_to(&mut self, st: &mut State, address: u64) {
@@ -161,7 +169,7 @@ impl<'a> VirtualUnwinder<'a> {
             st.invalid = true;
             return;
         }
-        if !self.layout.is_valid_fall_through_range(target, end) {
+        if !self.cache.is_valid_fall_through_range(target, end) {
             st.invalid = true;
             return;
         }
@@ -178,8 +186,8 @@ impl<'a> VirtualUnwinder<'a> {
         let mut end = end;
         while st.ip > target {
             let prev = st.ip;
-            st.ip = self.layout.previous_instruction(st.ip).unwrap_or(0);
-            if !self.layout.inline_context_equal(prev, st.ip) {
+            st.ip = self.cache.layout().previous_instruction(st.ip).unwrap_or(0);
+            if !self.cache.layout().inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
                     self.trie
@@ -218,7 +226,7 @@ impl<'a> VirtualUnwinder<'a> {
     /// `collectSamplesFromFrameTrie`: DFS from the root with the stack of frame addresses;
     /// an external frame restarts its subtree with an empty stack (context truncation).
     /// Iterative, so hostile stack depths cannot overflow the thread's stack.
-    fn collect(&mut self, counters: &mut CounterSet, stats: &mut UnwindStats) {
+    fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
         self.stacks.clear();
         self.stacks.push(Vec::new());
         let mut work = vec![Visit::Enter(ROOT, 0)];
@@ -255,24 +263,23 @@ impl<'a> VirtualUnwinder<'a> {
         }
     }
 
-    fn collect_frame(&self, id: FrameId, stack: usize, counters: &mut CounterSet) {
+    fn collect_frame(&mut self, id: FrameId, stack: usize, counters: &mut CounterTable) {
         let f = self.trie.frame(id);
         if f.ranges.is_empty() && f.branches.is_empty() {
             return;
         }
-        let mut key = self.stacks[stack].clone();
+        self.key.clear();
+        self.key.extend_from_slice(&self.stacks[stack]);
         if self.shape.probes {
-            compress_recursion(&mut key, self.shape.compress_recursion);
-            trim_context(&mut key, self.shape.depth);
+            compress_recursion(&mut self.key, self.shape.compress_recursion);
+            trim_context(&mut self.key, self.shape.depth);
         }
-        let c = counters.context_mut(&key);
+        let c = counters.context(&self.key);
         for &(s, e, n) in &f.ranges {
-            let e = c.ranges.entry((s, e)).or_default();
-            *e = e.wrapping_add(n);
+            counters.add_range(c, s, e, n);
         }
         for &(s, t, n) in &f.branches {
-            let e = c.branches.entry((s, t)).or_default();
-            *e = e.wrapping_add(n);
+            counters.add_branch(c, s, t, n);
         }
     }
 }
@@ -281,7 +288,7 @@ impl<'a> VirtualUnwinder<'a> {
 mod tests {
     use super::*;
     use crate::test_support::{FakeLayout, Inst};
-    use crate::CounterKind;
+    use crate::{CounterKind, CounterSet};
 
     const EXT: u64 = EXTERNAL_ADDR;
 
@@ -338,13 +345,13 @@ mod tests {
         } else {
             CounterKind::LineContext
         };
-        let mut counters = CounterSet::new(kind);
+        let mut counters = CounterTable::new(kind);
         let mut stats = UnwindStats::default();
         let mut u = VirtualUnwinder::new(layout, shape);
         for (s, n) in samples {
             u.unwind(s, *n, &mut counters, &mut stats);
         }
-        (counters, stats)
+        (counters.into_counter_set(), stats)
     }
 
     fn flat(c: &CounterSet, key: &[u64]) -> (Pairs, Pairs) {

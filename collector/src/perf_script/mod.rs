@@ -1,18 +1,21 @@
 //! `perf script` text in the layouts llvm-profgen reads: the reader, its units of text,
 //! the parallel aggregation of identical samples, and the writer.
 
+mod block_memo;
 mod compact;
 pub mod reader;
+mod scan_queue;
 pub mod tally;
 pub mod text;
 pub mod unit;
 pub mod writer;
 
 pub use reader::{
-    read_perf_script, PerfScriptError, PerfScriptReader, PerfScriptStats, PerfScriptType,
+    read_perf_script, EntryTokenCache, PerfScriptError, PerfScriptReader, PerfScriptStats,
+    PerfScriptType,
 };
 pub use tally::{
-    parse_tallied, tally_samples, ParsedPiece, ScriptPiece, ScriptTally, TalliedSample,
-    TalliedText, TalliedTexts,
+    parse_tallied, parse_tallied_one, tally_samples, ParsedPiece, ScriptPiece, ScriptTally,
+    TalliedSample, TalliedText, TalliedTexts,
 };
 pub use text::ScriptText;

@@ -20,13 +20,16 @@
 //! where the reading loop is always back at its top (see [`super::unit`]).
 
 use std::ops::Range;
+use std::sync::Mutex;
 
 use hashbrown::HashTable;
 
+use super::block_memo::{BlockMemo, BlockUnits};
 use super::compact::{compact_lbr_line, ByteMasks};
 use super::reader::{
     detect_type, parse_mmap_line, EntryTokenCache, PerfScriptError, PerfScriptStats,
 };
+use super::scan_queue::ScanQueue;
 use super::unit::{SampleText, Unit, UnitCursor};
 use super::PerfScriptType;
 use crate::{Mmap2Event, Sample};
@@ -156,28 +159,37 @@ pub fn tally_samples<'a>(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ScriptTally, PerfScriptError> {
     let script_type = detect_type(text, name)?;
-    let bounds = chunk_bounds(text, threads.max(1));
-    let scans: Vec<Result<ChunkScan<'_>, PerfScriptError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = bounds
-            .windows(2)
-            .skip(1)
-            .map(|w| {
-                let chunk = &text[w[0]..w[1]];
-                scope.spawn(move || scan_chunk(chunk, name, script_type, progress))
-            })
-            .collect();
-        let mut scans = vec![scan_chunk(
-            &text[bounds[0]..bounds[1]],
-            name,
-            script_type,
-            progress,
-        )];
-        scans.extend(handles.into_iter().map(|h| match h.join() {
-            Ok(scan) => scan,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }));
-        scans
+    let threads = threads.max(1);
+    let bounds = chunk_bounds(text, threads);
+    let queue = ScanQueue::new(
+        bounds.windows(2).rev().map(|w| w[0]..w[1]).collect(),
+        threads,
+    );
+    type Scanned<'a> = (usize, Result<ChunkScan<'a>, PerfScriptError>);
+    let scanned: Mutex<Vec<Scanned<'_>>> = Mutex::new(Vec::new());
+    let work = || {
+        let _member = queue.join();
+        while let Some(range) = queue.take() {
+            let start = range.start;
+            let scan = scan_chunk(text, range, name, script_type, progress, &queue);
+            scanned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((start, scan));
+        }
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        work();
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
     });
+    let mut scans = scanned.into_inner().unwrap_or_else(|e| e.into_inner());
+    scans.sort_by_key(|&(start, _)| start);
+    let scans = scans.into_iter().map(|(_, scan)| scan);
     let mut stats = PerfScriptStats::default();
     let mut pieces: Vec<RawPiece<'a>> = Vec::new();
     let mut lines_before = 0u64;
@@ -188,7 +200,7 @@ pub fn tally_samples<'a>(
         for piece in scan.pieces {
             match (pieces.last_mut(), piece) {
                 // The samples either side of a chunk cut belong together.
-                (Some(RawPiece::Texts(before)), RawPiece::Texts(after)) => before.absorb(after),
+                (Some(RawPiece::Texts(before)), RawPiece::Texts(after)) => before.absorb(*after),
                 (_, piece) => pieces.push(piece),
             }
         }
@@ -231,34 +243,35 @@ fn chunk_bounds(text: &[u8], threads: usize) -> Vec<usize> {
         if target <= last {
             continue;
         }
-        // A line start at or after `target` (the byte before it is a newline).
-        let Some(found) = memchr::memmem::find(&text[target - 1..], b"\n 0x") else {
-            break;
-        };
-        let line = target + found;
-        let end = match memchr::memchr(b'\n', &text[line..]) {
-            Some(n) => line + n + 1,
+        match cut_after_branch_line(text, target) {
+            Some(end) => bounds.push(end),
             None => break,
-        };
-        if end < text.len() {
-            bounds.push(end);
         }
     }
     bounds.push(text.len());
     bounds
 }
 
+/// Where the reading loop is at its top at or after `at` (`0 < at`): just after the first
+/// line starting with `" 0x"` that starts at or after `at`; `None` when there is none
+/// before the text's last line.
+fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
+    // A line start at or after `at` (the byte before it is a newline).
+    let line = at + memchr::memmem::find(&text[at - 1..], b"\n 0x")?;
+    let end = line + memchr::memchr(b'\n', &text[line..])? + 1;
+    (end < text.len()).then_some(end)
+}
+
 /// The samples of one piece as they are read: each distinct one with its count sum and
 /// occurrences. Two levels: each distinct text is made compact and looked up once among
-/// the compact texts; its later occurrences find it by their bytes.
+/// the compact texts; its later occurrences find it by the bytes of their block
+/// ([`BlockMemo`]).
 struct TextTally<'a> {
     compact: TalliedTexts,
     /// Indexes into `compact.texts`.
     index: HashTable<usize>,
-    /// Distinct texts read: their bytes, hash and compact text (index into `compact.texts`).
-    raw: Vec<(&'a [u8], u64, usize)>,
-    /// Indexes into `raw`.
-    raw_index: HashTable<usize>,
+    /// Blocks read, their samples indexes into `compact.texts`.
+    memo: BlockMemo<'a>,
     masks: ByteMasks,
 }
 
@@ -271,20 +284,13 @@ impl<'a> TextTally<'a> {
                 arenas: vec![arena],
             },
             index: HashTable::new(),
-            raw: Vec::new(),
-            raw_index: HashTable::new(),
+            memo: BlockMemo::new(),
             masks: ByteMasks::default(),
         }
     }
 
-    /// Adds an occurrence of a sample text.
-    fn add_occurrence(&mut self, text: SampleText<'a>) {
-        let hash = xxhash_rust::xxh3::xxh3_64(text.block);
-        let raw = &self.raw;
-        if let Some(&j) = self.raw_index.find(hash, |&j| raw[j].0 == text.block) {
-            self.bump(self.raw[j].2, text.count, 1);
-            return;
-        }
+    /// Adds an occurrence of a sample text; its index in `compact.texts`.
+    fn add_occurrence(&mut self, text: SampleText<'a>) -> usize {
         // The compact text goes at the end of the last arena, and stays there if it is new.
         let arena = self.compact.arenas.len() - 1;
         let bytes = &mut self.compact.arenas[arena];
@@ -300,11 +306,7 @@ impl<'a> TextTally<'a> {
             count: text.count,
             occurrences: 1,
         };
-        let i = self.add_compact(t, true);
-        let j = self.raw.len();
-        let raw = &self.raw;
-        self.raw_index.insert_unique(hash, j, |&j| raw[j].1);
-        self.raw.push((text.block, hash, i));
+        self.add_compact(t, true)
     }
 
     /// Adds `t`, whose compact text is in place in the arenas; its index. A new text at the
@@ -355,7 +357,7 @@ impl<'a> TextTally<'a> {
 
 enum RawPiece<'a> {
     Mmap(Mmap2Event),
-    Texts(TextTally<'a>),
+    Texts(Box<TextTally<'a>>),
 }
 
 struct ChunkScan<'a> {
@@ -366,12 +368,18 @@ struct ChunkScan<'a> {
 /// Bytes scanned between two progress reports.
 const PROGRESS_STEP: usize = 16 << 20;
 
+/// Scans `text[range]`, giving away the second half of what is left to a hungry thread
+/// of `queue` (the scan then ends there).
 fn scan_chunk<'a>(
-    chunk: &'a [u8],
+    text: &'a [u8],
+    range: Range<usize>,
     name: &str,
     script_type: PerfScriptType,
     progress: &(dyn Fn(u64) + Sync),
+    queue: &ScanQueue,
 ) -> Result<ChunkScan<'a>, PerfScriptError> {
+    let start = range.start;
+    let mut chunk = &text[range];
     let mut units = UnitCursor::new(chunk, name, script_type, 0)?;
     let mut stats = PerfScriptStats::default();
     let mut pieces = Vec::new();
@@ -380,35 +388,94 @@ fn scan_chunk<'a>(
     // line) start small: there may be many.
     let mut texts = TextTally::new(Vec::with_capacity(chunk.len() / 4));
     let mut reported = 0usize;
-    while let Some(unit) = units.next_unit()? {
-        match unit {
-            Unit::Sample(text) => texts.add_occurrence(text),
-            Unit::Skipped { dropped } => stats.dropped_samples += dropped,
-            Unit::Mmap(line) => match parse_mmap_line(line) {
-                Some(m) => {
-                    if !texts.compact.is_empty() {
-                        pieces.push(RawPiece::Texts(std::mem::replace(
-                            &mut texts,
-                            TextTally::new(Vec::new()),
-                        )));
-                    }
-                    pieces.push(RawPiece::Mmap(m));
-                }
-                None => stats.unparsed_mmap_lines += 1,
-            },
+    loop {
+        let pos = units.position();
+        if queue.is_hungry() {
+            let shared = queue.share(start + pos, start + chunk.len(), |middle| {
+                cut_after_branch_line(text, middle)
+            });
+            if let Some(cut) = shared {
+                chunk = &chunk[..cut - start];
+                units.truncate(chunk.len());
+            }
         }
-        let at = units.position();
-        if at - reported >= PROGRESS_STEP {
-            progress((at - reported) as u64);
-            reported = at;
+        let block = texts.memo.probe(chunk, pos);
+        if let Some(block) = block {
+            if let Some(seen) = texts.memo.find(chunk, pos, block) {
+                texts.bump(seen.sample, seen.count, 1);
+                units.skip_block(block.end, seen.lines)?;
+                report(&mut reported, units.position(), progress);
+                continue;
+            }
+        }
+        // Unit by unit through the block (or one unit): remembered when it was blank lines
+        // and one sample ending with it.
+        let lines_before = units.lines();
+        let mut sample = None;
+        let mut plain = true;
+        let mut ended = false;
+        loop {
+            let Some(unit) = units.next_unit()? else {
+                ended = true;
+                break;
+            };
+            match unit {
+                Unit::Sample(text) => sample = Some((texts.add_occurrence(text), text.count)),
+                Unit::Skipped { dropped } => {
+                    stats.dropped_samples += dropped;
+                    plain &= dropped == 0;
+                }
+                Unit::Mmap(line) => {
+                    plain = false;
+                    match parse_mmap_line(line) {
+                        Some(m) => {
+                            if !texts.compact.is_empty() {
+                                pieces.push(RawPiece::Texts(Box::new(std::mem::replace(
+                                    &mut texts,
+                                    TextTally::new(Vec::new()),
+                                ))));
+                            }
+                            pieces.push(RawPiece::Mmap(m));
+                        }
+                        None => stats.unparsed_mmap_lines += 1,
+                    }
+                }
+            }
+            match block {
+                Some(b) if sample.is_none() && units.position() < b.end => {}
+                _ => break,
+            }
+        }
+        if let (Some(b), Some((i, count)), true) = (block, sample, plain) {
+            if units.position() == b.end {
+                let lines = units.lines() - lines_before;
+                let seen = BlockUnits {
+                    sample: i,
+                    count,
+                    lines,
+                };
+                texts.memo.remember(chunk, pos, b, seen);
+            }
+        }
+        report(&mut reported, units.position(), progress);
+        if ended {
+            break;
         }
     }
     progress((chunk.len() - reported) as u64);
     if !texts.compact.is_empty() {
-        pieces.push(RawPiece::Texts(texts));
+        pieces.push(RawPiece::Texts(Box::new(texts)));
     }
     stats.lines = units.lines();
     Ok(ChunkScan { pieces, stats })
+}
+
+/// Calls `progress` with the bytes scanned since `reported` once they are many.
+fn report(reported: &mut usize, at: usize, progress: &(dyn Fn(u64) + Sync)) {
+    if at - *reported >= PROGRESS_STEP {
+        progress((at - *reported) as u64);
+        *reported = at;
+    }
 }
 
 /// Parses the samples `range` of `texts` on up to `threads` threads: the samples that were
@@ -429,22 +496,9 @@ pub fn parse_tallied(
         let mut stats = PerfScriptStats::default();
         let mut samples = Vec::with_capacity(part.len());
         for i in part {
-            let text = texts.text(i);
-            let occurrences = texts.texts[i].occurrences;
-            let parsed = text.parse(script_type, &mut tokens);
-            stats.dropped_samples += parsed.dropped * occurrences;
-            stats.invalid_lbr_records += parsed.invalid_lbr_records * occurrences;
-            let Some(mut sample) = parsed.sample else {
-                continue;
-            };
-            for e in &mut sample.lbr {
-                e.flags = 0;
+            if let Some(t) = parse_tallied_one(texts, i, script_type, &mut tokens, &mut stats) {
+                samples.push(t);
             }
-            sample.count = text.count;
-            samples.push(TalliedSample {
-                sample,
-                occurrences,
-            });
         }
         (samples, stats)
     };
@@ -476,6 +530,32 @@ pub fn parse_tallied(
         add_stats(&mut stats, &part_stats);
     }
     (samples, stats)
+}
+
+/// Parses sample `i` of `texts` ([`parse_tallied`] of one sample, for callers that parse
+/// on threads of their own): `None` when it is dropped; what parsing dropped is added to
+/// `stats` (per occurrence).
+pub fn parse_tallied_one(
+    texts: &TalliedTexts,
+    i: usize,
+    script_type: PerfScriptType,
+    tokens: &mut EntryTokenCache,
+    stats: &mut PerfScriptStats,
+) -> Option<TalliedSample> {
+    let text = texts.text(i);
+    let occurrences = texts.texts[i].occurrences;
+    let parsed = text.parse(script_type, tokens);
+    stats.dropped_samples += parsed.dropped * occurrences;
+    stats.invalid_lbr_records += parsed.invalid_lbr_records * occurrences;
+    let mut sample = parsed.sample?;
+    for e in &mut sample.lbr {
+        e.flags = 0;
+    }
+    sample.count = text.count;
+    Some(TalliedSample {
+        sample,
+        occurrences,
+    })
 }
 
 /// Fewest texts worth a parsing thread of their own.

@@ -38,7 +38,7 @@ impl ScriptText {
             // SAFETY: the map is only read, and dropped with `self`. A file truncated by
             // another process while mapped would fault; perf script outputs are written
             // once and then read.
-            let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(io)?;
+            let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(io)?;
             #[cfg(unix)]
             let _ = map.advise(memmap2::Advice::Sequential);
             return Ok(ScriptText {

@@ -177,6 +177,25 @@ impl<'a> UnitCursor<'a> {
         }
     }
 
+    /// Ends the text at `len`, a line start after the current line (the rest is read by
+    /// another cursor).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        assert!(
+            self.next <= len && len <= self.text.len(),
+            "cut inside the current line"
+        );
+        self.text = &self.text[..len];
+    }
+
+    /// Moves past a block of `lines` lines ending at `end` (one past its last newline),
+    /// which the units from the current position would have read.
+    pub(crate) fn skip_block(&mut self, end: usize, lines: u64) -> Result<(), PerfScriptError> {
+        debug_assert!(lines > 0 && end > self.line_start && end <= self.text.len());
+        self.next = end;
+        self.line_no += lines - 1;
+        self.advance()
+    }
+
     fn advance(&mut self) -> Result<(), PerfScriptError> {
         if self.next >= self.text.len() {
             self.eof = true;

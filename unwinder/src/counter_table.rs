@@ -1,0 +1,137 @@
+//! [`CounterTable`]: counters as the unwinder adds them, before they become a
+//! [`CounterSet`].
+//!
+//! Unwinding adds a range and a branch counter per LBR entry, hundreds of thousands for a
+//! large input, to few distinct counters. Adding into a context's ordered maps costs a
+//! tree search each; here every context is interned once per frame and each counter is
+//! one hash-table update keyed by (context, start, end). [`CounterTable::into_counter_set`]
+//! builds the ordered maps once, from sorted counters.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::fx_hash::FxBuildHasher;
+use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
+
+/// Index of an interned context in its [`CounterTable`].
+pub type ContextId = u32;
+
+/// Range and branch counters keyed by interned context.
+#[derive(Clone, Debug, Default)]
+pub struct CounterTable {
+    kind: CounterKind,
+    ids: HashMap<ContextKey, ContextId, FxBuildHasher>,
+    keys: Vec<ContextKey>,
+    ranges: HashMap<(ContextId, u64, u64), u64, FxBuildHasher>,
+    branches: HashMap<(ContextId, u64, u64), u64, FxBuildHasher>,
+}
+
+impl CounterTable {
+    /// An empty table of `kind`.
+    pub fn new(kind: CounterKind) -> CounterTable {
+        CounterTable {
+            kind,
+            ..CounterTable::default()
+        }
+    }
+
+    /// True when no context is interned.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The id of `key`, interned when new.
+    pub fn context(&mut self, key: &[u64]) -> ContextId {
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let id = self.keys.len() as ContextId;
+        self.keys.push(key.to_vec());
+        self.ids.insert(key.to_vec(), id);
+        id
+    }
+
+    /// Adds `n` to the range `[start, end]` of `context` (counts wrap like llvm-profgen's
+    /// `uint64_t`).
+    #[inline]
+    pub fn add_range(&mut self, context: ContextId, start: u64, end: u64, n: u64) {
+        let c = self.ranges.entry((context, start, end)).or_default();
+        *c = c.wrapping_add(n);
+    }
+
+    /// Adds `n` to the branch `source → target` of `context`.
+    #[inline]
+    pub fn add_branch(&mut self, context: ContextId, source: u64, target: u64, n: u64) {
+        let c = self.branches.entry((context, source, target)).or_default();
+        *c = c.wrapping_add(n);
+    }
+
+    /// Adds every counter of `other`.
+    pub fn merge(&mut self, other: CounterTable) {
+        let ids: Vec<ContextId> = other.keys.iter().map(|k| self.context(k)).collect();
+        for ((c, s, e), n) in other.ranges {
+            self.add_range(ids[c as usize], s, e, n);
+        }
+        for ((c, s, t), n) in other.branches {
+            self.add_branch(ids[c as usize], s, t, n);
+        }
+    }
+
+    /// The counters as a [`CounterSet`]: every interned context with its counters.
+    pub fn into_counter_set(self) -> CounterSet {
+        let mut ranges: Vec<Vec<((u64, u64), u64)>> = vec![Vec::new(); self.keys.len()];
+        for ((c, s, e), n) in self.ranges {
+            ranges[c as usize].push(((s, e), n));
+        }
+        let mut branches: Vec<Vec<((u64, u64), u64)>> = vec![Vec::new(); self.keys.len()];
+        for ((c, s, t), n) in self.branches {
+            branches[c as usize].push(((s, t), n));
+        }
+        let ordered = |mut v: Vec<((u64, u64), u64)>| -> BTreeMap<(u64, u64), u64> {
+            v.sort_unstable_by_key(|&(k, _)| k);
+            v.into_iter().collect()
+        };
+        let mut set = CounterSet::new(self.kind);
+        set.contexts.reserve(self.keys.len());
+        for ((key, r), b) in self.keys.into_iter().zip(ranges).zip(branches) {
+            set.contexts.insert(
+                key,
+                ContextCounters {
+                    ranges: ordered(r),
+                    branches: ordered(b),
+                },
+            );
+        }
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_sum_per_context_and_merge() {
+        let mut a = CounterTable::new(CounterKind::ProbeContext);
+        let main = a.context(&[0x10]);
+        let leaf = a.context(&[0x10, 0x20]);
+        assert_eq!(a.context(&[0x10]), main);
+        a.add_range(main, 1, 2, 3);
+        a.add_range(main, 1, 2, 4);
+        a.add_branch(leaf, 5, 6, u64::MAX);
+        let mut b = CounterTable::new(CounterKind::ProbeContext);
+        let leaf_b = b.context(&[0x10, 0x20]);
+        b.add_branch(leaf_b, 5, 6, 2);
+        b.add_range(leaf_b, 0, 9, 1);
+        a.merge(b);
+        let set = a.into_counter_set();
+        assert_eq!(set.kind, CounterKind::ProbeContext);
+        assert_eq!(set.contexts.len(), 2);
+        let m = &set.contexts[&vec![0x10]];
+        assert_eq!(m.ranges.iter().collect::<Vec<_>>(), [(&(1, 2), &7)]);
+        assert!(m.branches.is_empty());
+        let l = &set.contexts[&vec![0x10, 0x20]];
+        // u64::MAX + 2 wraps to 1.
+        assert_eq!(l.branches.iter().collect::<Vec<_>>(), [(&(5, 6), &1)]);
+        assert_eq!(l.ranges.iter().collect::<Vec<_>>(), [(&(0, 9), &1)]);
+    }
+}

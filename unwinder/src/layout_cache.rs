@@ -1,0 +1,151 @@
+//! [`LayoutCache`]: the [`CodeLayout`] answers the unwinder asks again and again.
+//!
+//! Every LBR entry of every sample asks whether its source is a call or a return and
+//! whether the range before it is a valid fall-through, each a search in the binary's
+//! instruction tables; a program takes few distinct branches, so the same questions come
+//! back in sample after sample. Direct-mapped tables keyed by the address (or the range)
+//! keep the last answer per slot: a hit is a compare, a miss asks the layout.
+
+use crate::CodeLayout;
+
+/// log2 of the slots of each table.
+const SLOT_BITS: u32 = 12;
+
+/// Sentinel for an empty slot (no instruction lives at the top of the address space).
+const EMPTY: u64 = u64::MAX;
+
+#[derive(Clone, Copy)]
+struct Branch {
+    source: u64,
+    call: bool,
+    ret: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Range {
+    start: u64,
+    end: u64,
+    valid: bool,
+}
+
+/// A [`CodeLayout`] with its answers about branch sources and ranges cached.
+pub struct LayoutCache<'a> {
+    layout: &'a dyn CodeLayout,
+    branches: Box<[Branch]>,
+    ranges: Box<[Range]>,
+}
+
+#[inline]
+fn slot(a: u64, b: u64) -> usize {
+    let h = (a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> (64 - SLOT_BITS)) as usize
+}
+
+impl<'a> LayoutCache<'a> {
+    /// An empty cache over `layout`.
+    pub fn new(layout: &'a dyn CodeLayout) -> LayoutCache<'a> {
+        LayoutCache {
+            layout,
+            branches: vec![
+                Branch {
+                    source: EMPTY,
+                    call: false,
+                    ret: false,
+                };
+                1 << SLOT_BITS
+            ]
+            .into_boxed_slice(),
+            ranges: vec![
+                Range {
+                    start: EMPTY,
+                    end: EMPTY,
+                    valid: false,
+                };
+                1 << SLOT_BITS
+            ]
+            .into_boxed_slice(),
+        }
+    }
+
+    /// The layout itself, for the questions not cached.
+    pub fn layout(&self) -> &'a dyn CodeLayout {
+        self.layout
+    }
+
+    #[inline]
+    fn branch(&mut self, source: u64) -> Branch {
+        let s = &mut self.branches[slot(source, 0)];
+        if s.source != source || source == EMPTY {
+            *s = Branch {
+                source,
+                call: self.layout.is_call(source),
+                ret: self.layout.is_return(source),
+            };
+        }
+        *s
+    }
+
+    /// [`CodeLayout::is_call`].
+    #[inline]
+    pub fn is_call(&mut self, addr: u64) -> bool {
+        self.branch(addr).call
+    }
+
+    /// [`CodeLayout::is_return`].
+    #[inline]
+    pub fn is_return(&mut self, addr: u64) -> bool {
+        self.branch(addr).ret
+    }
+
+    /// [`CodeLayout::is_valid_fall_through_range`].
+    #[inline]
+    pub fn is_valid_fall_through_range(&mut self, start: u64, end: u64) -> bool {
+        let s = &mut self.ranges[slot(start, end)];
+        if s.start != start || s.end != end || start == EMPTY {
+            *s = Range {
+                start,
+                end,
+                valid: self.layout.is_valid_fall_through_range(start, end),
+            };
+        }
+        s.valid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{FakeLayout, Inst};
+
+    #[test]
+    fn answers_equal_the_layout_on_hits_and_collisions() {
+        use Inst::*;
+        let layout = FakeLayout::new(
+            &[
+                (0x10, Other),
+                (0x12, Call),
+                (0x17, CondBranch),
+                (0x19, Jump),
+                (0x1b, Other),
+                (0x1c, Return),
+            ],
+            &[0x10],
+        );
+        let mut cache = LayoutCache::new(&layout);
+        // Twice over many addresses, so that slots are hit, reused and overwritten.
+        for _ in 0..2 {
+            for a in (0..0x20u64).chain((0..20_000).map(|k| 0x1000 + 7 * k)) {
+                assert_eq!(cache.is_call(a), layout.is_call(a), "{a:#x}");
+                assert_eq!(cache.is_return(a), layout.is_return(a), "{a:#x}");
+                for b in [a, a + 3, a + 9, 0x1b, EMPTY] {
+                    assert_eq!(
+                        cache.is_valid_fall_through_range(a, b),
+                        layout.is_valid_fall_through_range(a, b),
+                        "{a:#x} {b:#x}"
+                    );
+                }
+            }
+        }
+        assert!(!cache.is_call(EMPTY) && !cache.is_return(EMPTY));
+    }
+}
