@@ -1064,6 +1064,59 @@ mod tests {
     }
 
     #[test]
+    fn feeding_in_parallel_counts_like_one_by_one_with_the_threads_states() {
+        let l = layout(true);
+        let samples: Vec<Sample> = loop_samples(MIN_SAMPLES_PER_THREAD as u64 * 3)
+            .into_iter()
+            .map(|e| match e {
+                PerfEvent::Sample(s) => s,
+                _ => unreachable!(),
+            })
+            .collect();
+        // Sample k stands for k occurrences; every seventh is "dropped by the reader".
+        let occurrences = |i: usize| (i % 7 != 3).then_some(i as u64 + 1);
+        let feed = |threads: usize, parallel: bool| {
+            let options = UnwindOptions {
+                unwind_threads: threads,
+                ..UnwindOptions::default()
+            };
+            let mut agg = Aggregator::new(&l, load(), PerfContent::LbrStack, options).unwrap();
+            let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
+                unreachable!()
+            };
+            agg.feed_mmap(&m).unwrap();
+            let mut read_per_thread = Vec::new();
+            if parallel {
+                let states = agg
+                    .feed_parallel(samples.len(), |i, read: &mut usize, out| {
+                        *read += 1;
+                        *out = samples[i].clone();
+                        occurrences(i)
+                    })
+                    .unwrap();
+                read_per_thread = states;
+            } else {
+                for (i, s) in samples.iter().enumerate() {
+                    if let Some(n) = occurrences(i) {
+                        agg.feed_sample_repeated(s, n).unwrap();
+                    }
+                }
+            }
+            (agg.finish(), read_per_thread)
+        };
+        let (one_by_one, _) = feed(1, false);
+        for threads in [1, 2, 3] {
+            let (parallel, read) = feed(threads, true);
+            assert_eq!(parallel, one_by_one, "{threads} threads");
+            assert_eq!(read.len(), threads);
+            assert_eq!(read.iter().sum::<usize>(), samples.len());
+        }
+        let n = samples.len() as u64;
+        let dropped: u64 = (0..n).filter(|i| i % 7 == 3).map(|i| i + 1).sum();
+        assert_eq!(one_by_one.1.samples_seen, n * (n + 1) / 2 - dropped);
+    }
+
+    #[test]
     fn invalid_range_checks() {
         // Functions main [0x1000, 0x100c), foo [0x1010, 0x1019); 0x100c..0x1010 is padding.
         let l = layout(false).with_function_ranges(&[(0x1000, 0x100c), (0x1010, 0x1019)]);

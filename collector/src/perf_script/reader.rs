@@ -587,35 +587,51 @@ impl EntryTokenCache {
         let Some(rest) = line.get(start..start + TOKEN_SLOT_BYTES + 1) else {
             return fast_lbr_entry(line, start);
         };
-        let len = match memchr::memchr(b' ', rest) {
-            Some(len) if len > 0 => len,
-            _ => return fast_lbr_entry(line, start),
-        };
-        let (full, tail) = (len / 8, len % 8);
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&rest[i * 8..i * 8 + 8]);
-            let w = u64::from_le_bytes(w);
-            if i == full {
-                w & ((1u64 << (tail * 8)) - 1)
-            } else {
-                w
+        // The token's words, read once: the first space ends the token (found in the
+        // words themselves, eight bytes at a time), the bytes from it on are zeroed.
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const SPACES: u64 = ONES * b' ' as u64;
+        let mut words = [0u64; TOKEN_SLOT_WORDS];
+        let mut len = None;
+        for (i, w) in words.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&rest[i * 8..i * 8 + 8]);
+            let x = u64::from_le_bytes(b);
+            let y = x ^ SPACES;
+            // Zero bytes of `y` (spaces of `x`): the lowest flagged one is exact.
+            let space = y.wrapping_sub(ONES) & !y & (ONES * 0x80);
+            if space != 0 {
+                let k = (space.trailing_zeros() / 8) as usize;
+                *w = if k == 0 {
+                    0
+                } else {
+                    x & (!0u64 >> (64 - 8 * k))
+                };
+                len = Some(i * 8 + k);
+                break;
             }
+            *w = x;
+        }
+        let len = match len {
+            Some(len) => len,
+            None if rest[TOKEN_SLOT_BYTES] == b' ' => TOKEN_SLOT_BYTES,
+            None => return fast_lbr_entry(line, start),
         };
-        let words = full + usize::from(tail != 0);
+        if len == 0 {
+            return fast_lbr_entry(line, start);
+        }
+        let used = len.div_ceil(8);
         let mut h = len as u64;
-        for i in 0..words {
-            h = (h.rotate_left(5) ^ word(i)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for &w in &words[..used] {
+            h = (h.rotate_left(5) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
         let slot = &mut self.slots[(h >> (64 - TOKEN_SLOT_BITS)) as usize];
-        if usize::from(slot.len) == len && (0..words).all(|i| word(i) == slot.words[i]) {
+        if usize::from(slot.len) == len && slot.words[..used] == words[..used] {
             return Some((slot.entry, start + len));
         }
         let (entry, end) = fast_lbr_entry(line, start)?;
         if end == start + len {
-            for i in 0..TOKEN_SLOT_WORDS {
-                slot.words[i] = if i < words { word(i) } else { 0 };
-            }
+            slot.words = words;
             slot.len = len as u8;
             slot.entry = entry;
         }

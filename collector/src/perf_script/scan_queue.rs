@@ -69,6 +69,11 @@ impl ScanQueue {
         Member(self)
     }
 
+    /// Makes scanning threads give away work as if a thread were waiting for some.
+    pub(crate) fn ask_for_work(&self) {
+        self.hungry.store(true, Ordering::Relaxed);
+    }
+
     /// True when a thread waits for work (a cheap check for scanning threads).
     pub(crate) fn is_hungry(&self) -> bool {
         self.hungry.load(Ordering::Relaxed)

@@ -152,11 +152,23 @@ impl ScriptTally {
 
 /// Reads `text` (named `name` in errors) on up to `threads` threads. `progress` is called
 /// from the scanning threads with a number of bytes scanned since its last call.
-pub fn tally_samples<'a>(
+pub fn tally_samples(
+    text: &[u8],
+    name: &str,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ScriptTally, PerfScriptError> {
+    tally_shared(text, name, threads, progress, false)
+}
+
+/// [`tally_samples`]; `share_at_once`: the first scanning thread to check gives away half
+/// of its range at once, as if another were hungry (tests of sharing).
+fn tally_shared<'a>(
     text: &'a [u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
+    share_at_once: bool,
 ) -> Result<ScriptTally, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let threads = threads.max(1);
@@ -165,6 +177,9 @@ pub fn tally_samples<'a>(
         bounds.windows(2).rev().map(|w| w[0]..w[1]).collect(),
         threads,
     );
+    if share_at_once {
+        queue.ask_for_work();
+    }
     type Scanned<'a> = (usize, Result<ChunkScan<'a>, PerfScriptError>);
     let scanned: Mutex<Vec<Scanned<'_>>> = Mutex::new(Vec::new());
     let work = || {
@@ -687,6 +702,31 @@ mod tests {
         // b: 7 occurrences with count 1 and 7 with count 4 before the second mmap.
         assert_eq!((first[1].sample.count, first[1].occurrences), (35, 14));
         assert_eq!(first[1].sample.lbr[1].flags, 0, "M/-/-/5 cleared");
+    }
+
+    #[test]
+    fn ranges_given_away_while_scanning_read_the_same() {
+        // Over 4 MiB, so that half of a range is worth giving away.
+        let one = script();
+        let text = one.repeat((5 << 20) / one.len() + 1);
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        for threads in [1, 2] {
+            let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true).unwrap();
+            let (pieces, stats) = tally.parse_all(threads);
+            assert_eq!(folded(pieces), expected, "{threads} threads");
+            assert_eq!(stats, expected_stats, "{threads} threads");
+        }
+        // An error after a cut names its line in the whole input.
+        let mut bad = text.clone();
+        bad += "\t 60\n\t 70\n";
+        let err = tally_shared(bad.as_bytes(), "in", 1, &|_| {}, true).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "in:{}: Hybrid perf sample is corrupted, No LBR sample line",
+                text.lines().count() + 1
+            )
+        );
     }
 
     #[test]
