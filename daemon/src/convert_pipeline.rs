@@ -189,12 +189,17 @@ fn unwind_tally(
         match piece {
             ScriptPiece::Mmap(m) => agg.feed_mmap(m)?,
             ScriptPiece::Texts(texts) => {
-                type State = (EntryTokenCache, PerfScriptStats);
-                agg.feed_parallel(texts.len(), |i, (tokens, stats): &mut State, out| {
-                    let t = parse_tallied_one(texts, i, script_type, tokens, stats)?;
-                    *out = t.sample;
-                    Some(t.occurrences)
-                })?;
+                // In batches: the threads hold their prepared samples until the batch is
+                // aggregated.
+                for start in (0..texts.len()).step_by(FEED_BATCH) {
+                    let len = FEED_BATCH.min(texts.len() - start);
+                    type State = (EntryTokenCache, PerfScriptStats);
+                    agg.feed_parallel(len, |i, (tokens, stats): &mut State, out| {
+                        let t = parse_tallied_one(texts, start + i, script_type, tokens, stats)?;
+                        *out = t.sample;
+                        Some(t.occurrences)
+                    })?;
+                }
             }
         }
     }
@@ -233,6 +238,9 @@ struct EventBatches<E> {
     rx: crossbeam_channel::Receiver<Result<Vec<PerfEvent>, E>>,
     current: std::vec::IntoIter<PerfEvent>,
 }
+
+/// Distinct sample texts parsed, prepared and aggregated at a time.
+const FEED_BATCH: usize = 1 << 16;
 
 /// Most threads `convert` reads, parses and unwinds on.
 const MAX_THREADS: usize = 8;
