@@ -109,8 +109,9 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         progress.finish();
         // The tally holds what it needs of the text (compact copies of the distinct samples).
         // Unmapping hundreds of megabytes takes a while: on a thread of its own, while the
-        // samples are unwound (the process may exit before it is done).
-        std::thread::spawn(move || drop(text));
+        // samples are unwound (the process may exit before it is done); here when no
+        // thread can be started (the closure and the text are dropped on the error).
+        let _ = std::thread::Builder::new().spawn(move || drop(text));
         unwind_tally(&tally, binary, &load, &options)
             .with_context(|| format!("unwinding samples of {}", path.display()))?
     } else if let Some(path) = &args.perfdata {

@@ -357,28 +357,16 @@ impl<'a> Aggregator<'a> {
             let (samples, next) = (&samples, &next);
             let counted: Vec<(CounterTable, UnwindStats)> = on_threads((0..threads).map(|_| {
                 move || {
-                    let mut table = CounterTable::new(kind);
-                    let mut ranges = RangeTally::default();
-                    let mut stats = UnwindStats::default();
+                    let mut counter = PartCounter::new(layout, kind, shape);
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         if k >= parts {
                             break;
                         }
-                        let part =
-                            &samples[k * UNWIND_PART..samples.len().min((k + 1) * UNWIND_PART)];
-                        count_part_into(
-                            layout,
-                            kind,
-                            shape,
-                            part,
-                            &mut table,
-                            &mut ranges,
-                            &mut stats,
-                        );
+                        let end = samples.len().min((k + 1) * UNWIND_PART);
+                        counter.add(&samples[k * UNWIND_PART..end]);
                     }
-                    ranges.check(layout, &mut stats);
-                    (table, stats)
+                    counter.finish()
                 }
             }));
             let mut total = CounterTable::new(kind);
@@ -558,35 +546,60 @@ fn count_part(
     samples: &[(&PerfSample, u64)],
     stats: &mut UnwindStats,
 ) -> CounterTable {
-    let mut table = CounterTable::new(kind);
-    let mut ranges = RangeTally::default();
-    count_part_into(layout, kind, shape, samples, &mut table, &mut ranges, stats);
-    ranges.check(layout, stats);
+    let mut counter = PartCounter::new(layout, kind, shape);
+    counter.add(samples);
+    let (table, part_stats) = counter.finish();
+    stats.merge(&part_stats);
     table
 }
 
-/// [`count_part`] adding to `table`, with the ranges to check added to `ranges`.
-fn count_part_into(
-    layout: &dyn CodeLayout,
+/// One thread's counting of parts of the aggregated samples: its counters, its ranges to
+/// check, and its unwinder (whose layout cache stays warm from part to part).
+struct PartCounter<'a> {
+    layout: &'a dyn CodeLayout,
     kind: CounterKind,
-    shape: KeyShape,
-    samples: &[(&PerfSample, u64)],
-    table: &mut CounterTable,
-    ranges: &mut RangeTally,
-    stats: &mut UnwindStats,
-) {
-    ranges.add(samples);
-    if kind == CounterKind::Flat {
-        // The one flat context exists even when nothing is counted in it.
-        let flat = table.context(&[]);
-        for &(sample, count) in samples {
-            count_lbr_sample(sample, count, layout, table, flat);
+    table: CounterTable,
+    ranges: RangeTally,
+    unwinder: VirtualUnwinder<'a>,
+    stats: UnwindStats,
+}
+
+impl<'a> PartCounter<'a> {
+    fn new(layout: &'a dyn CodeLayout, kind: CounterKind, shape: KeyShape) -> PartCounter<'a> {
+        let mut table = CounterTable::new(kind);
+        if kind == CounterKind::Flat {
+            // The one flat context exists even when nothing is counted in it.
+            table.context(&[]);
         }
-    } else {
-        let mut unwinder = VirtualUnwinder::new(layout, shape);
-        for &(sample, count) in samples {
-            unwinder.unwind(sample, count, table, stats);
+        PartCounter {
+            layout,
+            kind,
+            table,
+            ranges: RangeTally::default(),
+            unwinder: VirtualUnwinder::new(layout, shape),
+            stats: UnwindStats::default(),
         }
+    }
+
+    fn add(&mut self, samples: &[(&PerfSample, u64)]) {
+        self.ranges.add(samples);
+        if self.kind == CounterKind::Flat {
+            let flat = self.table.context(&[]);
+            for &(sample, count) in samples {
+                count_lbr_sample(sample, count, self.layout, &mut self.table, flat);
+            }
+        } else {
+            for &(sample, count) in samples {
+                self.unwinder
+                    .unwind(sample, count, &mut self.table, &mut self.stats);
+            }
+        }
+    }
+
+    /// The counters, and the statistics with the range checks.
+    fn finish(mut self) -> (CounterTable, UnwindStats) {
+        self.ranges.check(self.layout, &mut self.stats);
+        (self.table, self.stats)
     }
 }
 

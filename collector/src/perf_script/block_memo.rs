@@ -81,17 +81,39 @@ impl<'a> BlockMemo<'a> {
         }
         let rest = &text[pos..];
         let lbr = if rest.starts_with(b" 0x") {
-            0
+            Some(0)
         } else {
-            self.finder.find(&rest[..rest.len().min(MAX_SEARCH)])? + 1
+            self.finder
+                .find(&rest[..rest.len().min(MAX_SEARCH)])
+                .map(|n| n + 1)
         };
-        let line = &rest[lbr..];
-        let newline = memchr::memchr(b'\n', &line[..line.len().min(MAX_SEARCH)])?;
-        let end = pos + lbr + newline + 1;
+        let newline = lbr.and_then(|lbr| {
+            let line = &rest[lbr..];
+            memchr::memchr(b'\n', &line[..line.len().min(MAX_SEARCH)]).map(|n| lbr + n)
+        });
+        let Some(newline) = newline else {
+            // No block within reach counts as a probe that found nothing: text without
+            // blocks (an LBR-only script whose lines start with an IP) switches probing off.
+            self.count(false);
+            return None;
+        };
+        let end = pos + newline + 1;
         Some(Block {
             end,
             hash: xxhash_rust::xxh3::xxh3_64(&text[pos..end]),
         })
+    }
+
+    /// Counts a probe, and decides at the end of a window whether probing pays.
+    fn count(&mut self, hit: bool) {
+        self.tries += 1;
+        self.hits += u32::from(hit);
+        if self.tries == if self.on { WINDOW } else { WINDOW / SPARSE } {
+            // On while at least one probe in eight finds its block.
+            self.on = self.hits * 8 >= self.tries;
+            self.tries = 0;
+            self.hits = 0;
+        }
     }
 
     /// What the block `text[pos..block.end]` gave when it was read before.
@@ -102,14 +124,7 @@ impl<'a> BlockMemo<'a> {
             .index
             .find(block.hash, |&i| blocks[i].0 == bytes)
             .map(|&i| blocks[i].2);
-        self.tries += 1;
-        self.hits += u32::from(found.is_some());
-        if self.tries == if self.on { WINDOW } else { WINDOW / SPARSE } {
-            // On while at least one probe in eight finds its block.
-            self.on = self.hits * 8 >= self.tries;
-            self.tries = 0;
-            self.hits = 0;
-        }
+        self.count(found.is_some());
         found
     }
 
@@ -165,5 +180,12 @@ mod tests {
             .filter(|_| memo.probe(text, 0).is_some())
             .count();
         assert_eq!(probed, 2);
+        // Text with no block anywhere switches probing off too.
+        let mut memo = BlockMemo::new();
+        let lines = b"40062f 0x1/0x2\n".repeat(10);
+        for _ in 0..WINDOW {
+            assert_eq!(memo.probe(&lines, 0), None);
+        }
+        assert!(!memo.on);
     }
 }

@@ -30,13 +30,13 @@ struct State {
 }
 
 impl ScanQueue {
-    /// A queue holding `ranges` for `threads` threads (each calls [`ScanQueue::join`]).
-    pub(crate) fn new(ranges: Vec<Range<usize>>, threads: usize) -> ScanQueue {
+    /// A queue holding `ranges` for the threads that [`ScanQueue::join`] it.
+    pub(crate) fn new(ranges: Vec<Range<usize>>) -> ScanQueue {
         ScanQueue {
             state: Mutex::new(State {
                 ranges,
                 idle: 0,
-                active: threads,
+                active: 0,
             }),
             wake: Condvar::new(),
             hungry: AtomicBool::new(false),
@@ -63,9 +63,14 @@ impl ScanQueue {
         }
     }
 
-    /// Marks the calling thread as taking part until the guard drops: a thread that
-    /// unwinds from a panic leaves, so that the others do not wait for its ranges.
+    /// Makes the calling thread take part until the guard drops: a thread that unwinds
+    /// from a panic leaves, so that the others do not wait for it to share. Threads join
+    /// as they start (a thread that could not be started is not waited for); every range
+    /// is queued before any thread starts, so one that finds the queue empty with no one
+    /// scanning may end although others have not joined yet.
     pub(crate) fn join(&self) -> Member<'_> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.active += 1;
         Member(self)
     }
 
@@ -120,11 +125,12 @@ mod tests {
     #[test]
     fn shared_halves_go_to_hungry_threads_and_every_byte_is_scanned_once() {
         let len = 64 << 20;
-        let queue = ScanQueue::new(vec![0..len / 8, len / 8..len], 2);
+        let queue = ScanQueue::new(vec![0..len / 8, len / 8..len]);
         let scanned: Mutex<Vec<Range<usize>>> = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             for _ in 0..2 {
                 scope.spawn(|| {
+                    let _member = queue.join();
                     while let Some(range) = queue.take() {
                         let mut end = range.end;
                         let mut pos = range.start;
@@ -155,21 +161,22 @@ mod tests {
 
     #[test]
     fn a_panicking_thread_leaves_and_the_others_end() {
-        let queue = ScanQueue::new(vec![], 2);
+        let queue = ScanQueue::new(vec![]);
         std::thread::scope(|scope| {
+            let _member = queue.join();
             let failing = scope.spawn(|| {
                 let _member = queue.join();
                 panic!("scan failed");
             });
             assert!(failing.join().is_err());
-            let _member = queue.join();
             assert_eq!(queue.take(), None);
         });
     }
 
     #[test]
     fn small_remainders_are_kept() {
-        let queue = ScanQueue::new(vec![], 1);
+        let queue = ScanQueue::new(vec![]);
+        let _member = queue.join();
         assert_eq!(queue.share(0, MIN_SHARED - 1, Some), None);
         assert_eq!(queue.share(0, MIN_SHARED, |_| None), None);
         assert_eq!(queue.share(0, MIN_SHARED, Some), Some(MIN_SHARED / 2));

@@ -173,10 +173,7 @@ fn tally_shared<'a>(
     let script_type = detect_type(text, name)?;
     let threads = threads.max(1);
     let bounds = chunk_bounds(text, threads);
-    let queue = ScanQueue::new(
-        bounds.windows(2).rev().map(|w| w[0]..w[1]).collect(),
-        threads,
-    );
+    let queue = ScanQueue::new(bounds.windows(2).rev().map(|w| w[0]..w[1]).collect());
     if share_at_once {
         queue.ask_for_work();
     }
@@ -403,15 +400,22 @@ fn scan_chunk<'a>(
     // line) start small: there may be many.
     let mut texts = TextTally::new(Vec::with_capacity(chunk.len() / 4));
     let mut reported = 0usize;
+    let mut may_share = true;
     loop {
         let pos = units.position();
-        if queue.is_hungry() {
-            let shared = queue.share(start + pos, start + chunk.len(), |middle| {
-                cut_after_branch_line(text, middle)
-            });
-            if let Some(cut) = shared {
-                chunk = &chunk[..cut - start];
-                units.truncate(chunk.len());
+        if may_share && queue.is_hungry() {
+            let end = start + chunk.len();
+            match queue.share(start + pos, end, |middle| {
+                cut_after_branch_line(&text[..end], middle)
+            }) {
+                Some(cut) => {
+                    chunk = &chunk[..cut - start];
+                    units.truncate(chunk.len());
+                }
+                // What is left only shrinks, and a later middle only moves on: a range
+                // with no cut now (no branch-stack line in its second half, as in an
+                // LBR-only script whose lines start with an IP) never has one.
+                None => may_share = false,
             }
         }
         let block = texts.memo.probe(chunk, pos);
@@ -727,6 +731,22 @@ mod tests {
                 text.lines().count() + 1
             )
         );
+    }
+
+    #[test]
+    fn a_range_with_no_cut_is_scanned_whole() {
+        // LBR-only lines starting with an IP: no line starts with " 0x", so there is no
+        // place to cut, however hungry the other threads are.
+        let line = "40062f 0x4005c8/0x4005dc/P/-/-/0   0x40062f/0x4005b0/P/-/-/0\n";
+        let text = line.repeat((5 << 20) / line.len() + 1);
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        for threads in [1, 2] {
+            let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true).unwrap();
+            assert_eq!(tally.script_type, PerfScriptType::LbrOnly);
+            let (pieces, stats) = tally.parse_all(threads);
+            assert_eq!(folded(pieces), expected, "{threads} threads");
+            assert_eq!(stats, expected_stats, "{threads} threads");
+        }
     }
 
     #[test]
