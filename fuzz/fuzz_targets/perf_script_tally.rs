@@ -57,7 +57,7 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => assert_eq!(Some(e.to_string()), error, "{threads} threads"),
             Ok(t) => {
                 assert_eq!(error, None, "{threads} threads");
-                let (pieces, stats) = t.parse_all(threads);
+                let (pieces, stats) = t.parse_all();
                 assert_eq!(&stats, reader.stats(), "{threads} threads");
                 let mut got: Folded = Vec::new();
                 for piece in &pieces {

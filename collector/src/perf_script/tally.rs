@@ -7,8 +7,8 @@
 //! nearly every text distinct, but llvm-profgen ignores every LBR field but `FROM` and
 //! `TO`. So each sample text is hashed and counted by its bytes; each distinct text is then
 //! cut down to what the reader reads ([`super::compact`]) and counted by that, and only
-//! the first occurrence of each compact text is parsed ([`parse_tallied`], in batches, on
-//! threads). The sample then stands for all of them (`Sample::count` = the sum of their
+//! the first occurrence of each compact text is parsed ([`parse_tallied_one`], on the
+//! caller's threads). The sample then stands for all of them (`Sample::count` = the sum of their
 //! counts, plus how many occurrences, for per-sample statistics); its LBR entries come
 //! without flags. MMAP lines split the input into pieces: the samples after an MMAP event
 //! are read with the binary where that event put it, so samples are only aggregated within
@@ -40,7 +40,7 @@ pub enum ScriptPiece {
     /// The event of an MMAP line.
     Mmap(Mmap2Event),
     /// The samples between two MMAP events, each distinct one once, in order of first
-    /// appearance (parse them with [`parse_tallied`]).
+    /// appearance (parse them with [`parse_tallied_one`]).
     Texts(TalliedTexts),
 }
 
@@ -108,7 +108,7 @@ pub struct ScriptTally {
     pub script_type: PerfScriptType,
     /// The input, in order.
     pub pieces: Vec<ScriptPiece>,
-    /// What reading skipped so far; [`parse_tallied`] adds what parsing drops (together
+    /// What reading skipped so far; [`parse_tallied_one`] adds what parsing drops (together
     /// they are what [`super::PerfScriptReader::stats`] says).
     pub stats: PerfScriptStats,
     /// Sample texts read (occurrences).
@@ -127,21 +127,23 @@ pub enum ParsedPiece {
 }
 
 impl ScriptTally {
-    /// Parses every piece at once (tests and small inputs; `convert` parses and
-    /// unwinds in batches so that the samples of a large input are never all in memory).
-    /// The statistics include what parsing dropped.
-    pub fn parse_all(&self, threads: usize) -> (Vec<ParsedPiece>, PerfScriptStats) {
+    /// Parses every piece at once, on the calling thread (tests; `convert` parses,
+    /// prepares and aggregates on every core, in batches, so that the samples of a large
+    /// input are never all in memory). The statistics include what parsing dropped.
+    pub fn parse_all(&self) -> (Vec<ParsedPiece>, PerfScriptStats) {
         let mut stats = self.stats;
+        let mut tokens = EntryTokenCache::new();
         let pieces = self
             .pieces
             .iter()
             .filter_map(|piece| match piece {
                 ScriptPiece::Mmap(m) => Some(ParsedPiece::Mmap(m.clone())),
                 ScriptPiece::Texts(texts) => {
-                    let (samples, parsed) =
-                        parse_tallied(texts, 0..texts.len(), self.script_type, threads);
-                    stats.dropped_samples += parsed.dropped_samples;
-                    stats.invalid_lbr_records += parsed.invalid_lbr_records;
+                    let samples: Vec<TalliedSample> = (0..texts.len())
+                        .filter_map(|i| {
+                            parse_tallied_one(texts, i, self.script_type, &mut tokens, &mut stats)
+                        })
+                        .collect();
                     (!samples.is_empty()).then_some(ParsedPiece::Samples(samples))
                 }
             })
@@ -497,63 +499,10 @@ fn report(reported: &mut usize, at: usize, progress: &(dyn Fn(u64) + Sync)) {
     }
 }
 
-/// Parses the samples `range` of `texts` on up to `threads` threads: the samples that were
-/// not dropped (in order, each with its count sum and occurrences, LBR entries without
-/// flags), and what parsing dropped (per occurrence, as the sequential reader counts it).
-pub fn parse_tallied(
-    texts: &TalliedTexts,
-    range: Range<usize>,
-    script_type: PerfScriptType,
-    threads: usize,
-) -> (Vec<TalliedSample>, PerfScriptStats) {
-    let per_thread = range
-        .len()
-        .div_ceil(threads.max(1))
-        .max(MIN_TEXTS_PER_THREAD);
-    let parse = |part: Range<usize>| {
-        let mut tokens = EntryTokenCache::new();
-        let mut stats = PerfScriptStats::default();
-        let mut samples = Vec::with_capacity(part.len());
-        for i in part {
-            if let Some(t) = parse_tallied_one(texts, i, script_type, &mut tokens, &mut stats) {
-                samples.push(t);
-            }
-        }
-        (samples, stats)
-    };
-    if range.len() <= per_thread {
-        return parse(range);
-    }
-    let parts: Vec<(Vec<TalliedSample>, PerfScriptStats)> = std::thread::scope(|scope| {
-        let parse = &parse;
-        let handles: Vec<_> = range
-            .clone()
-            .step_by(per_thread)
-            .skip(1)
-            .map(|start| {
-                let part = start..range.end.min(start + per_thread);
-                scope.spawn(move || parse(part))
-            })
-            .collect();
-        let mut parts = vec![parse(range.start..range.start + per_thread)];
-        parts.extend(handles.into_iter().map(|h| match h.join() {
-            Ok(part) => part,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }));
-        parts
-    });
-    let mut stats = PerfScriptStats::default();
-    let mut samples = Vec::with_capacity(range.len());
-    for (part, part_stats) in parts {
-        samples.extend(part);
-        add_stats(&mut stats, &part_stats);
-    }
-    (samples, stats)
-}
-
-/// Parses sample `i` of `texts` ([`parse_tallied`] of one sample, for callers that parse
-/// on threads of their own): `None` when it is dropped; what parsing dropped is added to
-/// `stats` (per occurrence).
+/// Parses sample `i` of `texts` (callers parse on threads of their own, each with its
+/// `tokens`): the sample with its count sum and occurrences, LBR entries without flags, or
+/// `None` when it is dropped; what parsing dropped is added to `stats` (per occurrence, as
+/// the sequential reader counts it).
 pub fn parse_tallied_one(
     texts: &TalliedTexts,
     i: usize,
@@ -576,9 +525,6 @@ pub fn parse_tallied_one(
         occurrences,
     })
 }
-
-/// Fewest texts worth a parsing thread of their own.
-const MIN_TEXTS_PER_THREAD: usize = 256;
 
 #[cfg(test)]
 mod tests {
@@ -690,7 +636,7 @@ mod tests {
         for threads in [1, 2, 3, 8] {
             let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
             assert_eq!(tally.script_type, PerfScriptType::Hybrid);
-            let (pieces, stats) = tally.parse_all(threads);
+            let (pieces, stats) = tally.parse_all();
             assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
         }
@@ -698,7 +644,7 @@ mod tests {
         // 50 a, 17 × 2 b, 8 cut (the 8 "bad" ones are no sample text): 3 distinct samples
         // in each of the two pieces (b after a count line is the same text).
         assert_eq!((tally.sample_texts, tally.distinct_texts), (50 + 34 + 8, 6));
-        let (pieces, _) = tally.parse_all(2);
+        let (pieces, _) = tally.parse_all();
         let Some(ParsedPiece::Samples(first)) = pieces.get(1) else {
             panic!("{pieces:?}")
         };
@@ -716,7 +662,7 @@ mod tests {
         let (expected, expected_stats) = folded_reader_events(text.as_bytes());
         for threads in [1, 2] {
             let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true).unwrap();
-            let (pieces, stats) = tally.parse_all(threads);
+            let (pieces, stats) = tally.parse_all();
             assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
         }
@@ -743,7 +689,7 @@ mod tests {
         for threads in [1, 2] {
             let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true).unwrap();
             assert_eq!(tally.script_type, PerfScriptType::LbrOnly);
-            let (pieces, stats) = tally.parse_all(threads);
+            let (pieces, stats) = tally.parse_all();
             assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
         }
@@ -754,7 +700,7 @@ mod tests {
         let text = "\t 10\n 0x1/0x2/P/-/-/1  0x3/0x4/P/-/-/7\n\n\t 10\n 0x1/0x2/M/-/-/9  0x3/0x4/-/X/-/2/COND\n\n\t 10\n 0x1/0x2 0x3/0x4\n";
         let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
         assert_eq!((tally.sample_texts, tally.distinct_texts), (3, 2));
-        let (pieces, _) = tally.parse_all(1);
+        let (pieces, _) = tally.parse_all();
         let [ParsedPiece::Samples(s)] = &pieces[..] else {
             panic!("{pieces:?}")
         };
