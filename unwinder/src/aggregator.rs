@@ -232,8 +232,7 @@ impl<'a> Aggregator<'a> {
             })
             .collect();
         let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
-        type Prepared = (Vec<(PerfSample, u64)>, UnwindStats, Option<UnwindError>);
-        let prepared: Vec<Prepared> = on_threads(parts.iter().map(|&(part, mut index)| {
+        let prepared: Vec<PreparedPart> = on_threads(parts.iter().map(|&(part, mut index)| {
             let scope = &scope;
             move || {
                 let mut stats = UnwindStats::default();
@@ -251,7 +250,14 @@ impl<'a> Aggregator<'a> {
             }
         }));
         self.sample_index = first_index;
-        for (kept, stats, error) in prepared {
+        self.add_prepared(prepared)
+    }
+
+    /// Aggregates parts of samples prepared on threads, in order, with their statistics;
+    /// a part's error ends it (after that part's samples).
+    fn add_prepared(&mut self, parts: Vec<PreparedPart>) -> Result<(), UnwindError> {
+        self.reserve(parts.iter().map(|p| p.0.len()).sum());
+        for (kept, stats, error) in parts {
             self.stats.merge(&stats);
             for (sample, count) in kept {
                 let n = self.samples.entry(sample).or_insert(0);
@@ -314,20 +320,11 @@ impl<'a> Aggregator<'a> {
                 .map(|start| move || part(start..len.min(start + per_thread))),
         );
         self.sample_index += len as u64;
-        let mut states = Vec::with_capacity(prepared.len());
-        self.samples
-            .reserve(prepared.iter().map(|p| p.0.len()).sum::<usize>());
-        for (kept, stats, state, error) in prepared {
-            self.stats.merge(&stats);
-            for (sample, count) in kept {
-                let n = self.samples.entry(sample).or_insert(0);
-                *n = n.wrapping_add(count);
-            }
-            if let Some(e) = error {
-                return Err(e);
-            }
-            states.push(state);
-        }
+        let (parts, states): (Vec<PreparedPart>, Vec<T>) = prepared
+            .into_iter()
+            .map(|(kept, stats, state, error)| ((kept, stats, error), state))
+            .unzip();
+        self.add_prepared(parts)?;
         Ok(states)
     }
 
@@ -423,6 +420,10 @@ impl Hash for RawSample<'_> {
         state.write_u64(h ^ u64::from(s.pid));
     }
 }
+
+/// Samples prepared on one thread (each with its count), their statistics, and the error
+/// that stopped the thread.
+type PreparedPart = (Vec<(PerfSample, u64)>, UnwindStats, Option<UnwindError>);
 
 /// Runs the jobs, the first on the calling thread and each other one on a scoped thread of
 /// its own, and returns their results in order (a panicking job panics the caller). The
