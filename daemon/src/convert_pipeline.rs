@@ -107,13 +107,16 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
             progress.bytes_read(n)
         })?;
         progress.finish();
-        // The tally holds what it needs of the text (compact copies of the distinct samples).
-        // Unmapping hundreds of megabytes takes a while: on a thread of its own, while the
-        // samples are unwound (the process may exit before it is done); here when no
-        // thread can be started (the closure and the text are dropped on the error).
-        let _ = std::thread::Builder::new().spawn(move || drop(text));
-        unwind_tally(&tally, binary, &load, &options)
-            .with_context(|| format!("unwinding samples of {}", path.display()))?
+        // The tally holds what it needs of the text (compact copies of the distinct
+        // samples): `unwind_tally` gives the text back.
+        let unwound = unwind_tally(&tally, text, binary, &load, &options)
+            .with_context(|| format!("unwinding samples of {}", path.display()));
+        // Not freed: both callers (`convert`, `verify`) exit soon after, and the exit
+        // returns the memory at once where freeing the texts and tables piece by piece
+        // took milliseconds (on a thread of its own, it delayed the exit: both took the
+        // memory-map lock).
+        std::mem::forget(tally);
+        unwound?
     } else if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
@@ -165,6 +168,7 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
 /// with the tally's samples in order, without holding them parsed).
 fn unwind_tally(
     tally: &ScriptTally,
+    text: ScriptText,
     binary: &ProfiledBinary,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
@@ -204,6 +208,12 @@ fn unwind_tally(
             }
         }
     }
+    // Unmapping hundreds of megabytes takes a while: on a thread of its own while the
+    // samples are unwound (the process may exit before it is done), which allocates
+    // little (an unmapping thread holds the memory-map lock that allocating threads
+    // wait for); here when no thread can be started (the closure and the text are
+    // dropped on the error).
+    let _ = std::thread::Builder::new().spawn(move || text.release());
     Ok(agg.finish())
 }
 

@@ -7,6 +7,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
@@ -259,7 +260,12 @@ impl<'a> Aggregator<'a> {
         self.reserve(parts.iter().map(|p| p.0.len()).sum());
         for (kept, stats, error) in parts {
             self.stats.merge(&stats);
-            for (sample, count) in kept {
+            let mut kept = kept.into_iter().peekable();
+            while let Some((sample, count)) = kept.next() {
+                // Prepared on another thread: hashing and comparing them waited on memory.
+                if let Some((next, _)) = kept.peek() {
+                    next.prefetch();
+                }
                 let n = self.samples.entry(sample).or_insert(0);
                 *n = n.wrapping_add(count);
             }
@@ -274,56 +280,80 @@ impl<'a> Aggregator<'a> {
     /// makes on [`UnwindOptions::unwind_threads`] threads: `read(i, state, out)` writes
     /// sample `i` into `out` (its count the sum of the counts of the samples it stands
     /// for) and returns how many samples it stands for, or `None` when there is no sample
-    /// `i`. Each thread reads a contiguous part with a `state` of its own, prepares what
-    /// it read and keeps only prepared samples; they are aggregated in order, so counters
-    /// and statistics are what [`Aggregator::feed_sample_repeated`] on each would give.
-    /// Returns the threads' states, in order. An error names the sample's index among
-    /// the `len` samples (after the samples fed before).
+    /// `i`. Each thread, with a `state` of its own, takes parts of consecutive samples
+    /// as it finishes the previous one, reads and prepares them and keeps only prepared
+    /// samples; the parts are aggregated in order, so counters and statistics are what
+    /// [`Aggregator::feed_sample_repeated`] on each would give (stopping at the first
+    /// error in index order). Returns the threads' states (one per thread, in no
+    /// particular order). An error names the sample's index among the `len` samples
+    /// (after the samples fed before).
     pub fn feed_parallel<T: Default + Send>(
         &mut self,
         len: usize,
         read: impl Fn(usize, &mut T, &mut Sample) -> Option<u64> + Sync,
     ) -> Result<Vec<T>, UnwindError> {
-        let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
-        let per_thread = len.div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
+        let threads = self
+            .options
+            .unwind_threads
+            .clamp(1, MAX_UNWIND_THREADS)
+            .min(len.div_ceil(MIN_SAMPLES_PER_THREAD))
+            .max(1);
         let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
         let pids = self.options.sample_pids.as_ref();
         let first_index = self.sample_index;
-        type Prepared<T> = (Vec<(PerfSample, u64)>, UnwindStats, T, Option<UnwindError>);
-        let part = |range: std::ops::Range<usize>| -> Prepared<T> {
+        // Parts of UNWIND_PART samples, taken by the threads as they finish one (a fixed
+        // share each left one thread idle while the other finished a slower share); their
+        // results are aggregated in order.
+        let parts = len.div_ceil(UNWIND_PART);
+        let results: Vec<Mutex<Option<PreparedPart>>> =
+            (0..parts).map(|_| Mutex::new(None)).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (results, next, read, scope) = (&results, &next, &read, &scope);
+        let work = move || -> T {
             let mut state = T::default();
-            let mut stats = UnwindStats::default();
-            let mut kept = Vec::with_capacity(range.len());
             let mut sample = Sample::default();
             let mut out = PerfSample::default();
-            for i in range {
-                let Some(occurrences) = read(i, &mut state, &mut sample) else {
-                    continue;
-                };
-                if pids.is_some_and(|p| !p.contains(&sample.pid)) {
-                    stats.filtered_by_pid += occurrences;
-                    continue;
+            loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if k >= parts {
+                    return state;
                 }
-                let index = first_index + i as u64;
-                match prepare_sample(&scope, &sample, occurrences, index, &mut out, &mut stats) {
-                    Ok(true) => kept.push((out.clone(), sample.count)),
-                    Ok(false) => {}
-                    Err(e) => return (kept, stats, state, Some(e)),
+                let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
+                let mut stats = UnwindStats::default();
+                let mut kept = Vec::with_capacity(range.len());
+                let mut error = None;
+                for i in range {
+                    let Some(occurrences) = read(i, &mut state, &mut sample) else {
+                        continue;
+                    };
+                    if pids.is_some_and(|p| !p.contains(&sample.pid)) {
+                        stats.filtered_by_pid += occurrences;
+                        continue;
+                    }
+                    let index = first_index + i as u64;
+                    match prepare_sample(scope, &sample, occurrences, index, &mut out, &mut stats) {
+                        Ok(true) => kept.push((out.clone(), sample.count)),
+                        Ok(false) => {}
+                        Err(e) => {
+                            error = Some(e);
+                            break;
+                        }
+                    }
                 }
+                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((kept, stats, error));
             }
-            (kept, stats, state, None)
         };
-        let part = &part;
-        let prepared: Vec<Prepared<T>> = on_threads(
-            (0..len)
-                .step_by(per_thread.max(1))
-                .map(|start| move || part(start..len.min(start + per_thread))),
-        );
+        let states: Vec<T> = on_threads((0..threads).map(|_| work));
         self.sample_index += len as u64;
-        let (parts, states): (Vec<PreparedPart>, Vec<T>) = prepared
-            .into_iter()
-            .map(|(kept, stats, state, error)| ((kept, stats, error), state))
-            .unzip();
+        let parts: Vec<PreparedPart> = results
+            .iter()
+            .map(|r| {
+                r.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                    .expect("every part was prepared")
+            })
+            .collect();
         self.add_prepared(parts)?;
         Ok(states)
     }
@@ -335,7 +365,6 @@ impl<'a> Aggregator<'a> {
         let kind = self.kind();
         let samples = std::mem::take(&mut self.samples);
         self.stats.aggregated_samples += samples.len() as u64;
-        let samples: Vec<(&PerfSample, u64)> = samples.iter().map(|(s, &n)| (s, n)).collect();
         let shape = KeyShape {
             probes: kind == CounterKind::ProbeContext,
             compress_recursion: self.options.compress_recursion,
@@ -344,24 +373,32 @@ impl<'a> Aggregator<'a> {
         let layout = self.layout;
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
+            let samples: Vec<(PerfSample, u64)> = samples.into_iter().collect();
             count_part(layout, kind, shape, &samples, &mut self.stats).into_counter_set()
         } else {
             // Counters are sums and every statistic a sum or a set union, so the samples
             // may be counted in parts and the parts merged. Small parts, taken by the
             // threads as they finish the previous one, keep every thread busy to the end.
+            // A thread frees the samples of the parts it counted: they were allocated on
+            // the threads that prepared them, and freeing them all here took a fifth as
+            // long as counting them.
+            let mut rest = samples.into_iter();
+            let parts: Vec<Mutex<Vec<(PerfSample, u64)>>> = std::iter::from_fn(|| {
+                let part: Vec<_> = rest.by_ref().take(UNWIND_PART).collect();
+                (!part.is_empty()).then(|| Mutex::new(part))
+            })
+            .collect();
             let next = std::sync::atomic::AtomicUsize::new(0);
-            let parts = samples.len().div_ceil(UNWIND_PART);
-            let (samples, next) = (&samples, &next);
+            let (parts, next) = (&parts, &next);
             let counted: Vec<(CounterTable, UnwindStats)> = on_threads((0..threads).map(|_| {
                 move || {
                     let mut counter = PartCounter::new(layout, kind, shape);
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if k >= parts {
-                            break;
-                        }
-                        let end = samples.len().min((k + 1) * UNWIND_PART);
-                        counter.add(&samples[k * UNWIND_PART..end]);
+                    while let Some(part) =
+                        parts.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        let part =
+                            std::mem::take(&mut *part.lock().unwrap_or_else(|e| e.into_inner()));
+                        counter.add(&part);
                     }
                     counter.finish()
                 }
@@ -544,7 +581,7 @@ fn count_part(
     layout: &dyn CodeLayout,
     kind: CounterKind,
     shape: KeyShape,
-    samples: &[(&PerfSample, u64)],
+    samples: &[(PerfSample, u64)],
     stats: &mut UnwindStats,
 ) -> CounterTable {
     let mut counter = PartCounter::new(layout, kind, shape);
@@ -582,17 +619,19 @@ impl<'a> PartCounter<'a> {
         }
     }
 
-    fn add(&mut self, samples: &[(&PerfSample, u64)]) {
-        self.ranges.add(samples);
-        if self.kind == CounterKind::Flat {
-            let flat = self.table.context(&[]);
-            for &(sample, count) in samples {
-                count_lbr_sample(sample, count, self.layout, &mut self.table, flat);
+    fn add(&mut self, samples: &[(PerfSample, u64)]) {
+        let flat = (self.kind == CounterKind::Flat).then(|| self.table.context(&[]));
+        for (i, (sample, count)) in samples.iter().enumerate() {
+            if let Some((next, _)) = samples.get(i + 1) {
+                next.prefetch();
             }
-        } else {
-            for &(sample, count) in samples {
-                self.unwinder
-                    .unwind(sample, count, &mut self.table, &mut self.stats);
+            self.ranges.add(sample, *count);
+            match flat {
+                Some(flat) => count_lbr_sample(sample, *count, self.layout, &mut self.table, flat),
+                None => {
+                    self.unwinder
+                        .unwind(sample, *count, &mut self.table, &mut self.stats);
+                }
             }
         }
     }
@@ -614,17 +653,31 @@ struct RangeTally {
 }
 
 impl RangeTally {
-    fn add(&mut self, samples: &[(&PerfSample, u64)]) {
-        self.any_sample |= !samples.is_empty();
-        for &(sample, count) in samples {
-            for pair in sample.lbr.windows(2) {
-                let n = self
-                    .ranges
-                    .entry((pair[1].target, pair[0].source))
-                    .or_insert(0);
-                *n = n.wrapping_add(count);
+    fn add(&mut self, sample: &PerfSample, count: u64) {
+        self.any_sample = true;
+        // A loop repeats the same one or two ranges: summed in `recent` first, each goes
+        // into the map once per sample rather than once per iteration.
+        let mut recent: [Option<((u64, u64), u64)>; 2] = [None, None];
+        for pair in sample.lbr.windows(2) {
+            let range = (pair[1].target, pair[0].source);
+            match recent.iter_mut().flatten().find(|(r, _)| *r == range) {
+                Some((_, n)) => *n = n.wrapping_add(count),
+                None => {
+                    if let Some((r, n)) = recent[1].replace((range, count)) {
+                        self.add_range(r, n);
+                    }
+                    recent.swap(0, 1);
+                }
             }
         }
+        for (r, n) in recent.into_iter().flatten() {
+            self.add_range(r, n);
+        }
+    }
+
+    fn add_range(&mut self, range: (u64, u64), count: u64) {
+        let n = self.ranges.entry(range).or_insert(0);
+        *n = n.wrapping_add(count);
     }
 
     /// `warnInvalidRange`'s checks of every range, added to `stats`.
@@ -1128,6 +1181,117 @@ mod tests {
         let n = samples.len() as u64;
         let dropped: u64 = (0..n).filter(|i| i % 7 == 3).map(|i| i + 1).sum();
         assert_eq!(one_by_one.1.samples_seen, n * (n + 1) / 2 - dropped);
+    }
+
+    /// The range tally sums loops in a sample before its map: the sums equal counting
+    /// every pair of consecutive entries one by one.
+    #[test]
+    fn range_tally_counts_every_pair_of_entries() {
+        let br = |source, target| crate::sample_prep::Branch { source, target };
+        // A two-branch loop, a third branch, the loop again, a one-branch loop.
+        let lbr = [
+            (1, 2),
+            (3, 4),
+            (1, 2),
+            (3, 4),
+            (1, 2),
+            (5, 6),
+            (1, 2),
+            (3, 4),
+            (7, 8),
+            (7, 8),
+            (7, 8),
+        ]
+        .map(|(s, t)| br(s, t))
+        .to_vec();
+        let samples = [
+            (
+                PerfSample {
+                    call_stack: vec![],
+                    lbr: lbr.clone(),
+                },
+                3,
+            ),
+            (
+                PerfSample {
+                    call_stack: vec![],
+                    lbr: lbr[..2].to_vec(),
+                },
+                u64::MAX,
+            ),
+            (
+                PerfSample {
+                    call_stack: vec![],
+                    lbr: lbr[..1].to_vec(),
+                },
+                1,
+            ),
+        ];
+        let mut tally = RangeTally::default();
+        let mut naive: HashMap<(u64, u64), u64> = HashMap::new();
+        for (sample, count) in &samples {
+            tally.add(sample, *count);
+            for pair in sample.lbr.windows(2) {
+                let n = naive.entry((pair[1].target, pair[0].source)).or_insert(0);
+                *n = n.wrapping_add(*count);
+            }
+        }
+        assert!(tally.any_sample);
+        let got: HashMap<(u64, u64), u64> = tally.ranges.into_iter().collect();
+        assert_eq!(got, naive);
+        assert_eq!(
+            got[&(4, 1)],
+            8,
+            "3 loop turns of 3, plus u64::MAX: wraps like the counters"
+        );
+        assert_eq!(got[&(8, 7)], 3 * 2);
+    }
+
+    /// An error in a later part stops the feed there, whichever thread prepared that part
+    /// first, and names the sample's index among all.
+    #[test]
+    fn feeding_in_parallel_stops_at_the_first_error_in_index_order() {
+        let l = layout(true);
+        let good: Vec<Sample> = loop_samples(4)
+            .into_iter()
+            .map(|e| match e {
+                PerfEvent::Sample(s) => s,
+                _ => unreachable!(),
+            })
+            .collect();
+        let bad_at = [UNWIND_PART + 5, 2 * UNWIND_PART + 1];
+        let len = 3 * UNWIND_PART;
+        for threads in [1, 2, 3] {
+            let options = UnwindOptions {
+                unwind_threads: threads,
+                ..UnwindOptions::default()
+            };
+            let mut agg = Aggregator::new(&l, load(), PerfContent::LbrStack, options).unwrap();
+            let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
+                unreachable!()
+            };
+            agg.feed_mmap(&m).unwrap();
+            let err = agg.feed_parallel(len, |i, _: &mut (), out| {
+                *out = good[i % good.len()].clone();
+                if bad_at.contains(&i) {
+                    out.lbr.clear();
+                }
+                Some(1)
+            });
+            assert_eq!(
+                err.unwrap_err(),
+                UnwindError::HybridSampleWithoutLbr {
+                    sample_index: bad_at[0] as u64
+                },
+                "{threads} threads"
+            );
+            // The samples up to the failing one are seen, none after it.
+            assert_eq!(
+                agg.stats().samples_seen,
+                bad_at[0] as u64 + 1,
+                "{threads} threads"
+            );
+        }
     }
 
     #[test]

@@ -27,6 +27,36 @@ pub struct Frame {
     pub branches: Vec<(u64, u64, u64)>,
 }
 
+impl Frame {
+    /// Records the fall-through range `[start, end]` taken `count` times.
+    #[inline]
+    pub fn add_range(&mut self, start: u64, end: u64, count: u64) {
+        add_or_push(&mut self.ranges, start, end, count);
+    }
+
+    /// Records the branch `source -> target` taken `count` times.
+    #[inline]
+    pub fn add_branch(&mut self, source: u64, target: u64, count: u64) {
+        add_or_push(&mut self.branches, source, target, count);
+    }
+}
+
+/// Adds `count` to the entry `(a, b)` when it is one of the last two of `entries` (a loop
+/// in the LBR records the same one or two ranges and branches over and over: summed here,
+/// each is counted into the counter table once per sample instead of once per
+/// iteration), else appends it. Counts wrap, as the counter table's do.
+#[inline]
+fn add_or_push(entries: &mut Vec<(u64, u64, u64)>, a: u64, b: u64, count: u64) {
+    let n = entries.len();
+    for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
+        if e.0 == a && e.1 == b {
+            e.2 = e.2.wrapping_add(count);
+            return;
+        }
+    }
+    entries.push((a, b, count));
+}
+
 /// The arena; reused across samples to keep allocations.
 #[derive(Clone, Debug)]
 pub struct FrameTrie {
@@ -105,6 +135,25 @@ impl FrameTrie {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_among_the_last_two_is_summed_others_appended() {
+        let mut f = Frame::default();
+        // A loop of two branches, then a third, then the first again (no longer among the
+        // last two: appended).
+        for _ in 0..3 {
+            f.add_branch(1, 2, 1);
+            f.add_branch(3, 4, 10);
+        }
+        f.add_branch(5, 6, 100);
+        f.add_branch(1, 2, u64::MAX);
+        f.add_branch(1, 2, 2);
+        assert_eq!(f.branches, [(1, 2, 3), (3, 4, 30), (5, 6, 100), (1, 2, 1)]);
+        f.add_range(7, 8, 1);
+        f.add_range(7, 9, 1);
+        f.add_range(7, 8, 1);
+        assert_eq!(f.ranges, [(7, 8, 2), (7, 9, 1)]);
+    }
 
     #[test]
     fn children_are_shared_and_reused_after_clear() {

@@ -44,7 +44,12 @@ pub struct VirtualUnwinder<'a> {
     cache: LayoutCache<'a>,
     shape: KeyShape,
     trie: FrameTrie,
+    /// The frame-address stacks of [`Self::collect`]; the first `stacks_used` are in use
+    /// (the others keep their buffers for the next sample).
     stacks: Vec<Vec<u64>>,
+    stacks_used: usize,
+    /// [`Self::collect`]'s work list (reused).
+    work: Vec<Visit>,
     /// The context key being built (reused).
     key: Vec<u64>,
 }
@@ -62,6 +67,8 @@ impl<'a> VirtualUnwinder<'a> {
             shape,
             trie: FrameTrie::new(),
             stacks: Vec::new(),
+            stacks_used: 0,
+            work: Vec::new(),
             key: Vec::new(),
         }
     }
@@ -175,10 +182,7 @@ impl<'a> VirtualUnwinder<'a> {
         }
         if self.shape.probes {
             let parent = self.trie.frame(st.leaf).parent;
-            self.trie
-                .frame_mut(parent)
-                .ranges
-                .push((target, end, repeat));
+            self.trie.frame_mut(parent).add_range(target, end, repeat);
             return;
         }
         // Split the range where the inline context changes: each piece belongs to the
@@ -190,10 +194,7 @@ impl<'a> VirtualUnwinder<'a> {
             if !self.cache.layout().inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
-                    self.trie
-                        .frame_mut(st.leaf)
-                        .ranges
-                        .push((prev, end, repeat));
+                    self.trie.frame_mut(st.leaf).add_range(prev, end, repeat);
                 }
                 end = st.ip;
             }
@@ -201,7 +202,7 @@ impl<'a> VirtualUnwinder<'a> {
         let ip = st.ip;
         self.switch_to(st, ip);
         if ip <= end {
-            self.trie.frame_mut(st.leaf).ranges.push((ip, end, repeat));
+            self.trie.frame_mut(st.leaf).add_range(ip, end, repeat);
         }
     }
 
@@ -209,10 +210,11 @@ impl<'a> VirtualUnwinder<'a> {
         if br.target == EXTERNAL_ADDR {
             return;
         }
-        let entry = (br.source, br.target, repeat);
         if br.source == EXTERNAL_ADDR {
             // External caller: kept on the root for head samples.
-            self.trie.frame_mut(ROOT).branches.push(entry);
+            self.trie
+                .frame_mut(ROOT)
+                .add_branch(br.source, br.target, repeat);
             return;
         }
         let owner = if self.shape.probes {
@@ -220,16 +222,20 @@ impl<'a> VirtualUnwinder<'a> {
         } else {
             st.leaf
         };
-        self.trie.frame_mut(owner).branches.push(entry);
+        self.trie
+            .frame_mut(owner)
+            .add_branch(br.source, br.target, repeat);
     }
 
     /// `collectSamplesFromFrameTrie`: DFS from the root with the stack of frame addresses;
     /// an external frame restarts its subtree with an empty stack (context truncation).
     /// Iterative, so hostile stack depths cannot overflow the thread's stack.
     fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
-        self.stacks.clear();
-        self.stacks.push(Vec::new());
-        let mut work = vec![Visit::Enter(ROOT, 0)];
+        self.stacks_used = 0;
+        let root_stack = self.new_stack();
+        let mut work = std::mem::take(&mut self.work);
+        work.clear();
+        work.push(Visit::Enter(ROOT, root_stack));
         while let Some(visit) = work.pop() {
             let (id, s) = match visit {
                 Visit::Exit(s) => {
@@ -241,11 +247,10 @@ impl<'a> VirtualUnwinder<'a> {
             let address = self.trie.frame(id).address;
             let has_children = !self.trie.frame(id).children.is_empty();
             let s = if address != 0 && address == EXTERNAL_ADDR {
-                self.stacks.push(Vec::new());
                 if has_children {
                     stats.untracked_callsites.insert(address);
                 }
-                self.stacks.len() - 1
+                self.new_stack()
             } else {
                 // Address 0 is the dummy root (or, as in llvm-profgen, a frame created
                 // for a return whose target follows no call): nothing pushed, but the
@@ -261,6 +266,17 @@ impl<'a> VirtualUnwinder<'a> {
                 work.push(Visit::Enter(child, s));
             }
         }
+        self.work = work;
+    }
+
+    /// An empty stack for [`Self::collect`]: its index.
+    fn new_stack(&mut self) -> usize {
+        if self.stacks_used == self.stacks.len() {
+            self.stacks.push(Vec::new());
+        }
+        self.stacks[self.stacks_used].clear();
+        self.stacks_used += 1;
+        self.stacks_used - 1
     }
 
     fn collect_frame(&mut self, id: FrameId, stack: usize, counters: &mut CounterTable) {
@@ -468,6 +484,45 @@ mod tests {
             st.untracked_callsites.iter().copied().collect::<Vec<_>>(),
             vec![EXT]
         );
+    }
+
+    /// One unwinder keeps its trie, stacks and work list from sample to sample: counting
+    /// samples one after another with it equals counting each with a fresh unwinder.
+    #[test]
+    fn a_reused_unwinder_counts_like_fresh_ones() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        let external = PerfSample {
+            call_stack: vec![0x11c, EXT, 0x104],
+            lbr: vec![
+                br(0x117, 0x11c),
+                br(EXT, 0x110),
+                br(0x104, EXT),
+                br(0x10b, 0x104),
+            ],
+        };
+        let samples = [
+            (external.clone(), 2),
+            (loop_sample(), 3),
+            (external, 5),
+            (loop_sample(), 7),
+        ];
+        let (reused, reused_stats) = run(&l, shape, &samples);
+        let mut fresh = CounterSet::new(CounterKind::ProbeContext);
+        let mut branches = 0;
+        for s in &samples {
+            let (c, st) = run(&l, shape, std::slice::from_ref(s));
+            fresh.merge(&c);
+            branches += st.total_branches;
+        }
+        assert_eq!(reused, fresh);
+        assert_eq!(reused_stats.total_branches, branches);
+        let mut keys: Vec<_> = reused.contexts.keys().cloned().collect();
+        keys.sort();
+        assert_eq!(keys, [vec![], vec![0x104]]);
     }
 
     #[test]

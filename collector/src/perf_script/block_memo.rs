@@ -45,10 +45,18 @@ pub(crate) struct BlockUnits {
     pub lines: u64,
 }
 
+/// A block read before: its bytes, their hash and what they gave.
+struct Remembered<'a> {
+    bytes: &'a [u8],
+    hash: u64,
+    units: BlockUnits,
+}
+
 /// Blocks already read, by their bytes.
 pub(crate) struct BlockMemo<'a> {
-    blocks: Vec<(&'a [u8], u64, BlockUnits)>,
-    index: HashTable<usize>,
+    /// Held in the table itself: a lookup then waits on memory for the table's control
+    /// bytes, the entry and the remembered bytes, not also a vector of entries.
+    blocks: HashTable<Remembered<'a>>,
     finder: memchr::memmem::Finder<'static>,
     on: bool,
     tries: u32,
@@ -60,8 +68,7 @@ pub(crate) struct BlockMemo<'a> {
 impl<'a> BlockMemo<'a> {
     pub(crate) fn new() -> BlockMemo<'a> {
         BlockMemo {
-            blocks: Vec::new(),
-            index: HashTable::new(),
+            blocks: HashTable::new(),
             finder: memchr::memmem::Finder::new(b"\n 0x"),
             on: true,
             tries: 0,
@@ -119,21 +126,23 @@ impl<'a> BlockMemo<'a> {
     /// What the block `text[pos..block.end]` gave when it was read before.
     pub(crate) fn find(&mut self, text: &[u8], pos: usize, block: Block) -> Option<BlockUnits> {
         let bytes = &text[pos..block.end];
-        let blocks = &self.blocks;
         let found = self
-            .index
-            .find(block.hash, |&i| blocks[i].0 == bytes)
-            .map(|&i| blocks[i].2);
+            .blocks
+            .find(block.hash, |r| r.hash == block.hash && r.bytes == bytes)
+            .map(|r| r.units);
         self.count(found.is_some());
         found
     }
 
     /// Remembers that `text[pos..block.end]` gave `units`.
     pub(crate) fn remember(&mut self, text: &'a [u8], pos: usize, block: Block, units: BlockUnits) {
-        let i = self.blocks.len();
-        let blocks = &self.blocks;
-        self.index.insert_unique(block.hash, i, |&j| blocks[j].1);
-        self.blocks.push((&text[pos..block.end], block.hash, units));
+        let remembered = Remembered {
+            bytes: &text[pos..block.end],
+            hash: block.hash,
+            units,
+        };
+        self.blocks
+            .insert_unique(block.hash, remembered, |r| r.hash);
     }
 }
 
@@ -181,8 +190,8 @@ mod tests {
             .count();
         assert_eq!(probed, 2);
         // Text with no block anywhere switches probing off too.
-        let mut memo = BlockMemo::new();
         let lines = b"40062f 0x1/0x2\n".repeat(10);
+        let mut memo = BlockMemo::new();
         for _ in 0..WINDOW {
             assert_eq!(memo.probe(&lines, 0), None);
         }

@@ -357,6 +357,12 @@ impl<'a> TextTally<'a> {
     fn absorb(&mut self, other: TextTally<'a>) {
         let base = self.compact.arenas.len();
         self.compact.arenas.extend(other.compact.arenas);
+        // Room for all of them at once: growing step by step rehashed the index and moved
+        // the texts several times over.
+        self.compact.texts.reserve(other.compact.texts.len());
+        let texts = &self.compact.texts;
+        self.index
+            .reserve(other.compact.texts.len(), |&j| texts[j].hash);
         for t in other.compact.texts {
             self.add_compact(
                 TalliedText {

@@ -8,6 +8,9 @@ use std::path::Path;
 
 use super::reader::PerfScriptError;
 
+/// Bytes unmapped at a time by [`ScriptText::release`] (a multiple of any page size).
+const UNMAP_SLICE: usize = 8 << 20;
+
 /// The bytes of one perf script input and its name (the path, for errors).
 #[derive(Debug)]
 pub struct ScriptText {
@@ -67,6 +70,36 @@ impl ScriptText {
         &self.name
     }
 
+    /// Gives the text back to the system. A mapping is unmapped a slice at a time: the
+    /// kernel holds the process's memory-map lock while it unmaps, and a single call for
+    /// hundreds of megabytes keeps every other thread that maps memory (an allocation
+    /// growing, a first touch of new memory is fine) waiting for milliseconds; between
+    /// slices they get their turn.
+    pub fn release(self) {
+        let Bytes::Mapped(map) = self.bytes else {
+            return;
+        };
+        let (start, len) = (map.as_ptr(), map.len());
+        // From here on the slices below own the mapping.
+        std::mem::forget(map);
+        let mut done = 0;
+        while done < len {
+            let n = UNMAP_SLICE.min(len - done);
+            // SAFETY: `[start + done, start + done + n)` lies in the mapping made by
+            // `open` (page-aligned at `start`, and `UNMAP_SLICE` is a multiple of the page
+            // size), nothing else refers to it (`self` is consumed), and each slice is
+            // unmapped once. munmap only fails for arguments that are not a mapping's
+            // pages; a failure would leave the pages mapped until exit, nothing worse.
+            unsafe {
+                libc::munmap(start.add(done) as *mut libc::c_void, n);
+            }
+            done += n;
+            // The other threads' turn at the lock (an unmapping thread that asks again at
+            // once keeps getting it).
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
     /// The whole text.
     pub fn bytes(&self) -> &[u8] {
         match &self.bytes {
@@ -89,12 +122,39 @@ mod tests {
         let text = ScriptText::open(&path).unwrap();
         assert_eq!(text.bytes(), b"\t 10\n 0x1/0x2/P/-/-/0\n");
         assert_eq!(text.name(), path.display().to_string());
+        text.release();
         std::fs::write(&path, b"").unwrap();
         assert_eq!(ScriptText::open(&path).unwrap().bytes(), b"");
         let missing = ScriptText::open(&dir.join("missing"))
             .unwrap_err()
             .to_string();
         assert!(missing.contains("missing"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Releasing unmaps every slice of a mapping longer than one slice.
+    #[test]
+    fn release_unmaps_the_whole_mapping() {
+        let dir = std::env::temp_dir().join(format!("script-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("big.perfscript");
+        let len = 2 * UNMAP_SLICE as u64 + 12_345;
+        File::create(&path).unwrap().set_len(len).unwrap();
+        let mapped = || {
+            std::fs::read_to_string("/proc/self/maps")
+                .unwrap()
+                .lines()
+                .filter(|l| l.ends_with(&*path.to_string_lossy()))
+                .count()
+        };
+        let text = ScriptText::open(&path).unwrap();
+        assert_eq!(text.bytes().len() as u64, len);
+        assert_eq!(text.bytes()[len as usize - 1], 0);
+        assert_eq!(mapped(), 1);
+        text.release();
+        assert_eq!(mapped(), 0, "a slice of the mapping is left");
+        // Owned text has nothing to unmap.
+        ScriptText::from_bytes("owned", b"\t 10\n".to_vec()).release();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
