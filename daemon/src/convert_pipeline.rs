@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
-    parse_tallied_one, tally_samples, EntryTokenCache, PerfScriptStats, ScriptPiece, ScriptTally,
+    parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats, ScriptPiece, ScriptTally,
     ScriptText,
 };
 use collector::PerfEvent;
@@ -102,14 +102,11 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
     let (counters, mut stats) = if let Some(path) = &args.perfscript {
         let progress = Progress::for_file(path)?;
         let text = ScriptText::open(path)?;
-        // Each distinct sample text is parsed once.
-        let tally = tally_samples(text.bytes(), text.name(), threads, &|n| {
-            progress.bytes_read(n)
-        })?;
+        // Each distinct sample text is parsed once; the tally holds what it needs of the
+        // text (compact copies of the distinct samples) and gives the text back.
+        let tally = tally_script(text, threads, &|n| progress.bytes_read(n))?;
         progress.finish();
-        // The tally holds what it needs of the text (compact copies of the distinct
-        // samples): `unwind_tally` gives the text back.
-        let unwound = unwind_tally(&tally, text, binary, &load, &options)
+        let unwound = unwind_tally(&tally, binary, &load, &options)
             .with_context(|| format!("unwinding samples of {}", path.display()));
         // Not freed: both callers (`convert`, `verify`) exit soon after, and the exit
         // returns the memory at once where freeing the texts and tables piece by piece
@@ -168,7 +165,6 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
 /// with the tally's samples in order, without holding them parsed).
 fn unwind_tally(
     tally: &ScriptTally,
-    text: ScriptText,
     binary: &ProfiledBinary,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
@@ -208,12 +204,6 @@ fn unwind_tally(
             }
         }
     }
-    // Unmapping hundreds of megabytes takes a while: on a thread of its own while the
-    // samples are unwound (the process may exit before it is done), which allocates
-    // little (an unmapping thread holds the memory-map lock that allocating threads
-    // wait for); here when no thread can be started (the closure and the text are
-    // dropped on the error).
-    let _ = std::thread::Builder::new().spawn(move || text.release());
     Ok(agg.finish())
 }
 

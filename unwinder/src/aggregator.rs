@@ -1026,6 +1026,31 @@ mod tests {
         assert_eq!((got.1.samples_seen, got.1.total_samples), (3, 6));
     }
 
+    /// An aggregator over `l` on `threads` threads, with the binary mapped at 0x5000.
+    fn mapped_aggregator(l: &FakeLayout, threads: usize) -> Aggregator<'_> {
+        let options = UnwindOptions {
+            unwind_threads: threads,
+            ..UnwindOptions::default()
+        };
+        let mut agg = Aggregator::new(l, load(), PerfContent::LbrStack, options).unwrap();
+        let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
+            unreachable!()
+        };
+        agg.feed_mmap(&m).unwrap();
+        agg
+    }
+
+    /// [`loop_samples`] as samples.
+    fn loop_sample_structs(n: u64) -> Vec<Sample> {
+        loop_samples(n)
+            .into_iter()
+            .map(|e| match e {
+                PerfEvent::Sample(s) => s,
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
     /// Samples of foo's loop taken `n` times, each a distinct aggregated sample.
     fn loop_samples(n: u64) -> Vec<PerfEvent> {
         let a = |x: u64| x - 0x1000 + 0x5000;
@@ -1133,25 +1158,11 @@ mod tests {
     #[test]
     fn feeding_in_parallel_counts_like_one_by_one_with_the_threads_states() {
         let l = layout(true);
-        let samples: Vec<Sample> = loop_samples(MIN_SAMPLES_PER_THREAD as u64 * 3)
-            .into_iter()
-            .map(|e| match e {
-                PerfEvent::Sample(s) => s,
-                _ => unreachable!(),
-            })
-            .collect();
+        let samples = loop_sample_structs(MIN_SAMPLES_PER_THREAD as u64 * 3);
         // Sample k stands for k occurrences; every seventh is "dropped by the reader".
         let occurrences = |i: usize| (i % 7 != 3).then_some(i as u64 + 1);
         let feed = |threads: usize, parallel: bool| {
-            let options = UnwindOptions {
-                unwind_threads: threads,
-                ..UnwindOptions::default()
-            };
-            let mut agg = Aggregator::new(&l, load(), PerfContent::LbrStack, options).unwrap();
-            let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
-                unreachable!()
-            };
-            agg.feed_mmap(&m).unwrap();
+            let mut agg = mapped_aggregator(&l, threads);
             let mut read_per_thread = Vec::new();
             if parallel {
                 let states = agg
@@ -1252,25 +1263,11 @@ mod tests {
     #[test]
     fn feeding_in_parallel_stops_at_the_first_error_in_index_order() {
         let l = layout(true);
-        let good: Vec<Sample> = loop_samples(4)
-            .into_iter()
-            .map(|e| match e {
-                PerfEvent::Sample(s) => s,
-                _ => unreachable!(),
-            })
-            .collect();
+        let good = loop_sample_structs(4);
         let bad_at = [UNWIND_PART + 5, 2 * UNWIND_PART + 1];
         let len = 3 * UNWIND_PART;
         for threads in [1, 2, 3] {
-            let options = UnwindOptions {
-                unwind_threads: threads,
-                ..UnwindOptions::default()
-            };
-            let mut agg = Aggregator::new(&l, load(), PerfContent::LbrStack, options).unwrap();
-            let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
-                unreachable!()
-            };
-            agg.feed_mmap(&m).unwrap();
+            let mut agg = mapped_aggregator(&l, threads);
             let err = agg.feed_parallel(len, |i, _: &mut (), out| {
                 *out = good[i % good.len()].clone();
                 if bad_at.contains(&i) {

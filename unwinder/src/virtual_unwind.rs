@@ -452,15 +452,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn external_frame_truncates_context() {
-        let l = layout(true);
-        let shape = KeyShape {
-            probes: true,
-            ..KeyShape::default()
-        };
-        // foo called back from a library that main called: stack foo, EXT, main.
-        let s = PerfSample {
+    /// foo called back from a library that main called: stack foo, EXT, main.
+    fn callback_sample() -> PerfSample {
+        PerfSample {
             call_stack: vec![0x11c, EXT, 0x104],
             lbr: vec![
                 br(0x117, 0x11c),
@@ -468,8 +462,17 @@ mod tests {
                 br(0x104, EXT),
                 br(0x10b, 0x104),
             ],
+        }
+    }
+
+    #[test]
+    fn external_frame_truncates_context() {
+        let l = layout(true);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
         };
-        let (c, st) = run(&l, shape, &[(s, 1)]);
+        let (c, st) = run(&l, shape, &[(callback_sample(), 1)]);
         assert_eq!(c.contexts.len(), 1);
         assert_eq!(
             flat(&c, &[]),
@@ -495,19 +498,10 @@ mod tests {
             probes: true,
             ..KeyShape::default()
         };
-        let external = PerfSample {
-            call_stack: vec![0x11c, EXT, 0x104],
-            lbr: vec![
-                br(0x117, 0x11c),
-                br(EXT, 0x110),
-                br(0x104, EXT),
-                br(0x10b, 0x104),
-            ],
-        };
         let samples = [
-            (external.clone(), 2),
+            (callback_sample(), 2),
             (loop_sample(), 3),
-            (external, 5),
+            (callback_sample(), 5),
             (loop_sample(), 7),
         ];
         let (reused, reused_stats) = run(&l, shape, &samples);

@@ -50,7 +50,11 @@ pub(crate) fn compact_lbr_line(line: &[u8], out: &mut Vec<u8>, masks: &mut ByteM
             next_set(&masks.slashes, s).and_then(|first| next_set(&masks.slashes, first + 1))
         };
         // Kept whole: no second `/` in the token, whitespace before it, an event name.
-        let keep_whole = |cut: usize| is_space(line[cut - 1]) || (first && line[end - 1] == b':');
+        // (The byte before the cut is inside the token, so never a space: only a line
+        // with other whitespace needs to look at it.)
+        let keep_whole = |cut: usize| {
+            (masks.other_spaces && is_space(line[cut - 1])) || (first && line[end - 1] == b':')
+        };
         if let Some(cut) = cut.filter(|&c| c < end && !keep_whole(c)) {
             append(out, line, copied, cut);
             copied = end;
@@ -107,6 +111,9 @@ fn next_set(mask: &[u64], from: usize) -> Option<usize> {
 pub(crate) struct ByteMasks {
     spaces: Vec<u64>,
     slashes: Vec<u64>,
+    /// Whether the line has whitespace other than spaces (`\t`, `\x0b`, `\x0c`, `\r`;
+    /// `\n` ends it).
+    other_spaces: bool,
 }
 
 impl ByteMasks {
@@ -118,51 +125,66 @@ impl ByteMasks {
         m.slashes.clear();
         m.slashes.resize(words, 0);
         let full = line.len() / 64;
+        let mut other_spaces = false;
         for w in 0..full {
-            let (s, l) = block_masks(&line[w * 64..w * 64 + 64]);
+            let (s, l, o) = block_masks(&line[w * 64..w * 64 + 64]);
             m.spaces[w] = s;
             m.slashes[w] = l;
+            other_spaces |= o;
         }
         for (i, &b) in line.iter().enumerate().skip(full * 64) {
             m.spaces[i / 64] |= u64::from(b == b' ') << (i % 64);
             m.slashes[i / 64] |= u64::from(b == b'/') << (i % 64);
+            other_spaces |= b != b' ' && is_space(b);
         }
+        m.other_spaces = other_spaces;
     }
 }
 
-/// The space and slash masks of 64 bytes.
+/// The space and slash masks of 64 bytes, and whether they hold other whitespace (a byte
+/// from `\t` to `\r`).
 #[cfg(target_arch = "x86_64")]
-fn block_masks(block: &[u8]) -> (u64, u64) {
+fn block_masks(block: &[u8]) -> (u64, u64, bool) {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8, _mm_setzero_si128,
     };
     assert_eq!(block.len(), 64);
     let (mut spaces, mut slashes) = (0u64, 0u64);
+    let other;
     // SAFETY: SSE2 is part of x86_64; the four 16-byte loads are within the 64 bytes
     // checked above (unaligned loads).
     unsafe {
         let space = _mm_set1_epi8(b' ' as i8);
         let slash = _mm_set1_epi8(b'/' as i8);
+        // Signed compares: bytes from 0x80 are negative, below `\t`.
+        let below_tab = _mm_set1_epi8(b'\t' as i8 - 1);
+        let above_cr = _mm_set1_epi8(b'\r' as i8 + 1);
+        let mut whitespace = _mm_setzero_si128();
         for k in 0..4 {
             let v = _mm_loadu_si128(block.as_ptr().add(16 * k) as *const __m128i);
             let s = _mm_movemask_epi8(_mm_cmpeq_epi8(v, space)) as u16;
             let l = _mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) as u16;
             spaces |= u64::from(s) << (16 * k);
             slashes |= u64::from(l) << (16 * k);
+            let in_range = _mm_and_si128(_mm_cmpgt_epi8(v, below_tab), _mm_cmpgt_epi8(above_cr, v));
+            whitespace = _mm_or_si128(whitespace, in_range);
         }
+        other = _mm_movemask_epi8(whitespace) != 0;
     }
-    (spaces, slashes)
+    (spaces, slashes, other)
 }
 
-/// The space and slash masks of 64 bytes.
+/// The space and slash masks of 64 bytes, and whether they hold other whitespace.
 #[cfg(not(target_arch = "x86_64"))]
-fn block_masks(block: &[u8]) -> (u64, u64) {
-    let (mut spaces, mut slashes) = (0u64, 0u64);
+fn block_masks(block: &[u8]) -> (u64, u64, bool) {
+    let (mut spaces, mut slashes, mut other) = (0u64, 0u64, false);
     for (i, &b) in block.iter().enumerate() {
         spaces |= u64::from(b == b' ') << i;
         slashes |= u64::from(b == b'/') << i;
+        other |= b != b' ' && is_space(b);
     }
-    (spaces, slashes)
+    (spaces, slashes, other)
 }
 
 #[cfg(test)]
@@ -218,6 +240,38 @@ mod tests {
             .collect();
         let expected: String = (0..40).map(|i| format!(" 0x{i:x}/0x{:x}", i + 1)).collect();
         assert_eq!(compact(&long), expected);
+    }
+
+    /// Whitespace other than spaces is found in the 64-byte blocks as in the tail: a cut
+    /// after it is not made wherever it lies.
+    #[test]
+    fn other_whitespace_is_seen_in_every_block() {
+        for ws in [b'\t', 0x0b, 0x0c, b'\r'] {
+            let mut block = [b'a'; 64];
+            block[37] = ws;
+            assert!(block_masks(&block).2, "{ws:#x}");
+        }
+        // Neither spaces, newlines' neighbours nor bytes from 0x80 count.
+        let mut block = [b' '; 64];
+        block[1] = 0x08;
+        block[2] = 0x0e;
+        block[3] = 0x89;
+        block[4] = 0xff;
+        assert!(!block_masks(&block).2);
+        let filler: String = (0..4)
+            .map(|i| format!(" 0x{i:x}/0x{i:x}/P/-/-/1"))
+            .collect();
+        for at_start in [true, false] {
+            let odd = " 0x1/0x2\x0b/P";
+            let line = if at_start {
+                format!("{odd}{filler}{filler}")
+            } else {
+                format!("{filler}{filler}{odd}")
+            };
+            let out = compact(&line);
+            assert!(out.contains("0x1/0x2\x0b/P"), "{line:?} -> {out:?}");
+            assert_eq!(out.matches("/P").count(), 1, "{out:?}");
+        }
     }
 
     #[test]

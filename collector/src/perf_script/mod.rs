@@ -15,7 +15,7 @@ pub use reader::{
     PerfScriptType,
 };
 pub use tally::{
-    parse_tallied_one, tally_samples, ParsedPiece, ScriptPiece, ScriptTally, TalliedSample,
-    TalliedText, TalliedTexts,
+    parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece, ScriptTally,
+    TalliedSample, TalliedText, TalliedTexts,
 };
 pub use text::ScriptText;

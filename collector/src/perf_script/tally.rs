@@ -30,6 +30,7 @@ use super::reader::{
     detect_type, parse_mmap_line, EntryTokenCache, PerfScriptError, PerfScriptStats,
 };
 use super::scan_queue::ScanQueue;
+use super::text::ScriptText;
 use super::unit::{SampleText, Unit, UnitCursor};
 use super::PerfScriptType;
 use crate::{Mmap2Event, Sample};
@@ -163,15 +164,47 @@ pub fn tally_samples(
     tally_shared(text, name, threads, progress, false)
 }
 
+/// The perf script `text`, read as [`tally_samples`] reads it. The text is given back to the
+/// system as soon as it is read, on a thread of its own (it may still be unmapping when the
+/// caller is done), while the cores' tallies are merged and whatever comes next runs.
+pub fn tally_script(
+    text: ScriptText,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ScriptTally, PerfScriptError> {
+    let scanned = scan_all(text.bytes(), text.name(), threads, progress, false)?;
+    // Unmapping hundreds of megabytes takes a while; here when no thread can be started
+    // (the closure and the text are dropped on the error).
+    let _ = std::thread::Builder::new().spawn(move || text.release());
+    merge_scans(scanned)
+}
+
 /// [`tally_samples`]; `share_at_once`: the first scanning thread to check gives away half
 /// of its range at once, as if another were hungry (tests of sharing).
-fn tally_shared<'a>(
-    text: &'a [u8],
+fn tally_shared(
+    text: &[u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
     share_at_once: bool,
 ) -> Result<ScriptTally, PerfScriptError> {
+    merge_scans(scan_all(text, name, threads, progress, share_at_once)?)
+}
+
+/// What the scanning threads read: the script's type and each range's scan, by start.
+struct Scanned {
+    script_type: PerfScriptType,
+    scans: Vec<(usize, Result<ChunkScan, PerfScriptError>)>,
+}
+
+/// Reads `text` on up to `threads` threads (see [`tally_shared`]).
+fn scan_all(
+    text: &[u8],
+    name: &str,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+    share_at_once: bool,
+) -> Result<Scanned, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let threads = threads.max(1);
     let bounds = chunk_bounds(text, threads);
@@ -179,8 +212,8 @@ fn tally_shared<'a>(
     if share_at_once {
         queue.ask_for_work();
     }
-    type Scanned<'a> = (usize, Result<ChunkScan<'a>, PerfScriptError>);
-    let scanned: Mutex<Vec<Scanned<'_>>> = Mutex::new(Vec::new());
+    type Scan = (usize, Result<ChunkScan, PerfScriptError>);
+    let scanned: Mutex<Vec<Scan>> = Mutex::new(Vec::new());
     let work = || {
         let _member = queue.join();
         while let Some(range) = queue.take() {
@@ -203,11 +236,17 @@ fn tally_shared<'a>(
     });
     let mut scans = scanned.into_inner().unwrap_or_else(|e| e.into_inner());
     scans.sort_by_key(|&(start, _)| start);
-    let scans = scans.into_iter().map(|(_, scan)| scan);
+    Ok(Scanned { script_type, scans })
+}
+
+/// The ranges' scans put together in input order: the first error (its line number
+/// counted from the start of the text), or the tally.
+fn merge_scans(scanned: Scanned) -> Result<ScriptTally, PerfScriptError> {
+    let Scanned { script_type, scans } = scanned;
     let mut stats = PerfScriptStats::default();
-    let mut pieces: Vec<RawPiece<'a>> = Vec::new();
+    let mut pieces: Vec<RawPiece> = Vec::new();
     let mut lines_before = 0u64;
-    for scan in scans {
+    for (_, scan) in scans {
         let scan = scan.map_err(|e| e.after_lines(lines_before))?;
         lines_before += scan.stats.lines;
         add_stats(&mut stats, &scan.stats);
@@ -281,23 +320,46 @@ fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
 /// the compact texts; its later occurrences find it by the bytes of their block
 /// ([`BlockMemo`]).
 struct TextTally<'a> {
-    compact: TalliedTexts,
-    /// Indexes into `compact.texts`.
-    index: HashTable<usize>,
-    /// Blocks read, their samples indexes into `compact.texts`.
+    distinct: DistinctTexts,
+    /// Blocks read, their samples indexes into `distinct.compact.texts`.
     memo: BlockMemo<'a>,
     masks: ByteMasks,
+}
+
+/// The distinct compact texts of a piece read so far, with their count sums and
+/// occurrences (what is left of a [`TextTally`] once its stretch is read: nothing of it
+/// refers to the text any more).
+struct DistinctTexts {
+    compact: TalliedTexts,
+    /// The texts of `compact.texts`, by their compact bytes.
+    index: HashTable<TextSlot>,
+}
+
+/// A distinct text in [`DistinctTexts`]' index: where its bytes are, held in the table itself
+/// so that a lookup compares hash and bytes without first loading the text's entry in
+/// `texts` (for the input with cycle counts, a wait on memory for every sample).
+#[derive(Clone, Copy)]
+struct TextSlot {
+    hash: u64,
+    /// Its index in `texts`.
+    index: usize,
+    arena: usize,
+    start: usize,
+    end: usize,
+    lbr_start: usize,
 }
 
 impl<'a> TextTally<'a> {
     /// A tally writing compact texts into `arena`.
     fn new(arena: Vec<u8>) -> TextTally<'a> {
         TextTally {
-            compact: TalliedTexts {
-                texts: Vec::new(),
-                arenas: vec![arena],
+            distinct: DistinctTexts {
+                compact: TalliedTexts {
+                    texts: Vec::new(),
+                    arenas: vec![arena],
+                },
+                index: HashTable::new(),
             },
-            index: HashTable::new(),
             memo: BlockMemo::new(),
             masks: ByteMasks::default(),
         }
@@ -306,8 +368,9 @@ impl<'a> TextTally<'a> {
     /// Adds an occurrence of a sample text; its index in `compact.texts`.
     fn add_occurrence(&mut self, text: SampleText<'a>) -> usize {
         // The compact text goes at the end of the last arena, and stays there if it is new.
-        let arena = self.compact.arenas.len() - 1;
-        let bytes = &mut self.compact.arenas[arena];
+        let compact = &mut self.distinct.compact;
+        let arena = compact.arenas.len() - 1;
+        let bytes = &mut compact.arenas[arena];
         let start = bytes.len();
         bytes.extend_from_slice(text.stack_lines());
         compact_lbr_line(text.lbr_line(), bytes, &mut self.masks);
@@ -320,29 +383,40 @@ impl<'a> TextTally<'a> {
             count: text.count,
             occurrences: 1,
         };
-        self.add_compact(t, true)
+        self.distinct.add_compact(t, true)
     }
+}
 
+impl DistinctTexts {
     /// Adds `t`, whose compact text is in place in the arenas; its index. A new text at the
     /// end of the last arena (`fresh`) is removed from it when it is already known.
     fn add_compact(&mut self, t: TalliedText, fresh: bool) -> usize {
         let TalliedTexts { texts, arenas } = &mut self.compact;
         let new = &arenas[t.arena][t.start..t.end];
-        let found = self.index.find(t.hash, |&i| {
-            let u = &texts[i];
-            u.lbr_start == t.lbr_start && &arenas[u.arena][u.start..u.end] == new
+        let found = self.index.find(t.hash, |s| {
+            s.hash == t.hash
+                && s.lbr_start == t.lbr_start
+                && &arenas[s.arena][s.start..s.end] == new
         });
-        if let Some(&i) = found {
+        if let Some(&TextSlot { index, .. }) = found {
             if fresh {
                 arenas[t.arena].truncate(t.start);
             }
-            self.bump(i, t.count, t.occurrences);
-            return i;
+            self.bump(index, t.count, t.occurrences);
+            return index;
         }
-        let i = texts.len();
-        self.index.insert_unique(t.hash, i, |&j| texts[j].hash);
+        let index = texts.len();
+        let slot = TextSlot {
+            hash: t.hash,
+            index,
+            arena: t.arena,
+            start: t.start,
+            end: t.end,
+            lbr_start: t.lbr_start,
+        };
+        self.index.insert_unique(t.hash, slot, |s| s.hash);
         texts.push(t);
-        i
+        index
     }
 
     /// Counts occurrences of the sample `compact.texts[i]`.
@@ -354,15 +428,13 @@ impl<'a> TextTally<'a> {
     }
 
     /// Adds the samples of `other`, which comes after these.
-    fn absorb(&mut self, other: TextTally<'a>) {
+    fn absorb(&mut self, other: DistinctTexts) {
         let base = self.compact.arenas.len();
         self.compact.arenas.extend(other.compact.arenas);
         // Room for all of them at once: growing step by step rehashed the index and moved
         // the texts several times over.
         self.compact.texts.reserve(other.compact.texts.len());
-        let texts = &self.compact.texts;
-        self.index
-            .reserve(other.compact.texts.len(), |&j| texts[j].hash);
+        self.index.reserve(other.compact.texts.len(), |s| s.hash);
         for t in other.compact.texts {
             self.add_compact(
                 TalliedText {
@@ -375,13 +447,13 @@ impl<'a> TextTally<'a> {
     }
 }
 
-enum RawPiece<'a> {
+enum RawPiece {
     Mmap(Mmap2Event),
-    Texts(Box<TextTally<'a>>),
+    Texts(Box<DistinctTexts>),
 }
 
-struct ChunkScan<'a> {
-    pieces: Vec<RawPiece<'a>>,
+struct ChunkScan {
+    pieces: Vec<RawPiece>,
     stats: PerfScriptStats,
 }
 
@@ -390,14 +462,14 @@ const PROGRESS_STEP: usize = 16 << 20;
 
 /// Scans `text[range]`, giving away the second half of what is left to a hungry thread
 /// of `queue` (the scan then ends there).
-fn scan_chunk<'a>(
-    text: &'a [u8],
+fn scan_chunk(
+    text: &[u8],
     range: Range<usize>,
     name: &str,
     script_type: PerfScriptType,
     progress: &(dyn Fn(u64) + Sync),
     queue: &ScanQueue,
-) -> Result<ChunkScan<'a>, PerfScriptError> {
+) -> Result<ChunkScan, PerfScriptError> {
     let start = range.start;
     let mut chunk = &text[range];
     let mut units = UnitCursor::new(chunk, name, script_type, 0)?;
@@ -429,7 +501,7 @@ fn scan_chunk<'a>(
         let block = texts.memo.probe(chunk, pos);
         if let Some(block) = block {
             if let Some(seen) = texts.memo.find(chunk, pos, block) {
-                texts.bump(seen.sample, seen.count, 1);
+                texts.distinct.bump(seen.sample, seen.count, 1);
                 units.skip_block(block.end, seen.lines)?;
                 report(&mut reported, units.position(), progress);
                 continue;
@@ -456,11 +528,10 @@ fn scan_chunk<'a>(
                     plain = false;
                     match parse_mmap_line(line) {
                         Some(m) => {
-                            if !texts.compact.is_empty() {
-                                pieces.push(RawPiece::Texts(Box::new(std::mem::replace(
-                                    &mut texts,
-                                    TextTally::new(Vec::new()),
-                                ))));
+                            if !texts.distinct.compact.is_empty() {
+                                let read =
+                                    std::mem::replace(&mut texts, TextTally::new(Vec::new()));
+                                pieces.push(RawPiece::Texts(Box::new(read.distinct)));
                             }
                             pieces.push(RawPiece::Mmap(m));
                         }
@@ -490,8 +561,8 @@ fn scan_chunk<'a>(
         }
     }
     progress((chunk.len() - reported) as u64);
-    if !texts.compact.is_empty() {
-        pieces.push(RawPiece::Texts(Box::new(texts)));
+    if !texts.distinct.compact.is_empty() {
+        pieces.push(RawPiece::Texts(Box::new(texts.distinct)));
     }
     stats.lines = units.lines();
     Ok(ChunkScan { pieces, stats })
@@ -658,6 +729,40 @@ mod tests {
         // b: 7 occurrences with count 1 and 7 with count 4 before the second mmap.
         assert_eq!((first[1].sample.count, first[1].occurrences), (35, 14));
         assert_eq!(first[1].sample.lbr[1].flags, 0, "M/-/-/5 cleared");
+    }
+
+    /// A script read from its file tallies as its bytes do, and its mapping is given back
+    /// (by a thread of its own: waited for here).
+    #[test]
+    fn a_script_file_tallies_as_its_bytes_and_is_unmapped() {
+        let dir = std::env::temp_dir().join(format!("tally-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mix.perfscript");
+        let text = script();
+        std::fs::write(&path, &text).unwrap();
+        let mapped = || {
+            std::fs::read_to_string("/proc/self/maps")
+                .unwrap()
+                .lines()
+                .any(|l| l.ends_with(&*path.to_string_lossy()))
+        };
+        let name = path.display().to_string();
+        for threads in [1, 2] {
+            let read = tally_script(ScriptText::open(&path).unwrap(), threads, &|_| {}).unwrap();
+            let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
+            assert_eq!(read, expected, "{threads} threads");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while mapped() {
+                assert!(std::time::Instant::now() < deadline, "still mapped");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        // An error leaves nothing mapped either.
+        std::fs::write(&path, "PERF_RECORD_MMAP2 garbage\n").unwrap();
+        let err = tally_script(ScriptText::open(&path).unwrap(), 2, &|_| {}).unwrap_err();
+        assert!(err.to_string().contains(&name), "{err}");
+        assert!(!mapped());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
