@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counter_table::CounterTable;
+use crate::frame_trie::add_or_push;
 use crate::fx_hash::FxBuildHasher;
 use crate::lbr_counter::count_lbr_sample;
 use crate::sample_prep::{
@@ -307,43 +308,37 @@ impl<'a> Aggregator<'a> {
         let parts = len.div_ceil(UNWIND_PART);
         let results: Vec<Mutex<Option<PreparedPart>>> =
             (0..parts).map(|_| Mutex::new(None)).collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let (results, next, read, scope) = (&results, &next, &read, &scope);
-        let work = move || -> T {
-            let mut state = T::default();
-            let mut sample = Sample::default();
-            let mut out = PerfSample::default();
-            loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if k >= parts {
-                    return state;
+        type State<T> = (T, Sample, PerfSample);
+        let new_state = || (T::default(), Sample::default(), PerfSample::default());
+        let each = |(state, sample, out): &mut State<T>, k: usize| {
+            let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
+            let mut stats = UnwindStats::default();
+            let mut kept = Vec::with_capacity(range.len());
+            let mut error = None;
+            for i in range {
+                let Some(occurrences) = read(i, state, sample) else {
+                    continue;
+                };
+                if pids.is_some_and(|p| !p.contains(&sample.pid)) {
+                    stats.filtered_by_pid += occurrences;
+                    continue;
                 }
-                let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
-                let mut stats = UnwindStats::default();
-                let mut kept = Vec::with_capacity(range.len());
-                let mut error = None;
-                for i in range {
-                    let Some(occurrences) = read(i, &mut state, &mut sample) else {
-                        continue;
-                    };
-                    if pids.is_some_and(|p| !p.contains(&sample.pid)) {
-                        stats.filtered_by_pid += occurrences;
-                        continue;
-                    }
-                    let index = first_index + i as u64;
-                    match prepare_sample(scope, &sample, occurrences, index, &mut out, &mut stats) {
-                        Ok(true) => kept.push((out.clone(), sample.count)),
-                        Ok(false) => {}
-                        Err(e) => {
-                            error = Some(e);
-                            break;
-                        }
+                let index = first_index + i as u64;
+                match prepare_sample(&scope, sample, occurrences, index, out, &mut stats) {
+                    Ok(true) => kept.push((out.clone(), sample.count)),
+                    Ok(false) => {}
+                    Err(e) => {
+                        error = Some(e);
+                        break;
                     }
                 }
-                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((kept, stats, error));
             }
+            *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((kept, stats, error));
         };
-        let states: Vec<T> = on_threads((0..threads).map(|_| work));
+        let states: Vec<T> = on_parts(threads, parts, new_state, each)
+            .into_iter()
+            .map(|(state, _, _)| state)
+            .collect();
         self.sample_index += len as u64;
         let parts: Vec<PreparedPart> = results
             .iter()
@@ -388,21 +383,19 @@ impl<'a> Aggregator<'a> {
                 (!part.is_empty()).then(|| Mutex::new(part))
             })
             .collect();
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let (parts, next) = (&parts, &next);
-            let counted: Vec<(CounterTable, UnwindStats)> = on_threads((0..threads).map(|_| {
-                move || {
-                    let mut counter = PartCounter::new(layout, kind, shape);
-                    while let Some(part) =
-                        parts.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-                    {
-                        let part =
-                            std::mem::take(&mut *part.lock().unwrap_or_else(|e| e.into_inner()));
-                        counter.add(&part);
-                    }
-                    counter.finish()
-                }
-            }));
+            let counted: Vec<(CounterTable, UnwindStats)> = on_parts(
+                threads,
+                parts.len(),
+                || PartCounter::new(layout, kind, shape),
+                |counter, k| {
+                    let part =
+                        std::mem::take(&mut *parts[k].lock().unwrap_or_else(|e| e.into_inner()));
+                    counter.add(&part);
+                },
+            )
+            .into_iter()
+            .map(PartCounter::finish)
+            .collect();
             let mut total = CounterTable::new(kind);
             for (table, stats) in counted {
                 if total.is_empty() {
@@ -480,6 +473,31 @@ fn on_threads<T: Send, F: FnOnce() -> T + Send>(jobs: impl IntoIterator<Item = F
         }));
         results
     })
+}
+
+/// Runs `each(state, k)` for every part `k` in `0..parts` on `threads` threads (see
+/// [`on_threads`]): each thread makes its `state` with `new_state` and takes the next part
+/// as it finishes one, so that every thread stays busy to the end. Returns the states.
+fn on_parts<S: Send>(
+    threads: usize,
+    parts: usize,
+    new_state: impl Fn() -> S + Sync,
+    each: impl Fn(&mut S, usize) + Sync,
+) -> Vec<S> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (next, new_state, each) = (&next, &new_state, &each);
+    on_threads((0..threads).map(|_| {
+        move || {
+            let mut state = new_state();
+            loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if k >= parts {
+                    return state;
+                }
+                each(&mut state, k);
+            }
+        }
+    }))
 }
 
 /// What preparing a sample reads from its [`Aggregator`] (shared by preparing threads).
@@ -650,34 +668,23 @@ impl<'a> PartCounter<'a> {
 struct RangeTally {
     ranges: HashMap<(u64, u64), u64, FxBuildHasher>,
     any_sample: bool,
+    /// One sample's ranges, a loop's repeats summed ([`add_or_push`]) before the map.
+    pending: Vec<(u64, u64, u64)>,
 }
 
 impl RangeTally {
     fn add(&mut self, sample: &PerfSample, count: u64) {
         self.any_sample = true;
-        // A loop repeats the same one or two ranges: summed in `recent` first, each goes
-        // into the map once per sample rather than once per iteration.
-        let mut recent: [Option<((u64, u64), u64)>; 2] = [None, None];
+        // A loop repeats the same one or two ranges: summed first, each goes into the map
+        // once per sample rather than once per iteration.
+        self.pending.clear();
         for pair in sample.lbr.windows(2) {
-            let range = (pair[1].target, pair[0].source);
-            match recent.iter_mut().flatten().find(|(r, _)| *r == range) {
-                Some((_, n)) => *n = n.wrapping_add(count),
-                None => {
-                    if let Some((r, n)) = recent[1].replace((range, count)) {
-                        self.add_range(r, n);
-                    }
-                    recent.swap(0, 1);
-                }
-            }
+            add_or_push(&mut self.pending, pair[1].target, pair[0].source, count);
         }
-        for (r, n) in recent.into_iter().flatten() {
-            self.add_range(r, n);
+        for &(start, end, count) in &self.pending {
+            let n = self.ranges.entry((start, end)).or_insert(0);
+            *n = n.wrapping_add(count);
         }
-    }
-
-    fn add_range(&mut self, range: (u64, u64), count: u64) {
-        let n = self.ranges.entry(range).or_insert(0);
-        *n = n.wrapping_add(count);
     }
 
     /// `warnInvalidRange`'s checks of every range, added to `stats`.

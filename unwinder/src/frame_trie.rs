@@ -46,7 +46,7 @@ impl Frame {
 /// each is counted into the counter table once per sample instead of once per
 /// iteration), else appends it. Counts wrap, as the counter table's do.
 #[inline]
-fn add_or_push(entries: &mut Vec<(u64, u64, u64)>, a: u64, b: u64, count: u64) {
+pub(crate) fn add_or_push(entries: &mut Vec<(u64, u64, u64)>, a: u64, b: u64, count: u64) {
     let n = entries.len();
     for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
         if e.0 == a && e.1 == b {
