@@ -259,22 +259,14 @@ impl<'a> Aggregator<'a> {
     /// a part's error ends it (after that part's samples).
     fn add_prepared(&mut self, parts: Vec<PreparedPart>) -> Result<(), UnwindError> {
         self.reserve(parts.iter().map(|p| p.0.len()).sum());
-        for (kept, stats, error) in parts {
-            self.stats.merge(&stats);
-            let mut kept = kept.into_iter().peekable();
-            while let Some((sample, count)) = kept.next() {
-                // Prepared on another thread: hashing and comparing them waited on memory.
-                if let Some((next, _)) = kept.peek() {
-                    next.prefetch();
-                }
-                let n = self.samples.entry(sample).or_insert(0);
-                *n = n.wrapping_add(count);
+        let mut sink = InOrder::new(&mut self.samples, &mut self.stats);
+        for part in parts {
+            if sink.error.is_some() {
+                break;
             }
-            if let Some(e) = error {
-                return Err(e);
-            }
+            sink.add(part);
         }
-        Ok(())
+        sink.finish()
     }
 
     /// Feeds `len` consecutive samples (no side-band event between them) that `read`
@@ -308,6 +300,13 @@ impl<'a> Aggregator<'a> {
         let parts = len.div_ceil(UNWIND_PART);
         let results: Vec<Mutex<Option<PreparedPart>>> =
             (0..parts).map(|_| Mutex::new(None)).collect();
+        // The parts are aggregated in order while the threads work: a thread that has
+        // stored its part and gets the sink aggregates the parts ready from the next one
+        // on. A part stored while another thread holds the sink waits for a later drain,
+        // at the latest the one after the threads. Room for every sample at once (an
+        // upper bound: some are dropped; `scope` borrows `self`, so the field itself).
+        self.samples.reserve(len);
+        let sink = Mutex::new(InOrder::new(&mut self.samples, &mut self.stats));
         type State<T> = (T, Sample, PerfSample);
         let new_state = || (T::default(), Sample::default(), PerfSample::default());
         let each = |(state, sample, out): &mut State<T>, k: usize| {
@@ -334,22 +333,19 @@ impl<'a> Aggregator<'a> {
                 }
             }
             *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((kept, stats, error));
+            if let Ok(mut sink) = sink.try_lock() {
+                sink.drain(&results);
+            }
         };
         let states: Vec<T> = on_parts(threads, parts, new_state, each)
             .into_iter()
             .map(|(state, _, _)| state)
             .collect();
+        let mut sink = sink.into_inner().unwrap_or_else(|e| e.into_inner());
+        sink.drain(&results);
+        debug_assert!(sink.error.is_some() || sink.next == parts);
         self.sample_index += len as u64;
-        let parts: Vec<PreparedPart> = results
-            .iter()
-            .map(|r| {
-                r.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()
-                    .expect("every part was prepared")
-            })
-            .collect();
-        self.add_prepared(parts)?;
+        sink.finish()?;
         Ok(states)
     }
 
@@ -454,6 +450,65 @@ impl Hash for RawSample<'_> {
 /// Samples prepared on one thread (each with its count), their statistics, and the error
 /// that stopped the thread.
 type PreparedPart = (Vec<(PerfSample, u64)>, UnwindStats, Option<UnwindError>);
+
+/// Prepared parts aggregated in order into an aggregator's samples and statistics, up to
+/// the first error.
+struct InOrder<'s> {
+    samples: &'s mut HashMap<PerfSample, u64, FxBuildHasher>,
+    stats: &'s mut UnwindStats,
+    /// The index of the next part.
+    next: usize,
+    error: Option<UnwindError>,
+}
+
+impl<'s> InOrder<'s> {
+    fn new(
+        samples: &'s mut HashMap<PerfSample, u64, FxBuildHasher>,
+        stats: &'s mut UnwindStats,
+    ) -> InOrder<'s> {
+        InOrder {
+            samples,
+            stats,
+            next: 0,
+            error: None,
+        }
+    }
+
+    /// Aggregates the parts of `results` that are ready from the next one on (taking them
+    /// out), until one is not or one had an error.
+    fn drain(&mut self, results: &[Mutex<Option<PreparedPart>>]) {
+        while self.error.is_none() {
+            let Some(slot) = results.get(self.next) else {
+                return;
+            };
+            let Some(part) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+                return;
+            };
+            self.add(part);
+        }
+    }
+
+    /// Aggregates the next part: its statistics and samples, then its error.
+    fn add(&mut self, (kept, stats, error): PreparedPart) {
+        self.next += 1;
+        self.stats.merge(&stats);
+        let mut kept = kept.into_iter().peekable();
+        while let Some((sample, count)) = kept.next() {
+            // Prepared on another thread: hashing and comparing them waited on memory.
+            if let Some((next, _)) = kept.peek() {
+                next.prefetch();
+            }
+            let n = self.samples.entry(sample).or_insert(0);
+            *n = n.wrapping_add(count);
+        }
+        self.error = error;
+    }
+
+    /// The first error, if a part had one.
+    fn finish(self) -> Result<(), UnwindError> {
+        self.error.map_or(Ok(()), Err)
+    }
+}
 
 /// Runs the jobs, the first on the calling thread and each other one on a scoped thread of
 /// its own, and returns their results in order (a panicking job panics the caller). The
@@ -1165,7 +1220,8 @@ mod tests {
     #[test]
     fn feeding_in_parallel_counts_like_one_by_one_with_the_threads_states() {
         let l = layout(true);
-        let samples = loop_sample_structs(MIN_SAMPLES_PER_THREAD as u64 * 3);
+        // Many parts (the last one short), aggregated while others are being prepared.
+        let samples = loop_sample_structs(UNWIND_PART as u64 * 4 + 7);
         // Sample k stands for k occurrences; every seventh is "dropped by the reader".
         let occurrences = |i: usize| (i % 7 != 3).then_some(i as u64 + 1);
         let feed = |threads: usize, parallel: bool| {

@@ -8,6 +8,8 @@
 //! flag word (see [`compact_lbr_line`] for why), so samples can be counted by their compact
 //! text and each distinct one parsed once.
 
+use std::mem::MaybeUninit;
+
 use super::reader::is_space;
 
 /// Appends `line` to `out` with every space-separated token cut at its second `/`, but for
@@ -19,8 +21,118 @@ use super::reader::is_space;
 /// Otherwise the reader's answer depends on a token's first two `/`-separated fields only:
 /// whether it has a `/` (a leading IP or an entry), `FROM` and `TO` (a malformed one ends
 /// the stack), then the flag word, from the fields cut off. Spaces are kept as they are.
+///
+/// A line with neither `:` nor whitespace other than spaces (every line of a perf script
+/// without an event name) has no token to keep whole: its cuts are found for 64 bytes at
+/// a time ([`compact_blocks`]); other lines token by token ([`compact_tokens`]).
 pub(crate) fn compact_lbr_line(line: &[u8], out: &mut Vec<u8>, masks: &mut ByteMasks) {
-    masks.set(line);
+    if !compact_blocks(line, out) {
+        masks.set(line);
+        compact_tokens(line, out, masks);
+    }
+}
+
+/// [`compact_lbr_line`] for a line without tokens kept whole: per 64-byte block, its masks,
+/// the bytes to drop found with a few word operations, then the runs of bytes kept copied.
+/// `false` (and `out` as it was) when the line has a byte that may keep a token whole
+/// ([`is_unusual`]).
+///
+/// Each cut is found by carry propagation. Adding a bit at a start position to a mask of
+/// "gap" positions ripples the carry through the run of gaps above it and leaves a bit at
+/// the first position after the run. With `R` the spaces (and everything past the line,
+/// so no carry leaves it), `E` the slashes and gaps `G = !(R | E)`:
+/// - `((R << 1) + G) & E`: the first slash after each space, unless a space comes first
+///   (the line's start counts as after a space);
+/// - the same from one past each first slash: each token's second slash;
+/// - `!R & !(second + !R)`: from each second slash up to the next space, the bytes
+///   dropped (the carry clears the run of non-spaces it crosses).
+///
+/// Carries and the top bits of shifted masks pass from one block to the next.
+fn compact_blocks(line: &[u8], out: &mut Vec<u8>) -> bool {
+    let n = line.len();
+    let base = out.len();
+    // Room for a 64-byte copy at any point of the output.
+    out.reserve(n + 64);
+    let room = &mut out.spare_capacity_mut()[..n + 64];
+    let mut written = 0;
+    let (mut space_top, mut first_top) = (1u64, 0u64);
+    let (mut carry_first, mut carry_second, mut carry_drop) = (0u64, 0u64, 0u64);
+    for w in 0..n.div_ceil(64) {
+        let (spaces, slashes, unusual, valid) = match line.get(w * 64..w * 64 + 64) {
+            Some(block) => {
+                let (s, l, u) = block_masks(block.try_into().expect("64 bytes"));
+                (s, l, u, !0u64)
+            }
+            None => {
+                // The tail, padded with zeros (neither spaces, slashes nor unusual).
+                let tail = &line[w * 64..];
+                let mut block = [0u8; 64];
+                block[..tail.len()].copy_from_slice(tail);
+                let (s, l, u) = block_masks(&block);
+                (s, l, u, (1u64 << tail.len()) - 1)
+            }
+        };
+        if unusual {
+            return false;
+        }
+        let r = spaces | !valid;
+        let e = slashes;
+        let gaps = !(r | e);
+        let (first_sum, c) = add3((r << 1) | space_top, gaps, carry_first);
+        carry_first = c;
+        let first = first_sum & e;
+        let (second_sum, c) = add3((first << 1) | first_top, gaps, carry_second);
+        carry_second = c;
+        let second = second_sum & e;
+        let (drop_sum, c) = add3(second, !r, carry_drop);
+        carry_drop = c;
+        let dropped = !r & !drop_sum;
+        space_top = r >> 63;
+        first_top = first >> 63;
+        let mut keep = !dropped & valid;
+        while keep != 0 {
+            let start = keep.trailing_zeros() as usize;
+            let len = (!(keep >> start)).trailing_zeros() as usize;
+            let from = w * 64 + start;
+            // A fixed-size copy (a few vector moves) covers the run: an entry's
+            // ` 0xFROM/0xTO` (30 bytes with 12-digit user addresses) in 32, a longer run
+            // (kernel addresses) in 64; near the line's end, the run itself.
+            let bytes = match (line.get(from..from + 32), line.get(from..from + 64)) {
+                (Some(run), _) if len <= 32 => run,
+                (_, Some(run)) => run,
+                _ => &line[from..from + len],
+            };
+            write_bytes(&mut room[written..written + bytes.len()], bytes);
+            written += len;
+            // Clears the lowest run of ones.
+            keep &= keep.wrapping_add(1u64 << start);
+        }
+    }
+    // SAFETY: the copies above wrote every byte of `room[..written]` (each run at the
+    // end of the previous one), within the capacity reserved.
+    unsafe { out.set_len(base + written) };
+    true
+}
+
+/// Copies `src` into `dst` (of the same length).
+#[inline(always)]
+fn write_bytes(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    assert_eq!(dst.len(), src.len());
+    // SAFETY: both slices hold `src.len()` bytes (checked above); `dst` is borrowed
+    // mutably, so they do not overlap; any byte is a valid `MaybeUninit<u8>`.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len()) }
+}
+
+/// `a + b + carry` (`carry` 0 or 1) and the carry out (0 or 1).
+#[inline(always)]
+fn add3(a: u64, b: u64, carry: u64) -> (u64, u64) {
+    let (sum, o1) = a.overflowing_add(b);
+    let (sum, o2) = sum.overflowing_add(carry);
+    (sum, u64::from(o1 | o2))
+}
+
+/// [`compact_lbr_line`] token by token, from the line's masks (set).
+fn compact_tokens(line: &[u8], out: &mut Vec<u8>, masks: &ByteMasks) {
     let n = line.len();
     let mut copied = 0;
     let mut first = true;
@@ -53,7 +165,7 @@ pub(crate) fn compact_lbr_line(line: &[u8], out: &mut Vec<u8>, masks: &mut ByteM
         // (The byte before the cut is inside the token, so never a space: only a line
         // with other whitespace needs to look at it.)
         let keep_whole = |cut: usize| {
-            (masks.other_spaces && is_space(line[cut - 1])) || (first && line[end - 1] == b':')
+            (masks.unusual && is_space(line[cut - 1])) || (first && line[end - 1] == b':')
         };
         if let Some(cut) = cut.filter(|&c| c < end && !keep_whole(c)) {
             append(out, line, copied, cut);
@@ -112,8 +224,8 @@ pub(crate) struct ByteMasks {
     spaces: Vec<u64>,
     slashes: Vec<u64>,
     /// Whether the line has whitespace other than spaces (`\t`, `\x0b`, `\x0c`, `\r`;
-    /// `\n` ends it).
-    other_spaces: bool,
+    /// `\n` ends it) or a `:`: what may keep a token whole.
+    unusual: bool,
 }
 
 impl ByteMasks {
@@ -125,42 +237,47 @@ impl ByteMasks {
         m.slashes.clear();
         m.slashes.resize(words, 0);
         let full = line.len() / 64;
-        let mut other_spaces = false;
+        let mut unusual = false;
         for w in 0..full {
-            let (s, l, o) = block_masks(&line[w * 64..w * 64 + 64]);
+            let (s, l, u) = block_masks(line[w * 64..w * 64 + 64].try_into().expect("64 bytes"));
             m.spaces[w] = s;
             m.slashes[w] = l;
-            other_spaces |= o;
+            unusual |= u;
         }
         for (i, &b) in line.iter().enumerate().skip(full * 64) {
             m.spaces[i / 64] |= u64::from(b == b' ') << (i % 64);
             m.slashes[i / 64] |= u64::from(b == b'/') << (i % 64);
-            other_spaces |= b != b' ' && is_space(b);
+            unusual |= is_unusual(b);
         }
-        m.other_spaces = other_spaces;
+        m.unusual = unusual;
     }
 }
 
-/// The space and slash masks of 64 bytes, and whether they hold other whitespace (a byte
-/// from `\t` to `\r`).
+/// Whether `b` is whitespace other than a space, or a `:` (see [`ByteMasks::unusual`]).
+fn is_unusual(b: u8) -> bool {
+    (b != b' ' && is_space(b)) || b == b':'
+}
+
+/// The space and slash masks of 64 bytes, and whether they hold an unusual byte
+/// ([`is_unusual`]: a byte from `\t` to `\r`, or `:`).
 #[cfg(target_arch = "x86_64")]
-fn block_masks(block: &[u8]) -> (u64, u64, bool) {
+fn block_masks(block: &[u8; 64]) -> (u64, u64, bool) {
     use std::arch::x86_64::{
         __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
         _mm_or_si128, _mm_set1_epi8, _mm_setzero_si128,
     };
-    assert_eq!(block.len(), 64);
     let (mut spaces, mut slashes) = (0u64, 0u64);
-    let other;
+    let any_unusual;
     // SAFETY: SSE2 is part of x86_64; the four 16-byte loads are within the 64 bytes
-    // checked above (unaligned loads).
+    // (unaligned loads).
     unsafe {
         let space = _mm_set1_epi8(b' ' as i8);
         let slash = _mm_set1_epi8(b'/' as i8);
+        let colon = _mm_set1_epi8(b':' as i8);
         // Signed compares: bytes from 0x80 are negative, below `\t`.
         let below_tab = _mm_set1_epi8(b'\t' as i8 - 1);
         let above_cr = _mm_set1_epi8(b'\r' as i8 + 1);
-        let mut whitespace = _mm_setzero_si128();
+        let mut unusual = _mm_setzero_si128();
         for k in 0..4 {
             let v = _mm_loadu_si128(block.as_ptr().add(16 * k) as *const __m128i);
             let s = _mm_movemask_epi8(_mm_cmpeq_epi8(v, space)) as u16;
@@ -168,21 +285,22 @@ fn block_masks(block: &[u8]) -> (u64, u64, bool) {
             spaces |= u64::from(s) << (16 * k);
             slashes |= u64::from(l) << (16 * k);
             let in_range = _mm_and_si128(_mm_cmpgt_epi8(v, below_tab), _mm_cmpgt_epi8(above_cr, v));
-            whitespace = _mm_or_si128(whitespace, in_range);
+            unusual = _mm_or_si128(unusual, in_range);
+            unusual = _mm_or_si128(unusual, _mm_cmpeq_epi8(v, colon));
         }
-        other = _mm_movemask_epi8(whitespace) != 0;
+        any_unusual = _mm_movemask_epi8(unusual) != 0;
     }
-    (spaces, slashes, other)
+    (spaces, slashes, any_unusual)
 }
 
-/// The space and slash masks of 64 bytes, and whether they hold other whitespace.
+/// The space and slash masks of 64 bytes, and whether they hold an unusual byte.
 #[cfg(not(target_arch = "x86_64"))]
-fn block_masks(block: &[u8]) -> (u64, u64, bool) {
+fn block_masks(block: &[u8; 64]) -> (u64, u64, bool) {
     let (mut spaces, mut slashes, mut other) = (0u64, 0u64, false);
     for (i, &b) in block.iter().enumerate() {
         spaces |= u64::from(b == b' ') << i;
         slashes |= u64::from(b == b'/') << i;
-        other |= b != b' ' && is_space(b);
+        other |= is_unusual(b);
     }
     (spaces, slashes, other)
 }
@@ -258,6 +376,8 @@ mod tests {
         block[3] = 0x89;
         block[4] = 0xff;
         assert!(!block_masks(&block).2);
+        block[40] = b':';
+        assert!(block_masks(&block).2, "a colon");
         let filler: String = (0..4)
             .map(|i| format!(" 0x{i:x}/0x{i:x}/P/-/-/1"))
             .collect();
@@ -271,6 +391,64 @@ mod tests {
             let out = compact(&line);
             assert!(out.contains("0x1/0x2\x0b/P"), "{line:?} -> {out:?}");
             assert_eq!(out.matches("/P").count(), 1, "{out:?}");
+        }
+    }
+
+    /// Cut 64 bytes at a time, a line gives what it gives token by token: lines of random
+    /// tokens (slashes anywhere, runs of spaces, tokens longer than a block) of every
+    /// length up to several blocks.
+    #[test]
+    fn blocks_cut_as_tokens_do() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut masks = ByteMasks::default();
+        let (mut cut, mut lines) = (0, 0);
+        for _ in 0..20_000 {
+            let len = next(300) as usize;
+            let mut line = Vec::with_capacity(len);
+            while line.len() < len {
+                line.push(match next(10) {
+                    0..=1 => b' ',
+                    2..=3 => b'/',
+                    _ => b"0x1aP-9"[next(7) as usize],
+                });
+                if next(40) == 0 {
+                    // A long token.
+                    line.extend((0..next(150)).map(|i| if i % 37 == 5 { b'/' } else { b'a' }));
+                }
+            }
+            masks.set(&line);
+            assert!(!masks.unusual);
+            let (mut by_blocks, mut by_tokens) = (b"kept".to_vec(), b"kept".to_vec());
+            assert!(compact_blocks(&line, &mut by_blocks));
+            compact_tokens(&line, &mut by_tokens, &masks);
+            assert_eq!(
+                String::from_utf8_lossy(&by_blocks),
+                String::from_utf8_lossy(&by_tokens),
+                "{:?}",
+                String::from_utf8_lossy(&line)
+            );
+            cut += usize::from(by_tokens.len() < line.len() + 4);
+            lines += 1;
+        }
+        // Most lines had something cut.
+        assert!(cut * 2 > lines, "{cut} of {lines}");
+        // A line with a byte that may keep a token whole is left to the tokens, wherever
+        // the byte is (the output as it was).
+        let line = " 0x1/0x2/P/-/-/1".repeat(9);
+        for at in [0, 63, 64, 100, line.len() - 1] {
+            for unusual in [b':', b'\t', b'\r'] {
+                let mut odd = line.clone().into_bytes();
+                odd[at] = unusual;
+                let mut out = b"kept".to_vec();
+                assert!(!compact_blocks(&odd, &mut out), "{at}");
+                assert_eq!(out, b"kept");
+            }
         }
     }
 

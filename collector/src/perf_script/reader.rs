@@ -456,32 +456,29 @@ static HEX_DIGIT: [u8; 256] = {
 
 /// `0x` then 1 to 16 hex digits at `line[*pos..]` (at most 16 digits cannot overflow); the
 /// value, with `*pos` on the byte after the digits. `None` for anything else.
+/// With 16 bytes after the `0x`, a word at a time ([`hex_digits16`]).
 #[inline(always)]
 fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut i = *pos;
-    if line.get(i..i + 2)? != b"0x" {
+    let start = *pos;
+    if line.get(start..start + 2)? != b"0x" {
         return None;
     }
-    i += 2;
-    let digits_start = i;
-    let mut v = 0u64;
-    // Eight bytes at a time while they are there (the last bytes of a line go one by one).
-    while let Some(chunk) = line.get(i..i + 8) {
-        let (value, n) = swar_hex8(u64::from_le_bytes(chunk.try_into().ok()?));
-        if n == 0 {
-            break;
-        }
-        if i - digits_start + n > 16 {
+    let digits_start = start + 2;
+    if let Some(window) = line.get(digits_start..digits_start + 16) {
+        let (n, v) = hex_digits16(window.try_into().expect("16 bytes"));
+        let longer = n == 16
+            && line
+                .get(digits_start + 16)
+                .is_some_and(|&b| HEX_DIGIT[b as usize] != 0xff);
+        if n == 0 || longer {
             return None;
         }
-        // n < 8 here or below: shifting by 4 * 8 = 32 at most.
-        v = (v << (4 * n)) | value;
-        i += n;
-        if n < 8 {
-            *pos = i;
-            return (i > digits_start).then_some(v);
-        }
+        *pos = digits_start + n;
+        return Some(v);
     }
+    // Near the end of the line (fewer than 16 bytes left): a digit at a time.
+    let mut i = digits_start;
+    let mut v = 0u64;
     while let Some(&b) = line.get(i) {
         let d = HEX_DIGIT[b as usize];
         if d == 0xff {
@@ -490,11 +487,54 @@ fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
         v = (v << 4) | u64::from(d);
         i += 1;
     }
-    if i == digits_start || i - digits_start > 16 {
+    if i == digits_start {
         return None;
     }
     *pos = i;
     Some(v)
+}
+
+/// The leading hex digits of 16 bytes: how many (0 to 16) and their value. Both halves
+/// are classified and packed at once (two independent chains of word operations), the
+/// digits found in them kept by shifts.
+#[inline(always)]
+fn hex_digits16(window: &[u8; 16]) -> (usize, u64) {
+    let lo = u64::from_le_bytes(window[..8].try_into().expect("8 bytes"));
+    let hi = u64::from_le_bytes(window[8..].try_into().expect("8 bytes"));
+    let (n_lo, n_hi) = (hex_run(lo), hex_run(hi));
+    let n = if n_lo < 8 { n_lo } else { 8 + n_hi };
+    let (v_lo, v_hi) = (pack_hex8(lo), pack_hex8(hi));
+    let v = if n <= 8 {
+        v_lo >> (4 * (8 - n))
+    } else {
+        (v_lo << (4 * (n - 8))) | (v_hi >> (4 * (16 - n)))
+    };
+    (n, v)
+}
+
+/// How many of the 8 bytes of `x` (first byte in the low bits) are hex digits before the
+/// first that is not (0 to 8).
+#[inline(always)]
+fn hex_run(x: u64) -> usize {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const CASE: u64 = 0x2020_2020_2020_2020;
+    // Setting bit 5 turns `A`-`F` into `a`-`f` and nothing else into them (digits are
+    // checked on the bytes as they are: it would also turn 0x10-0x19 into digits).
+    let hex = bytes_between(x, b'0' as u64 - 1, b'9' as u64 + 1)
+        | bytes_between(x | CASE, b'a' as u64 - 1, b'f' as u64 + 1);
+    ((!hex & HIGH).trailing_zeros() / 8) as usize
+}
+
+/// The 8 bytes of `x` read as hex digits, the first one most significant (bytes that are not
+/// hex digits give some nibble: the caller shifts them out).
+#[inline(always)]
+fn pack_hex8(x: u64) -> u64 {
+    // Digit values: the low nibble, plus 9 for letters (bit 6 set).
+    let d = (x & 0x0f0f_0f0f_0f0f_0f0f) + ((x >> 6) & 0x0101_0101_0101_0101) * 9;
+    // Pack the nibbles, first digit most significant: pairs, then quads, then all eight.
+    let d = ((d & 0x0f00_0f00_0f00_0f00) >> 8) | ((d & 0x000f_000f_000f_000f) << 4);
+    let d = ((d & 0x00ff_0000_00ff_0000) >> 16) | ((d & 0x0000_00ff_0000_00ff) << 8);
+    ((d & 0x0000_ffff_0000_0000) >> 32) | ((d & 0x0000_0000_0000_ffff) << 16)
 }
 
 /// Per byte of `x`, high bit set when `low < byte < high` (both below 128; bytes of 128
@@ -507,27 +547,6 @@ fn bytes_between(x: u64, low: u64, high: u64) -> u64 {
     const HIGH: u64 = ONES * 0x80;
     let seven = x & LOW7;
     ((ONES * (127 + high)).wrapping_sub(seven) & !x & (seven + ONES * (127 - low))) & HIGH
-}
-
-/// The leading hex digits of 8 bytes (first byte in the low bits, as read from memory):
-/// their value and count (0 to 8).
-#[inline]
-fn swar_hex8(x: u64) -> (u64, usize) {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let hex = bytes_between(x, b'0' as u64 - 1, b'9' as u64 + 1)
-        | bytes_between(x, b'a' as u64 - 1, b'f' as u64 + 1)
-        | bytes_between(x, b'A' as u64 - 1, b'F' as u64 + 1);
-    let n = ((!hex & HIGH).trailing_zeros() / 8) as usize;
-    if n == 0 {
-        return (0, 0);
-    }
-    // Digit values: the low nibble, plus 9 for letters (bit 6 set).
-    let d = (x & 0x0f0f_0f0f_0f0f_0f0f) + ((x >> 6) & 0x0101_0101_0101_0101) * 9;
-    // Pack the nibbles, first digit most significant: pairs, then quads, then all eight.
-    let d = ((d & 0x0f00_0f00_0f00_0f00) >> 8) | ((d & 0x000f_000f_000f_000f) << 4);
-    let d = ((d & 0x00ff_0000_00ff_0000) >> 16) | ((d & 0x0000_00ff_0000_00ff) << 8);
-    let d = ((d & 0x0000_ffff_0000_0000) >> 32) | ((d & 0x0000_0000_0000_ffff) << 16);
-    (d >> (4 * (8 - n)), n)
 }
 
 /// Entry tokens already parsed by [`fast_lbr_entry`], by their exact bytes: a program
@@ -933,6 +952,14 @@ pub fn parse_hex(s: &[u8]) -> Option<u64> {
     if s.is_empty() {
         return None;
     }
+    // Up to 16 digits (a stack line's address): a word at a time, the bytes past the
+    // string zero (not hex digits, so the digits run to its end exactly when all are).
+    if s.len() <= 16 {
+        let mut window = [0u8; 16];
+        window[..s.len()].copy_from_slice(s);
+        let (n, v) = hex_digits16(&window);
+        return (n == s.len()).then_some(v);
+    }
     let mut v: u64 = 0;
     for &b in s {
         let d = match b {
@@ -1239,6 +1266,29 @@ mod tests {
         assert_eq!(parse_hex(b"0x10"), None);
         assert_eq!(parse_hex(b"AbC"), Some(0xabc));
         assert_eq!(parse_hex(b""), None);
+        // Against a digit loop: every length to 20, all hex or one other byte (a zero
+        // byte too, like the padding of short strings) anywhere.
+        let reference = |s: &[u8]| -> Option<u64> {
+            let text = std::str::from_utf8(s).ok()?;
+            if s.is_empty() || !s.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            u64::from_str_radix(text, 16).ok()
+        };
+        let digits = b"0f9aA5cFd7E1b83420";
+        for len in 0..=20usize {
+            let all: Vec<u8> = (0..len)
+                .map(|k| digits[(k * 5 + len) % digits.len()])
+                .collect();
+            assert_eq!(parse_hex(&all), reference(&all), "{all:?}");
+            for at in 0..len {
+                for other in [0u8, b'g', b' ', b'x', 0xff] {
+                    let mut odd = all.clone();
+                    odd[at] = other;
+                    assert_eq!(parse_hex(&odd), None, "{odd:?}");
+                }
+            }
+        }
         assert_eq!(parse_dec(b"123"), Some(123));
         assert_eq!(parse_dec(b" 123"), None);
         assert_eq!(parse_dec(b"18446744073709551616"), None);
@@ -1317,28 +1367,67 @@ mod tests {
         }
     }
 
+    /// The general path's reading of `0x` and hex digits at `line[pos..]`.
+    fn digit_loop(line: &[u8], pos: usize) -> Option<(u64, usize)> {
+        if line.get(pos..pos + 2)? != b"0x" {
+            return None;
+        }
+        let digits = line[pos + 2..]
+            .iter()
+            .take_while(|&&b| HEX_DIGIT[b as usize] != 0xff)
+            .count();
+        if digits == 0 || digits > 16 {
+            return None;
+        }
+        let text = std::str::from_utf8(&line[pos + 2..pos + 2 + digits]).unwrap();
+        Some((u64::from_str_radix(text, 16).unwrap(), pos + 2 + digits))
+    }
+
     #[test]
-    fn swar_hex_matches_the_digit_loop() {
-        assert_eq!(
-            swar_hex8(u64::from_le_bytes(*b"55555550")),
-            (0x5555_5550, 8)
-        );
-        assert_eq!(swar_hex8(u64::from_le_bytes(*b"aBcF/0x1")), (0xabcf, 4));
-        assert_eq!(swar_hex8(u64::from_le_bytes(*b"/0x12345")), (0, 0));
-        assert_eq!(swar_hex8(u64::from_le_bytes(*b"9:`gG@/f")), (9, 1));
+    fn word_hex_matches_the_digit_loop() {
+        assert_eq!(hex_run(u64::from_le_bytes(*b"55555550")), 8);
+        assert_eq!(pack_hex8(u64::from_le_bytes(*b"55555550")), 0x5555_5550);
+        assert_eq!(hex_run(u64::from_le_bytes(*b"aBcF/0x1")), 4);
+        assert_eq!(hex_run(u64::from_le_bytes(*b"/0x12345")), 0);
+        assert_eq!(hex_run(u64::from_le_bytes(*b"9:`gG@/f")), 1);
         // Every byte value after a digit: only hex digits extend the run.
         for b in 0..=255u8 {
             let mut bytes = *b"7XXXXXXX";
             bytes[1] = b;
-            let (v, n) = swar_hex8(u64::from_le_bytes(bytes));
-            if HEX_DIGIT[b as usize] == 0xff {
-                assert_eq!((v, n), (7, 1), "byte {b:#x}");
-            } else {
-                assert_eq!(
-                    (v, n),
-                    (0x70 | u64::from(HEX_DIGIT[b as usize]), 2),
-                    "byte {b:#x}"
-                );
+            let n = hex_run(u64::from_le_bytes(bytes));
+            assert_eq!(
+                n,
+                if HEX_DIGIT[b as usize] == 0xff { 1 } else { 2 },
+                "byte {b:#x}"
+            );
+        }
+        // Every number of digits (0 to 20) in every case, followed by every kind of byte,
+        // at the end of the line or not, the window fast or not.
+        let digits = b"0123456789abcdefABCDEF";
+        for n in 0..=20usize {
+            for after in [
+                &b""[..],
+                b"/",
+                b" ",
+                b"g",
+                b"\x10",
+                b"0x1/0x2/P/-/-/1 0x3/0x4",
+            ] {
+                for lead in [0usize, 3] {
+                    let mut line = b"   ".repeat(lead);
+                    line.extend_from_slice(b"0x");
+                    line.extend((0..n).map(|k| digits[(k * 7 + n) % digits.len()]));
+                    line.extend_from_slice(after);
+                    let pos = lead * 3;
+                    let mut at = pos;
+                    let got = fast_prefixed_hex(&line, &mut at).map(|v| (v, at));
+                    assert_eq!(
+                        got,
+                        digit_loop(&line, pos),
+                        "{:?}",
+                        String::from_utf8_lossy(&line)
+                    );
+                }
             }
         }
         let line = b"0x7ffff7fe582e/0x7ffff7fe5819/P 0x0000000000000000001/0x1ffffffffffffffff/";
