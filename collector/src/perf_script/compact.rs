@@ -58,19 +58,10 @@ fn compact_blocks(line: &[u8], out: &mut Vec<u8>) -> bool {
     let (mut space_top, mut first_top) = (1u64, 0u64);
     let (mut carry_first, mut carry_second, mut carry_drop) = (0u64, 0u64, 0u64);
     for w in 0..n.div_ceil(64) {
-        let (spaces, slashes, unusual, valid) = match line.get(w * 64..w * 64 + 64) {
-            Some(block) => {
-                let (s, l, u) = block_masks(block.try_into().expect("64 bytes"));
-                (s, l, u, !0u64)
-            }
-            None => {
-                // The tail, padded with zeros (neither spaces, slashes nor unusual).
-                let tail = &line[w * 64..];
-                let mut block = [0u8; 64];
-                block[..tail.len()].copy_from_slice(tail);
-                let (s, l, u) = block_masks(&block);
-                (s, l, u, (1u64 << tail.len()) - 1)
-            }
+        let (spaces, slashes, unusual) = line_block_masks(line, w);
+        let valid = match n - w * 64 {
+            64.. => !0u64,
+            tail => (1u64 << tail) - 1,
         };
         if unusual {
             return false;
@@ -236,24 +227,35 @@ impl ByteMasks {
         m.spaces.resize(words, 0);
         m.slashes.clear();
         m.slashes.resize(words, 0);
-        let full = line.len() / 64;
         let mut unusual = false;
-        for w in 0..full {
-            let (s, l, u) = block_masks(line[w * 64..w * 64 + 64].try_into().expect("64 bytes"));
+        for w in 0..words {
+            let (s, l, u) = line_block_masks(line, w);
             m.spaces[w] = s;
             m.slashes[w] = l;
             unusual |= u;
-        }
-        for (i, &b) in line.iter().enumerate().skip(full * 64) {
-            m.spaces[i / 64] |= u64::from(b == b' ') << (i % 64);
-            m.slashes[i / 64] |= u64::from(b == b'/') << (i % 64);
-            unusual |= is_unusual(b);
         }
         m.unusual = unusual;
     }
 }
 
-/// Whether `b` is whitespace other than a space, or a `:` (see [`ByteMasks::unusual`]).
+/// [`block_masks`] of the 64-byte block `w` of `line`; the last one, if shorter, padded
+/// with zero bytes (neither spaces, slashes nor unusual).
+#[inline(always)]
+fn line_block_masks(line: &[u8], w: usize) -> (u64, u64, bool) {
+    match line.get(w * 64..w * 64 + 64) {
+        Some(block) => block_masks(block.try_into().expect("64 bytes")),
+        None => {
+            let tail = &line[w * 64..];
+            let mut block = [0u8; 64];
+            block[..tail.len()].copy_from_slice(tail);
+            block_masks(&block)
+        }
+    }
+}
+
+/// Whether `b` is whitespace other than a space, or a `:` (see [`ByteMasks::unusual`]): what
+/// [`block_masks`] flags, a byte at a time.
+#[cfg(any(test, not(target_arch = "x86_64")))]
 fn is_unusual(b: u8) -> bool {
     (b != b' ' && is_space(b)) || b == b':'
 }
@@ -378,6 +380,12 @@ mod tests {
         assert!(!block_masks(&block).2);
         block[40] = b':';
         assert!(block_masks(&block).2, "a colon");
+        // Every byte value, as the byte-at-a-time definition says.
+        for b in 0..=255u8 {
+            let mut block = [b'a'; 64];
+            block[37] = b;
+            assert_eq!(block_masks(&block).2, is_unusual(b), "{b:#x}");
+        }
         let filler: String = (0..4)
             .map(|i| format!(" 0x{i:x}/0x{i:x}/P/-/-/1"))
             .collect();

@@ -456,42 +456,40 @@ static HEX_DIGIT: [u8; 256] = {
 
 /// `0x` then 1 to 16 hex digits at `line[*pos..]` (at most 16 digits cannot overflow); the
 /// value, with `*pos` on the byte after the digits. `None` for anything else.
-/// With 16 bytes after the `0x`, a word at a time ([`hex_digits16`]).
+/// A word at a time ([`leading_hex`]).
 #[inline(always)]
 fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
     let start = *pos;
     if line.get(start..start + 2)? != b"0x" {
         return None;
     }
-    let digits_start = start + 2;
-    if let Some(window) = line.get(digits_start..digits_start + 16) {
-        let (n, v) = hex_digits16(window.try_into().expect("16 bytes"));
-        let longer = n == 16
-            && line
-                .get(digits_start + 16)
-                .is_some_and(|&b| HEX_DIGIT[b as usize] != 0xff);
-        if n == 0 || longer {
-            return None;
-        }
-        *pos = digits_start + n;
-        return Some(v);
-    }
-    // Near the end of the line (fewer than 16 bytes left): a digit at a time.
-    let mut i = digits_start;
-    let mut v = 0u64;
-    while let Some(&b) = line.get(i) {
-        let d = HEX_DIGIT[b as usize];
-        if d == 0xff {
-            break;
-        }
-        v = (v << 4) | u64::from(d);
-        i += 1;
-    }
-    if i == digits_start {
+    let digits = &line[start + 2..];
+    let (n, v) = leading_hex(digits);
+    // More than sixteen digits: left to the general path.
+    let longer = n == 16
+        && digits
+            .get(16)
+            .is_some_and(|&b| HEX_DIGIT[b as usize] != 0xff);
+    if n == 0 || longer {
         return None;
     }
-    *pos = i;
+    *pos = start + 2 + n;
     Some(v)
+}
+
+/// The hex digits that `bytes` starts with, up to 16 of them: how many and their value
+/// ([`hex_digits16`] on the first 16 bytes, or on all of fewer padded with zero bytes,
+/// which are not digits).
+#[inline(always)]
+fn leading_hex(bytes: &[u8]) -> (usize, u64) {
+    match bytes.get(..16) {
+        Some(window) => hex_digits16(window.try_into().expect("16 bytes")),
+        None => {
+            let mut window = [0u8; 16];
+            window[..bytes.len()].copy_from_slice(bytes);
+            hex_digits16(&window)
+        }
+    }
 }
 
 /// The leading hex digits of 16 bytes: how many (0 to 16) and their value. Both halves
@@ -952,12 +950,9 @@ pub fn parse_hex(s: &[u8]) -> Option<u64> {
     if s.is_empty() {
         return None;
     }
-    // Up to 16 digits (a stack line's address): a word at a time, the bytes past the
-    // string zero (not hex digits, so the digits run to its end exactly when all are).
+    // Up to 16 digits (a stack line's address): a word at a time.
     if s.len() <= 16 {
-        let mut window = [0u8; 16];
-        window[..s.len()].copy_from_slice(s);
-        let (n, v) = hex_digits16(&window);
+        let (n, v) = leading_hex(s);
         return (n == s.len()).then_some(v);
     }
     let mut v: u64 = 0;
