@@ -10,7 +10,7 @@
 //! sample with the same count over the same number of lines. Only such blocks are kept.
 //!
 //! A recorder's or a steady program's samples repeat, and most blocks are then found here
-//! at the cost of a hash and a comparison; samples with hardware cycle counts hardly ever
+//! at the cost of a hash ([`super::text_hash`]) and a comparison; samples with hardware cycle counts hardly ever
 //! repeat their text, so the memo switches itself off while it finds too little
 //! ([`BlockMemo::probe`]) and looks again now and then.
 
@@ -107,7 +107,7 @@ impl<'a> BlockMemo<'a> {
         let end = pos + newline + 1;
         Some(Block {
             end,
-            hash: xxhash_rust::xxh3::xxh3_64(&text[pos..end]),
+            hash: super::text_hash::text_hash(&text[pos..end]),
         })
     }
 

@@ -88,12 +88,13 @@ fn compact_blocks(line: &[u8], out: &mut Vec<u8>) -> bool {
             // A fixed-size copy (a few vector moves) covers the run: an entry's
             // ` 0xFROM/0xTO` (30 bytes with 12-digit user addresses) in 32, a longer run
             // (kernel addresses) in 64; near the line's end, the run itself.
-            let bytes = match (line.get(from..from + 32), line.get(from..from + 64)) {
-                (Some(run), _) if len <= 32 => run,
-                (_, Some(run)) => run,
-                _ => &line[from..from + len],
-            };
-            write_bytes(&mut room[written..written + bytes.len()], bytes);
+            // (Each copy is of a length known here: a slice chosen among them would be
+            // copied by a call to `memcpy`.)
+            match (line.get(from..from + 32), line.get(from..from + 64)) {
+                (Some(run), _) if len <= 32 => write_fixed::<32>(&mut room[written..], run),
+                (_, Some(run)) => write_fixed::<64>(&mut room[written..], run),
+                _ => write_short(&mut room[written..written + len], &line[from..from + len]),
+            }
             written += len;
             // Clears the lowest run of ones.
             keep &= keep.wrapping_add(1u64 << start);
@@ -103,6 +104,36 @@ fn compact_blocks(line: &[u8], out: &mut Vec<u8>) -> bool {
     // end of the previous one), within the capacity reserved.
     unsafe { out.set_len(base + written) };
     true
+}
+
+/// Copies the `N` bytes of `src` to the start of `dst` (at least `N` long).
+#[inline(always)]
+fn write_fixed<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    let src: &[u8; N] = src.try_into().expect("N bytes");
+    write_bytes(&mut dst[..N], src);
+}
+
+/// Copies `src` into `dst` (of the same length): up to 64 bytes as two fixed-size copies
+/// that overlap (the first and the last bytes of a power-of-two size), a run near the end
+/// of a line, which cannot be read 32 or 64 bytes at a time, without a call to `memcpy`.
+#[inline(always)]
+fn write_short(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    #[inline(always)]
+    fn ends<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+        let n = src.len();
+        write_fixed::<N>(dst, &src[..N]);
+        write_fixed::<N>(&mut dst[n - N..], &src[n - N..]);
+    }
+    match src.len() {
+        0 => {}
+        1 => write_fixed::<1>(dst, src),
+        2..=3 => ends::<2>(dst, src),
+        4..=7 => ends::<4>(dst, src),
+        8..=15 => ends::<8>(dst, src),
+        16..=31 => ends::<16>(dst, src),
+        32..=64 => ends::<32>(dst, src),
+        _ => write_bytes(dst, src),
+    }
 }
 
 /// Copies `src` into `dst` (of the same length).
@@ -457,6 +488,21 @@ mod tests {
                 assert!(!compact_blocks(&odd, &mut out), "{at}");
                 assert_eq!(out, b"kept");
             }
+        }
+    }
+
+    /// Every length up to 64 and beyond is copied exactly (a copy past the end would panic
+    /// on the slice's bounds; the bytes after it are checked too).
+    #[test]
+    fn short_copies_write_their_bytes_only() {
+        let src: Vec<u8> = (1..=80).collect();
+        for n in 0..=80 {
+            let mut dst = [MaybeUninit::new(0u8); 80];
+            write_short(&mut dst[..n], &src[..n]);
+            // SAFETY: every byte was initialised above.
+            let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+            assert_eq!(got[..n], src[..n], "{n} bytes");
+            assert!(got[n..].iter().all(|&b| b == 0), "{n} bytes: written past");
         }
     }
 

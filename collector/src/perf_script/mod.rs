@@ -7,6 +7,7 @@ pub mod reader;
 mod scan_queue;
 pub mod tally;
 pub mod text;
+mod text_hash;
 pub mod unit;
 pub mod writer;
 

@@ -482,23 +482,44 @@ fn fast_prefixed_hex(line: &[u8], pos: &mut usize) -> Option<u64> {
 /// which are not digits).
 #[inline(always)]
 fn leading_hex(bytes: &[u8]) -> (usize, u64) {
-    match bytes.get(..16) {
-        Some(window) => hex_digits16(window.try_into().expect("16 bytes")),
-        None => {
-            let mut window = [0u8; 16];
-            window[..bytes.len()].copy_from_slice(bytes);
-            hex_digits16(&window)
+    let (lo, hi) = first_16_bytes(bytes);
+    hex_digits16(lo, hi)
+}
+
+/// The first 16 bytes of `bytes` as two little-endian words, zero bytes past its end. A
+/// short slice is read with overlapping loads of its own bytes, put together by shifts:
+/// copying it into a zeroed buffer and loading the words from there stalls the loads (the
+/// processor cannot forward the copy's smaller stores to them), which cost more than
+/// reading the digits.
+#[inline(always)]
+pub(crate) fn first_16_bytes(bytes: &[u8]) -> (u64, u64) {
+    let n = bytes.len();
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| {
+        u64::from(u32::from_le_bytes(
+            bytes[at..at + 4].try_into().expect("4 bytes"),
+        ))
+    };
+    match n {
+        16.. => (word(0), word(8)),
+        // `bytes[n - 8..]` holds `bytes[8..]` from its byte 16 - n on.
+        9..=15 => (word(0), word(n - 8) >> (8 * (16 - n))),
+        8 => (word(0), 0),
+        // The two halves overlap by 8 - n bytes, equal in both.
+        4..=7 => (half(0) | (half(n - 4) << (8 * (n - 4))), 0),
+        1..=3 => {
+            let b = |i: usize| u64::from(bytes[i]) << (8 * i);
+            (b(0) | b(n / 2) | b(n - 1), 0)
         }
+        0 => (0, 0),
     }
 }
 
-/// The leading hex digits of 16 bytes: how many (0 to 16) and their value. Both halves
-/// are classified and packed at once (two independent chains of word operations), the
-/// digits found in them kept by shifts.
+/// The leading hex digits of 16 bytes (`lo` the first eight, little-endian): how many (0
+/// to 16) and their value. Both halves are classified and packed at once (two independent
+/// chains of word operations), the digits found in them kept by shifts.
 #[inline(always)]
-fn hex_digits16(window: &[u8; 16]) -> (usize, u64) {
-    let lo = u64::from_le_bytes(window[..8].try_into().expect("8 bytes"));
-    let hi = u64::from_le_bytes(window[8..].try_into().expect("8 bytes"));
+fn hex_digits16(lo: u64, hi: u64) -> (usize, u64) {
     let (n_lo, n_hi) = (hex_run(lo), hex_run(hi));
     let n = if n_lo < 8 { n_lo } else { 8 + n_hi };
     let (v_lo, v_hi) = (pack_hex8(lo), pack_hex8(hi));
@@ -643,7 +664,9 @@ impl EntryTokenCache {
             h = (h.rotate_left(5) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
         let slot = &mut self.slots[(h >> (64 - TOKEN_SLOT_BITS)) as usize];
-        if usize::from(slot.len) == len && slot.words[..used] == words[..used] {
+        // All the words: past the token both are zero, and a fixed-size comparison is a
+        // few vector compares where one of `used` words called `memcmp`.
+        if usize::from(slot.len) == len && slot.words == words {
             return Some((slot.entry, start + len));
         }
         let (entry, end) = fast_lbr_entry(line, start)?;
@@ -1437,5 +1460,53 @@ mod tests {
         pos = 54;
         assert_eq!(fast_prefixed_hex(line, &mut pos), None);
         assert_eq!(fast_prefixed_hex(b"0xabc", &mut 0), Some(0xabc));
+    }
+
+    /// The token cache gives what parsing gives, token after token and again from the
+    /// cache: 4,096 tokens sharing their first words (so that slots are taken over and a
+    /// comparison of fewer than all words would hit the wrong token), tokens ending at a
+    /// word boundary, and one of the longest kept (56 bytes).
+    #[test]
+    fn cached_entries_are_the_parsed_ones() {
+        let mut tokens: Vec<String> = (0..4096).map(|i| format!("0x1/0x2/P/-/-/{i}")).collect();
+        // 8, 16 and 24 bytes, then 56.
+        tokens
+            .extend(["0x1/0x23", "0x1/0x2/P/-/-/12", "0x1234/0x5678/M/-/-/9876"].map(String::from));
+        tokens.push(format!(
+            "0x{}/0x{}/P/-/-/{}",
+            "a".repeat(16),
+            "b".repeat(16),
+            "7".repeat(12)
+        ));
+        assert_eq!(tokens.last().unwrap().len(), TOKEN_SLOT_BYTES);
+        let mut cache = EntryTokenCache::new();
+        for round in 0..2 {
+            for token in &tokens {
+                let line = format!("{token}{}", " 0x1/0x2".repeat(8));
+                let cached = cache.entry(line.as_bytes(), 0);
+                assert_eq!(
+                    cached,
+                    fast_lbr_entry(line.as_bytes(), 0),
+                    "{token} (round {round})"
+                );
+                assert_eq!(cached.map(|(_, end)| end), Some(token.len()));
+            }
+        }
+    }
+
+    /// The words of a slice of every length up to 20 are those of its bytes copied into
+    /// a zeroed 16-byte buffer (each byte distinct and non-zero, so a byte read from the
+    /// wrong place or twice shows).
+    #[test]
+    fn first_16_bytes_read_as_if_zero_padded() {
+        let bytes: Vec<u8> = (1..=20).map(|k| k * 11).collect();
+        for n in 0..=20 {
+            let mut padded = [0u8; 16];
+            let m = n.min(16);
+            padded[..m].copy_from_slice(&bytes[..m]);
+            let lo = u64::from_le_bytes(padded[..8].try_into().unwrap());
+            let hi = u64::from_le_bytes(padded[8..].try_into().unwrap());
+            assert_eq!(first_16_bytes(&bytes[..n]), (lo, hi), "{n} bytes");
+        }
     }
 }

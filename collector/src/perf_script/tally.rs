@@ -31,6 +31,7 @@ use super::reader::{
 };
 use super::scan_queue::ScanQueue;
 use super::text::ScriptText;
+use super::text_hash::text_hash;
 use super::unit::{SampleText, Unit, UnitCursor};
 use super::PerfScriptType;
 use crate::{Mmap2Event, Sample};
@@ -50,12 +51,21 @@ pub enum ScriptPiece {
 pub struct TalliedTexts {
     /// In order of first appearance.
     pub texts: Vec<TalliedText>,
-    /// Their compact texts, one after the other, in one or more arenas (one per chunk
-    /// read: merging chunks moves arenas instead of copying texts).
+    /// Their compact texts, one after the other, in one or more arenas (a chunk's scan
+    /// adds an arena when the last is full; merging chunks moves arenas instead of copying
+    /// texts).
     arenas: Vec<Vec<u8>>,
 }
 
 impl TalliedTexts {
+    /// Gives back the room left in the last arena (its texts stay where they are: they are
+    /// found by arena and offset).
+    fn shrink_last_arena(&mut self) {
+        if let Some(last) = self.arenas.last_mut() {
+            last.shrink_to_fit();
+        }
+    }
+
     /// Distinct samples.
     pub fn len(&self) -> usize {
         self.texts.len()
@@ -350,13 +360,13 @@ struct TextSlot {
 }
 
 impl<'a> TextTally<'a> {
-    /// A tally writing compact texts into `arena`.
-    fn new(arena: Vec<u8>) -> TextTally<'a> {
+    /// A tally writing compact texts into `arenas` (none: the first text adds one).
+    fn new(arenas: Vec<Vec<u8>>) -> TextTally<'a> {
         TextTally {
             distinct: DistinctTexts {
                 compact: TalliedTexts {
                     texts: Vec::new(),
-                    arenas: vec![arena],
+                    arenas,
                 },
                 index: HashTable::new(),
             },
@@ -369,17 +379,29 @@ impl<'a> TextTally<'a> {
     fn add_occurrence(&mut self, text: SampleText<'a>) -> usize {
         // The compact text goes at the end of the last arena, and stays there if it is new.
         let compact = &mut self.distinct.compact;
+        // At most the text's bytes, plus the slack of the compaction's fixed-size copies.
+        let most = text.block.len() + 64;
+        let last = compact.arenas.last().map_or(0, |a| a.capacity() - a.len());
+        if last < most {
+            // A new arena rather than a larger copy of the last one: nothing is moved
+            // (growing a vector copies it, into fresh pages each time).
+            let last = compact.arenas.last().map(Vec::capacity);
+            compact
+                .arenas
+                .push(compact_arena(next_arena_capacity(last, most)));
+        }
         let arena = compact.arenas.len() - 1;
         let bytes = &mut compact.arenas[arena];
-        let start = bytes.len();
+        let (start, room) = (bytes.len(), bytes.capacity());
         bytes.extend_from_slice(text.stack_lines());
         compact_lbr_line(text.lbr_line(), bytes, &mut self.masks);
+        debug_assert_eq!(bytes.capacity(), room, "an arena grew");
         let t = TalliedText {
             arena,
             start,
             end: bytes.len(),
             lbr_start: text.lbr_start,
-            hash: xxhash_rust::xxh3::xxh3_64(&bytes[start..]),
+            hash: text_hash(&bytes[start..]),
             count: text.count,
             occurrences: 1,
         };
@@ -477,8 +499,8 @@ fn scan_chunk(
     let mut pieces = Vec::new();
     // Room for the compact texts of a chunk of distinct samples (address space only until
     // written), so that the bytes are not copied as they grow. Later pieces (after an MMAP
-    // line) start small: there may be many.
-    let mut texts = TextTally::new(compact_arena(chunk.len() / 4));
+    // line) start small, as there may be many, and add larger arenas as they fill.
+    let mut texts = TextTally::new(vec![compact_arena(chunk.len() / 4)]);
     let mut reported = 0usize;
     let mut may_share = true;
     loop {
@@ -529,8 +551,10 @@ fn scan_chunk(
                     match parse_mmap_line(line) {
                         Some(m) => {
                             if !texts.distinct.compact.is_empty() {
-                                let read =
+                                let mut read =
                                     std::mem::replace(&mut texts, TextTally::new(Vec::new()));
+                                // There may be many pieces: none keeps room it will not use.
+                                read.distinct.compact.shrink_last_arena();
                                 pieces.push(RawPiece::Texts(Box::new(read.distinct)));
                             }
                             pieces.push(RawPiece::Mmap(m));
@@ -568,12 +592,25 @@ fn scan_chunk(
     Ok(ChunkScan { pieces, stats })
 }
 
+/// Room for compact texts in the first arena of a piece after an MMAP line (there may be
+/// many small pieces), or the room its first text may need if that is more; each further
+/// arena of a piece is four times the last, up to [`LARGEST_ARENA`].
+const FIRST_ARENA: usize = 4 << 10;
+const LARGEST_ARENA: usize = 64 << 20;
+
+/// The capacity of the arena after one of capacity `last` (`None`: the first of a piece
+/// after an MMAP line) for a text that needs up to `most` bytes.
+fn next_arena_capacity(last: Option<usize>, most: usize) -> usize {
+    let grown = last.map_or(0, |c| c.saturating_mul(4));
+    grown.clamp(FIRST_ARENA, LARGEST_ARENA).max(most)
+}
+
 /// An empty arena with room for `capacity` bytes of compact texts, on transparent huge
 /// pages where the system gives them on request (`transparent_hugepage/enabled` at
 /// `madvise`, the default of many distributions). The compact texts of the distinct
 /// samples fill tens of megabytes as they are read, with one page fault (and one zeroed
 /// page) per 4 KiB otherwise. Where the advice is not taken, nothing changes; an arena
-/// that outgrows `capacity` moves to memory that is not advised.
+/// never grows: a full one is followed by another ([`TextTally::add_occurrence`]).
 fn compact_arena(capacity: usize) -> Vec<u8> {
     const HUGE_PAGE: usize = 2 << 20;
     let mut arena = Vec::with_capacity(capacity);
@@ -788,6 +825,51 @@ mod tests {
         // b: 7 occurrences with count 1 and 7 with count 4 before the second mmap.
         assert_eq!((first[1].sample.count, first[1].occurrences), (35, 14));
         assert_eq!(first[1].sample.lbr[1].flags, 0, "M/-/-/5 cleared");
+    }
+
+    /// A piece after an MMAP line starts with a small arena and adds larger ones as its
+    /// distinct samples fill them (none is grown by copying): every text stays where it
+    /// was written and reads as the reader reads it. A piece closed by an MMAP line keeps
+    /// no spare room.
+    #[test]
+    fn a_piece_adds_arenas_as_it_fills() {
+        let mut text = String::from(MMAP);
+        text += "\t 10\n 0x1/0x2/P/-/-/0\n\n";
+        text += MMAP;
+        // 3,000 distinct samples of 43 compact bytes: 129 KB, past 4 + 16 + 64 KiB.
+        for i in 0..3000u64 {
+            text += &format!(
+                "\t {:x}\n\t 20\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/M/-/-/7  0x5/0x6/P/-/-/1\n\n",
+                0x1000 + i,
+                0x10_0000 + i
+            );
+        }
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
+        let [ScriptPiece::Mmap(_), ScriptPiece::Texts(first), ScriptPiece::Mmap(_), ScriptPiece::Texts(last)] =
+            &tally.pieces[..]
+        else {
+            panic!("{:?}", tally.pieces)
+        };
+        let sizes = |t: &TalliedTexts| -> Vec<(usize, usize)> {
+            t.arenas.iter().map(|a| (a.capacity(), a.len())).collect()
+        };
+        assert_eq!(sizes(first), [(13, 13)], "shrunk to its text");
+        let used: usize = sizes(last).iter().map(|&(_, len)| len).sum();
+        assert_eq!((last.len(), used), (3000, 3000 * 43));
+        let capacities: Vec<usize> = sizes(last).iter().map(|&(c, _)| c).collect();
+        assert_eq!(capacities, [4 << 10, 16 << 10, 64 << 10, 256 << 10]);
+        let (pieces, stats) = tally.parse_all();
+        assert_eq!(folded(pieces), expected);
+        assert_eq!(stats, expected_stats);
+        // Four times the last, from the first arena's size up to the largest's, and never
+        // less than the text needs.
+        assert_eq!(next_arena_capacity(None, 100), FIRST_ARENA);
+        assert_eq!(next_arena_capacity(None, 10_000), 10_000);
+        assert_eq!(next_arena_capacity(Some(1 << 20), 100), 4 << 20);
+        assert_eq!(next_arena_capacity(Some(48 << 20), 100), LARGEST_ARENA);
+        assert_eq!(next_arena_capacity(Some(usize::MAX), 100), LARGEST_ARENA);
+        assert_eq!(next_arena_capacity(Some(64 << 20), 100 << 20), 100 << 20);
     }
 
     /// A script read from its file tallies as its bytes do, and its mapping is given back
