@@ -10,9 +10,9 @@
 //! sample with the same count over the same number of lines. Only such blocks are kept.
 //!
 //! A recorder's or a steady program's samples repeat, and most blocks are then found here
-//! at the cost of a hash ([`super::text_hash`]) and a comparison; samples with hardware cycle counts hardly ever
-//! repeat their text, so the memo switches itself off while it finds too little
-//! ([`BlockMemo::probe`]) and looks again now and then.
+//! at the cost of a hash ([`super::text_hash`]) and a comparison; samples with hardware
+//! cycle counts hardly ever repeat their text, so the memo switches itself off while it
+//! finds too little ([`BlockMemo::probe`]) and looks again now and then.
 
 use hashbrown::HashTable;
 

@@ -381,14 +381,12 @@ impl<'a> TextTally<'a> {
         let compact = &mut self.distinct.compact;
         // At most the text's bytes, plus the slack of the compaction's fixed-size copies.
         let most = text.block.len() + 64;
-        let last = compact.arenas.last().map_or(0, |a| a.capacity() - a.len());
-        if last < most {
+        let last = compact.arenas.last();
+        if last.map_or(0, |a| a.capacity() - a.len()) < most {
             // A new arena rather than a larger copy of the last one: nothing is moved
             // (growing a vector copies it, into fresh pages each time).
-            let last = compact.arenas.last().map(Vec::capacity);
-            compact
-                .arenas
-                .push(compact_arena(next_arena_capacity(last, most)));
+            let capacity = next_arena_capacity(last.map(Vec::capacity), most);
+            compact.arenas.push(compact_arena(capacity));
         }
         let arena = compact.arenas.len() - 1;
         let bytes = &mut compact.arenas[arena];
@@ -671,23 +669,7 @@ mod tests {
     /// The `VmFlags` of the mapping of this process that holds `address` (`None` when
     /// `/proc/self/smaps` does not say).
     fn vm_flags(address: usize) -> Option<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let mut inside = false;
-        for line in smaps.lines() {
-            // A mapping's header starts with its `start-end` range in hex.
-            let range = line
-                .split_whitespace()
-                .next()
-                .and_then(|r| r.split_once('-'));
-            if let Some((Ok(from), Ok(to))) =
-                range.map(|(a, b)| (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)))
-            {
-                inside = from <= address && address < to;
-            } else if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
-                return Some(flags.trim().to_string());
-            }
-        }
-        None
+        crate::perf_script::smaps_field(|(from, to), _| (from..to).contains(&address), "VmFlags:")
     }
 
     /// The arena's whole huge pages are marked for transparent huge pages (`hg`), on a
