@@ -17,7 +17,9 @@ use collector::{PerfEvent, SideBandEvent};
 use daemon::config::Config;
 use daemon::run::filters::ProcessFilter;
 use daemon::run::router::{RouteBy, Router};
-use daemon::run::worker::{WorkItem, Worker, WorkerSettings};
+use daemon::run::worker::{
+    counter_budget, WorkItem, Worker, WorkerSettings, COUNTER_SHARE_OF_BUDGET,
+};
 use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
 use e2e::corpus::{self, Variant};
 use exporter::format::unsymbolized::read_unsymbolized;
@@ -214,6 +216,100 @@ fn live_program_started_before_the_daemon() {
     assert_eq!(per[0].0, oracle_hot_function(), "{per:?}");
 }
 
+/// A child the start-up /proc scan finds between its fork and its exec has its parent's
+/// name and mappings; its exec, right after the scan, must still rename it (the events are
+/// enabled before the scan, so the exec's COMM record is in a ring). With the events enabled
+/// after the scan, a comm filter rejected every sample of it (CI saw it once, racing).
+#[test]
+fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_sample("a_child_that_execs_right_after_the_startup_scan_is_sampled") {
+        return;
+    }
+    let spin = spin_binary();
+    // The child waits after fork, before exec, for one byte on a pipe (std's spawn would
+    // wait for the exec itself).
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let (fd, write_fd) = (reader.as_raw_fd(), writer.as_raw_fd());
+    let path = std::ffi::CString::new(spin.as_os_str().as_bytes()).unwrap();
+    let secs = std::ffi::CString::new("1.5").unwrap();
+    let argv = [path.as_ptr(), secs.as_ptr(), std::ptr::null()];
+    // SAFETY: between fork and exec the child calls only close(2), read(2), execv(2) and
+    // _exit(2), which are async-signal-safe, on memory prepared before the fork.
+    let pid = unsafe {
+        match libc::fork() {
+            0 => {
+                // Without its own copy of the write end, the child's read ends (and it
+                // exits) if this test fails before writing.
+                libc::close(write_fd);
+                let mut byte = 0u8;
+                if libc::read(fd, (&mut byte as *mut u8).cast(), 1) == 1 {
+                    libc::execv(path.as_ptr(), argv.as_ptr());
+                }
+                libc::_exit(127)
+            }
+            pid => {
+                assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+                pid as u32
+            }
+        }
+    };
+    let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    assert_ne!(comm(pid).trim_end(), "spin", "the child has not exec'd yet");
+
+    let state = state_dir("exec-after-scan");
+    let control = Arc::new(RunControl::default());
+    control.hold_after_scan.store(true, Ordering::SeqCst);
+    let daemon = std::thread::spawn({
+        let (state, control) = (state.clone(), control.clone());
+        move || {
+            let args = RunArgs {
+                config: None,
+                state_dir: Some(state),
+                duration_secs: Some(3),
+                listen: None,
+            };
+            run_daemon(&config("[filters]\ncomms = [\"spin\"]\n"), &args, &control).unwrap()
+        }
+    });
+    let waited = Instant::now();
+    while !control.scanned.load(Ordering::SeqCst) {
+        assert!(waited.elapsed() < Duration::from_secs(30), "no /proc scan");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The scan saw the child under its parent's name; now it execs.
+    writer.write_all(b"x").unwrap();
+    while comm(pid).trim_end() != "spin" {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the child did not exec"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    control.hold_after_scan.store(false, Ordering::SeqCst);
+    let summary = daemon.join().unwrap();
+    let mut status = 0;
+    // SAFETY: pid is this process's child; status is a valid out pointer.
+    assert_eq!(
+        unsafe { libc::waitpid(pid as i32, &mut status, 0) },
+        pid as i32
+    );
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "spin: {status:#x}"
+    );
+    let per = samples_per_function(&summary);
+    let total: u64 = per.iter().map(|p| p.1).sum();
+    assert!(total > 300, "spin sampled {total} times: {per:?}");
+}
+
 #[test]
 fn loss_is_counted_and_the_daemon_keeps_running() {
     let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -347,8 +443,9 @@ fn replayed_lbr_records_equal_convert() {
     assert_eq!(live, convert);
 }
 
-/// The memory budget: once a flush measured the counters above the budget, the worker
-/// drops every further sample and counts it (`over_memory`), and keeps what it had.
+/// The memory budget: counters above their share of the budget lose their coldest
+/// contexts (counted in `evicted_contexts`), the kept ones unchanged; a budget too small
+/// for any evicts the binary (`evicted_binaries`).
 #[test]
 fn memory_budget_evicts_the_coldest_contexts_and_counts() {
     if !corpus::tools_available(
@@ -392,14 +489,32 @@ fn memory_budget_evicts_the_coldest_contexts_and_counts() {
     let (all, stats) = aggregate("budget-all", u64::MAX);
     let all = all.expect("aggregated");
     assert_eq!((stats.evicted_contexts, stats.evicted_binaries), (0, 0));
-    assert!(all.contexts.len() > 4, "{}", all.contexts.len());
+    // How many contexts depends on where the period-97 sampling falls, which the loader's
+    // work on the environment and the binary's path shifts (4 from one checkout, 12 from
+    // another); two are enough to evict one and keep one.
+    assert!(all.contexts.len() >= 2, "{}", all.contexts.len());
     let bytes: u64 = all
         .contexts
         .iter()
         .map(|(k, c)| unwinder::window::context_approx_bytes(k, c) as u64)
         .sum();
-    // Counters may hold a quarter of the budget: a budget of 2x their size keeps about half.
-    let (kept, stats) = aggregate("budget-half", 2 * bytes);
+    // A budget whose eviction target is the hottest context's size: it stays, the others
+    // go.
+    let hottest = all
+        .contexts
+        .iter()
+        .max_by_key(|(_, c)| heat(c))
+        .map(|(k, c)| unwinder::window::context_approx_bytes(k, c) as u64)
+        .unwrap();
+    let budget = (1..)
+        .map(|i| i * COUNTER_SHARE_OF_BUDGET)
+        .find(|&b| counter_budget(b).1 >= hottest)
+        .unwrap();
+    assert!(
+        counter_budget(budget).1 < bytes,
+        "{hottest} of {bytes} bytes"
+    );
+    let (kept, stats) = aggregate("budget-hottest", budget);
     let kept = kept.expect("the hottest contexts stay");
     assert!(!kept.contexts.is_empty() && kept.contexts.len() < all.contexts.len());
     assert_eq!(

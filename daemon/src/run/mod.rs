@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Start: load the config, open the sampling plan (the startup report says which mode and
-//! why), scan /proc for running processes, spawn the threads, enable the events. Every
+//! why), enable the events, scan /proc for running processes, spawn the threads. Every
 //! `flush_interval_secs` the workers write each changed aggregate. SIGINT/SIGTERM (or
 //! `--duration-secs`): disable the events, drain the rings, final flush, exit. SIGHUP:
 //! re-read the config file's `[filters]`.
@@ -69,6 +69,11 @@ pub struct RunControl {
     pub stop: AtomicBool,
     /// Re-read the filters from the config file.
     pub reload: AtomicBool,
+    /// Set once the start-up /proc scan is in the process table.
+    pub scanned: AtomicBool,
+    /// While set, the start waits right after the /proc scan (tests use it to start a
+    /// process at that moment).
+    pub hold_after_scan: AtomicBool,
 }
 
 /// What a run did.
@@ -211,8 +216,19 @@ pub fn run_daemon(
         workers_n,
         self_pid,
     );
+    // Enabled before the scan, so every process is in one of the two: a process that
+    // forks or execs after the scan has its FORK/COMM/MMAP2 records in the rings (the
+    // rings keep them until the readers start). Enabled after it, a child scanned
+    // between its fork and its exec, which then exec'd before the enabling, kept its
+    // parent's name and mappings with no COMM record to correct them: a comm filter
+    // rejected it for its whole life.
+    session.enable().context("enabling perf events")?;
     let scan = scan_processes(Path::new("/proc"), self_pid);
     router.apply_all(&scan.events);
+    control.scanned.store(true, Ordering::SeqCst);
+    while control.hold_after_scan.load(Ordering::SeqCst) && !control.stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     eprintln!(
         "pgo-agent: /proc scan: {} processes ({} unreadable); state dir {}; flush every {} s",
         scan.processes,
@@ -336,7 +352,6 @@ pub fn run_daemon(
         );
     }
     drop(batch_tx);
-    session.enable().context("enabling perf events")?;
     eprintln!("pgo-agent: sampling {} CPUs", session.streams.len());
 
     let flush_every = Duration::from_secs(config.output.flush_interval_secs);

@@ -141,6 +141,14 @@ pub const BUDGET_CHECK_SAMPLES: u64 = 4096;
 /// 1/6, 29-31 MiB at 1/12, 27.5-28.5 MiB at 1/16.
 pub const COUNTER_SHARE_OF_BUDGET: u64 = 16;
 
+/// For a `memory_budget_bytes`, the counters' share (above it, the coldest contexts are
+/// evicted) and what eviction brings them down to (a tenth below, so that the next
+/// samples do not evict again at once).
+pub fn counter_budget(memory_budget_bytes: u64) -> (u64, u64) {
+    let share = memory_budget_bytes / COUNTER_SHARE_OF_BUDGET;
+    (share, share - share / 10)
+}
+
 /// A restored aggregate whose binary could not be loaded yet (it is merged into the
 /// binary's shard when its samples arrive); its windows still expire at each flush.
 struct Restored {
@@ -440,7 +448,7 @@ impl Worker {
     /// files stay in the state directory. Counted in `pgo_agent_memory_evictions_total`.
     pub fn enforce_memory_budget(&mut self) {
         self.fed_since_budget_check = 0;
-        let budget = self.settings.memory_budget_bytes / COUNTER_SHARE_OF_BUDGET;
+        let (budget, target) = counter_budget(self.settings.memory_budget_bytes);
         let mut total: u64 = self
             .entries
             .values()
@@ -455,7 +463,6 @@ impl Worker {
         if total <= budget {
             return;
         }
-        let target = budget - budget / 10;
         let mut restored: Vec<(u64, BuildId)> = self
             .restored
             .iter()
