@@ -102,9 +102,9 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
     let (counters, mut stats) = if let Some(path) = &args.perfscript {
         let progress = Progress::for_file(path)?;
         let text = ScriptText::open(path)?;
-        // Each distinct sample text is parsed once; the tally holds what it needs of the
-        // text (compact copies of the distinct samples) and gives the text back.
-        let tally = tally_script(text, threads, &|n| progress.bytes_read(n))?;
+        // Each distinct sample text is parsed once; the tally holds compact copies of the
+        // distinct samples, or where they are in the text.
+        let tally = tally_script(&text, threads, &|n| progress.bytes_read(n))?;
         progress.finish();
         let unwound = unwind_tally(&tally, binary, &load, &options)
             .with_context(|| format!("unwinding samples of {}", path.display()));
@@ -113,6 +113,9 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         // took milliseconds (on a thread of its own, it delayed the exit: both took the
         // memory-map lock).
         std::mem::forget(tally);
+        // Every text is parsed: the text is given back on a thread of its own, while the
+        // profile is made (on one core); unmapping hundreds of megabytes takes a while.
+        let _ = std::thread::Builder::new().spawn(move || text.release());
         unwound?
     } else if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the

@@ -23,6 +23,9 @@ const MAX_SEARCH: usize = 16 << 10;
 
 /// Block probes between two decisions whether probing pays.
 const WINDOW: u32 = 4096;
+/// [`WINDOW`], for the tally's tests.
+#[cfg(test)]
+pub(crate) const WINDOW_OF_PROBES: usize = WINDOW as usize;
 /// While switched off, one block in this many is still probed (and remembered).
 const SPARSE: u32 = 64;
 
@@ -59,6 +62,8 @@ pub(crate) struct BlockMemo<'a> {
     blocks: HashTable<Remembered<'a>>,
     finder: memchr::memmem::Finder<'static>,
     on: bool,
+    /// The last whole window of probes (switched on) found its blocks often enough.
+    repeats: bool,
     tries: u32,
     hits: u32,
     /// Positions passed while switched off.
@@ -71,6 +76,7 @@ impl<'a> BlockMemo<'a> {
             blocks: HashTable::new(),
             finder: memchr::memmem::Finder::new(b"\n 0x"),
             on: true,
+            repeats: false,
             tries: 0,
             hits: 0,
             passed: 0,
@@ -111,13 +117,22 @@ impl<'a> BlockMemo<'a> {
         })
     }
 
+    /// Whether the text repeats its blocks: the last whole window of probes found at least
+    /// one in eight (false until one has; a window of sparse probes, while switched off,
+    /// only switches probing back on).
+    pub(crate) fn finds_repeats(&self) -> bool {
+        self.repeats
+    }
+
     /// Counts a probe, and decides at the end of a window whether probing pays.
     fn count(&mut self, hit: bool) {
         self.tries += 1;
         self.hits += u32::from(hit);
         if self.tries == if self.on { WINDOW } else { WINDOW / SPARSE } {
             // On while at least one probe in eight finds its block.
-            self.on = self.hits * 8 >= self.tries;
+            let found = self.hits * 8 >= self.tries;
+            self.repeats = self.on && found;
+            self.on = found;
             self.tries = 0;
             self.hits = 0;
         }
@@ -163,6 +178,34 @@ mod tests {
         assert_eq!(memo.probe(b" 0x1\n", 0).map(|b| b.end), Some(5));
     }
 
+    /// A whole window of probes that find their blocks says the text repeats; a window of
+    /// misses takes it back.
+    #[test]
+    fn repeats_are_told_after_a_window_of_hits() {
+        let text = b"\t 10\n 0x1/0x2\n";
+        let mut memo = BlockMemo::new();
+        let block = memo.probe(text, 0).unwrap();
+        assert_eq!(memo.find(text, 0, block), None);
+        let units = BlockUnits {
+            sample: 0,
+            count: 1,
+            lines: 2,
+        };
+        memo.remember(text, 0, block, units);
+        for _ in 1..WINDOW {
+            assert!(!memo.finds_repeats());
+            assert_eq!(memo.find(text, 0, block), Some(units));
+        }
+        assert!(memo.finds_repeats());
+        let other = b"\t 11\n 0x1/0x2\n";
+        let miss = memo.probe(other, 0).unwrap();
+        for _ in 0..WINDOW {
+            assert!(memo.finds_repeats());
+            assert_eq!(memo.find(other, 0, miss), None);
+        }
+        assert!(!memo.finds_repeats());
+    }
+
     #[test]
     fn found_by_bytes_and_switched_off_when_nothing_repeats() {
         let text = b"\t 10\n 0x1/0x2\n\t 10\n 0x1/0x2\n\t 11\n 0x1/0x2\n";
@@ -185,6 +228,7 @@ mod tests {
             let block = memo.probe(text, b.end).unwrap();
             assert_eq!(memo.find(text, b.end, block), None);
         }
+        assert!(!memo.finds_repeats());
         let probed = (0..SPARSE * 2)
             .filter(|_| memo.probe(text, 0).is_some())
             .count();

@@ -6,14 +6,16 @@
 //! benchmark are 41 k distinct samples). Hardware LBRs also carry cycle counts, which make
 //! nearly every text distinct, but llvm-profgen ignores every LBR field but `FROM` and
 //! `TO`. So each sample text is hashed and counted by its bytes; each distinct text is then
-//! cut down to what the reader reads ([`super::compact`]) and counted by that, and only
-//! the first occurrence of each compact text is parsed ([`parse_tallied_one`], on the
+//! cut down to what the reader reads ([`super::compact`]) and counted by that (or, in a
+//! stretch that repeats its blocks, kept in place in the script: [`IN_SCRIPT`]), and only
+//! the first occurrence of each distinct text is parsed ([`parse_tallied_one`], on the
 //! caller's threads). The sample then stands for all of them (`Sample::count` = the sum of their
 //! counts, plus how many occurrences, for per-sample statistics); its LBR entries come
 //! without flags. MMAP lines split the input into pieces: the samples after an MMAP event
 //! are read with the binary where that event put it, so samples are only aggregated within
 //! a piece. The result is what [`super::PerfScriptReader`] gives with flags cleared and
-//! samples of equal text (once compact) folded together, in order of first appearance —
+//! samples of equal text (once compact, if made compact) folded together, in order of
+//! first appearance —
 //! same units ([`super::unit`]), same parser.
 //!
 //! The text is cut into one chunk per thread right after a line starting with `" 0x"`,
@@ -24,6 +26,8 @@ use std::sync::Mutex;
 
 use hashbrown::HashTable;
 
+#[cfg(test)]
+use super::block_memo::WINDOW_OF_PROBES;
 use super::block_memo::{BlockMemo, BlockUnits};
 use super::compact::{compact_lbr_line, ByteMasks};
 use super::reader::{
@@ -38,26 +42,48 @@ use crate::{Mmap2Event, Sample};
 
 /// One stretch of the input, in input order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScriptPiece {
+pub enum ScriptPiece<'a> {
     /// The event of an MMAP line.
     Mmap(Mmap2Event),
     /// The samples between two MMAP events, each distinct one once, in order of first
     /// appearance (parse them with [`parse_tallied_one`]).
-    Texts(TalliedTexts),
+    Texts(TalliedTexts<'a>),
 }
 
-/// The distinct samples of a piece, as compact texts.
+/// The distinct samples of a piece, as compact texts or in place in the script.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TalliedTexts {
+pub struct TalliedTexts<'a> {
     /// In order of first appearance.
     pub texts: Vec<TalliedText>,
     /// Their compact texts, one after the other, in one or more arenas (a chunk's scan
     /// adds an arena when the last is full; merging chunks moves arenas instead of copying
     /// texts).
     arenas: Vec<Vec<u8>>,
+    /// The whole script, where the texts kept in place are ([`IN_SCRIPT`]).
+    script: &'a [u8],
 }
 
-impl TalliedTexts {
+/// The `arena` of a text kept in place: its `start..end` are offsets in the script.
+///
+/// Once a stretch of the script is seen to repeat its blocks (a recorder's, or a steady
+/// program's without cycle counts), its new texts are not made compact: their bytes are
+/// in the script, which stays mapped until they are parsed. Making them compact cost a
+/// sixth of the CPU time on the recorder's input of the convert benchmark (half of it
+/// the kernel zeroing the fresh pages of the arenas), to merge texts that differ in
+/// their flags only, which such a script seldom has (the aggregator merges equal
+/// samples anyway).
+const IN_SCRIPT: usize = usize::MAX;
+
+/// The bytes of a stored text: in `arenas[arena]` or, [`IN_SCRIPT`], in `script`.
+fn stored<'s>(arenas: &'s [Vec<u8>], script: &'s [u8], arena: usize, at: Range<usize>) -> &'s [u8] {
+    if arena == IN_SCRIPT {
+        &script[at]
+    } else {
+        &arenas[arena][at]
+    }
+}
+
+impl<'a> TalliedTexts<'a> {
     /// Gives back the room left in the last arena (its texts stay where they are: they are
     /// found by arena and offset).
     fn shrink_last_arena(&mut self) {
@@ -76,12 +102,13 @@ impl TalliedTexts {
         self.texts.is_empty()
     }
 
-    /// The compact text of `texts[i]` (its `count` that of all its occurrences).
+    /// The text of `texts[i]`, compact or as the script has it (its `count` that of all
+    /// its occurrences).
     pub fn text(&self, i: usize) -> SampleText<'_> {
         let t = &self.texts[i];
         SampleText {
             count: t.count,
-            block: &self.arenas[t.arena][t.start..t.end],
+            block: stored(&self.arenas, self.script, t.arena, t.start..t.end),
             lbr_start: t.lbr_start,
         }
     }
@@ -90,12 +117,12 @@ impl TalliedTexts {
 /// A distinct sample and its occurrences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TalliedText {
-    /// Where its compact text is in [`TalliedTexts`].
+    /// Where its text is in [`TalliedTexts`]: an arena, or [`IN_SCRIPT`].
     arena: usize,
     start: usize,
     end: usize,
     lbr_start: usize,
-    /// The hash of the compact text.
+    /// The hash of the text.
     hash: u64,
     /// The sum of the counts of its occurrences.
     pub count: u64,
@@ -114,11 +141,11 @@ pub struct TalliedSample {
 
 /// A perf script read by [`tally_samples`], its sample texts not parsed yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScriptTally {
+pub struct ScriptTally<'a> {
     /// LBR-only or hybrid.
     pub script_type: PerfScriptType,
     /// The input, in order.
-    pub pieces: Vec<ScriptPiece>,
+    pub pieces: Vec<ScriptPiece<'a>>,
     /// What reading skipped so far; [`parse_tallied_one`] adds what parsing drops (together
     /// they are what [`super::PerfScriptReader::stats`] says).
     pub stats: PerfScriptStats,
@@ -137,7 +164,7 @@ pub enum ParsedPiece {
     Samples(Vec<TalliedSample>),
 }
 
-impl ScriptTally {
+impl ScriptTally<'_> {
     /// Parses every piece at once, on the calling thread (tests; `convert` parses,
     /// prepares and aggregates on every core, in batches, so that the samples of a large
     /// input are never all in memory). The statistics include what parsing dropped.
@@ -165,56 +192,54 @@ impl ScriptTally {
 
 /// Reads `text` (named `name` in errors) on up to `threads` threads. `progress` is called
 /// from the scanning threads with a number of bytes scanned since its last call.
-pub fn tally_samples(
-    text: &[u8],
+pub fn tally_samples<'a>(
+    text: &'a [u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<ScriptTally, PerfScriptError> {
+) -> Result<ScriptTally<'a>, PerfScriptError> {
     tally_shared(text, name, threads, progress, false)
 }
 
-/// The perf script `text`, read as [`tally_samples`] reads it. The text is given back to the
-/// system as soon as it is read, on a thread of its own (it may still be unmapping when the
-/// caller is done), while the cores' tallies are merged and whatever comes next runs.
-pub fn tally_script(
-    text: ScriptText,
+/// The perf script `text`, read as [`tally_samples`] reads it (errors name the file). Some
+/// texts may be kept in place: the tally borrows the text until they are parsed (then
+/// [`ScriptText::release`] gives it back at once).
+pub fn tally_script<'a>(
+    text: &'a ScriptText,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<ScriptTally, PerfScriptError> {
-    let scanned = scan_all(text.bytes(), text.name(), threads, progress, false)?;
-    // Unmapping hundreds of megabytes takes a while; here when no thread can be started
-    // (the closure and the text are dropped on the error).
-    let _ = std::thread::Builder::new().spawn(move || text.release());
-    merge_scans(scanned)
+) -> Result<ScriptTally<'a>, PerfScriptError> {
+    tally_samples(text.bytes(), text.name(), threads, progress)
 }
 
 /// [`tally_samples`]; `share_at_once`: the first scanning thread to check gives away half
 /// of its range at once, as if another were hungry (tests of sharing).
-fn tally_shared(
-    text: &[u8],
+fn tally_shared<'a>(
+    text: &'a [u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
     share_at_once: bool,
-) -> Result<ScriptTally, PerfScriptError> {
+) -> Result<ScriptTally<'a>, PerfScriptError> {
     merge_scans(scan_all(text, name, threads, progress, share_at_once)?)
 }
 
 /// What the scanning threads read: the script's type and each range's scan, by start.
-struct Scanned {
+struct Scanned<'a> {
     script_type: PerfScriptType,
-    scans: Vec<(usize, Result<ChunkScan, PerfScriptError>)>,
+    /// Threads the merge may use.
+    threads: usize,
+    scans: Vec<(usize, Result<ChunkScan<'a>, PerfScriptError>)>,
 }
 
 /// Reads `text` on up to `threads` threads (see [`tally_shared`]).
-fn scan_all(
-    text: &[u8],
+fn scan_all<'a>(
+    text: &'a [u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
     share_at_once: bool,
-) -> Result<Scanned, PerfScriptError> {
+) -> Result<Scanned<'a>, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let threads = threads.max(1);
     let bounds = chunk_bounds(text, threads);
@@ -222,7 +247,7 @@ fn scan_all(
     if share_at_once {
         queue.ask_for_work();
     }
-    type Scan = (usize, Result<ChunkScan, PerfScriptError>);
+    type Scan<'a> = (usize, Result<ChunkScan<'a>, PerfScriptError>);
     let scanned: Mutex<Vec<Scan>> = Mutex::new(Vec::new());
     let work = || {
         let _member = queue.join();
@@ -246,13 +271,21 @@ fn scan_all(
     });
     let mut scans = scanned.into_inner().unwrap_or_else(|e| e.into_inner());
     scans.sort_by_key(|&(start, _)| start);
-    Ok(Scanned { script_type, scans })
+    Ok(Scanned {
+        script_type,
+        threads,
+        scans,
+    })
 }
 
 /// The ranges' scans put together in input order: the first error (its line number
 /// counted from the start of the text), or the tally.
-fn merge_scans(scanned: Scanned) -> Result<ScriptTally, PerfScriptError> {
-    let Scanned { script_type, scans } = scanned;
+fn merge_scans(scanned: Scanned<'_>) -> Result<ScriptTally<'_>, PerfScriptError> {
+    let Scanned {
+        script_type,
+        threads,
+        scans,
+    } = scanned;
     let mut stats = PerfScriptStats::default();
     let mut pieces: Vec<RawPiece> = Vec::new();
     let mut lines_before = 0u64;
@@ -263,7 +296,9 @@ fn merge_scans(scanned: Scanned) -> Result<ScriptTally, PerfScriptError> {
         for piece in scan.pieces {
             match (pieces.last_mut(), piece) {
                 // The samples either side of a chunk cut belong together.
-                (Some(RawPiece::Texts(before)), RawPiece::Texts(after)) => before.absorb(*after),
+                (Some(RawPiece::Texts(before)), RawPiece::Texts(after)) => {
+                    before.absorb(*after, threads)
+                }
                 (_, piece) => pieces.push(piece),
             }
         }
@@ -330,7 +365,7 @@ fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
 /// the compact texts; its later occurrences find it by the bytes of their block
 /// ([`BlockMemo`]).
 struct TextTally<'a> {
-    distinct: DistinctTexts,
+    distinct: DistinctTexts<'a>,
     /// Blocks read, their samples indexes into `distinct.compact.texts`.
     memo: BlockMemo<'a>,
     masks: ByteMasks,
@@ -339,8 +374,8 @@ struct TextTally<'a> {
 /// The distinct compact texts of a piece read so far, with their count sums and
 /// occurrences (what is left of a [`TextTally`] once its stretch is read: nothing of it
 /// refers to the text any more).
-struct DistinctTexts {
-    compact: TalliedTexts,
+struct DistinctTexts<'a> {
+    compact: TalliedTexts<'a>,
     /// The texts of `compact.texts`, by their compact bytes.
     index: HashTable<TextSlot>,
 }
@@ -360,13 +395,15 @@ struct TextSlot {
 }
 
 impl<'a> TextTally<'a> {
-    /// A tally writing compact texts into `arenas` (none: the first text adds one).
-    fn new(arenas: Vec<Vec<u8>>) -> TextTally<'a> {
+    /// A tally of texts of `script` writing compact texts into `arenas` (none: the first
+    /// text adds one).
+    fn new(script: &'a [u8], arenas: Vec<Vec<u8>>) -> TextTally<'a> {
         TextTally {
             distinct: DistinctTexts {
                 compact: TalliedTexts {
                     texts: Vec::new(),
                     arenas,
+                    script,
                 },
                 index: HashTable::new(),
             },
@@ -377,6 +414,21 @@ impl<'a> TextTally<'a> {
 
     /// Adds an occurrence of a sample text; its index in `compact.texts`.
     fn add_occurrence(&mut self, text: SampleText<'a>) -> usize {
+        if self.memo.finds_repeats() {
+            // Kept in place (see IN_SCRIPT). `text.block` lies in the script.
+            let script = self.distinct.compact.script;
+            let start = text.block.as_ptr() as usize - script.as_ptr() as usize;
+            let t = TalliedText {
+                arena: IN_SCRIPT,
+                start,
+                end: start + text.block.len(),
+                lbr_start: text.lbr_start,
+                hash: text_hash(text.block),
+                count: text.count,
+                occurrences: 1,
+            };
+            return self.distinct.add_compact(t, false);
+        }
         // The compact text goes at the end of the last arena, and stays there if it is new.
         let compact = &mut self.distinct.compact;
         // At most the text's bytes, plus the slack of the compaction's fixed-size copies.
@@ -407,24 +459,37 @@ impl<'a> TextTally<'a> {
     }
 }
 
-impl DistinctTexts {
-    /// Adds `t`, whose compact text is in place in the arenas; its index. A new text at the
-    /// end of the last arena (`fresh`) is removed from it when it is already known.
+impl DistinctTexts<'_> {
+    /// Adds `t`, whose text is in place in the arenas or the script; its index. A new text
+    /// at the end of the last arena (`fresh`) is removed from it when it is already known.
+    /// (A compact text and a text in place are compared by their bytes too: the same
+    /// sample both ways is two texts, parsed to equal samples.)
     fn add_compact(&mut self, t: TalliedText, fresh: bool) -> usize {
-        let TalliedTexts { texts, arenas } = &mut self.compact;
-        let new = &arenas[t.arena][t.start..t.end];
-        let found = self.index.find(t.hash, |s| {
-            s.hash == t.hash
-                && s.lbr_start == t.lbr_start
-                && &arenas[s.arena][s.start..s.end] == new
-        });
-        if let Some(&TextSlot { index, .. }) = found {
+        if let Some(index) = self.find(&t) {
             if fresh {
-                arenas[t.arena].truncate(t.start);
+                self.compact.arenas[t.arena].truncate(t.start);
             }
             self.bump(index, t.count, t.occurrences);
             return index;
         }
+        self.add_new(t)
+    }
+
+    /// The index of the text with the bytes of `t` (stored in the arenas or the script).
+    fn find(&self, t: &TalliedText) -> Option<usize> {
+        let TalliedTexts { arenas, script, .. } = &self.compact;
+        let new = stored(arenas, script, t.arena, t.start..t.end);
+        let found = self.index.find(t.hash, |s| {
+            s.hash == t.hash
+                && s.lbr_start == t.lbr_start
+                && stored(arenas, script, s.arena, s.start..s.end) == new
+        });
+        found.map(|s| s.index)
+    }
+
+    /// Adds `t`, known not to be here yet; its index.
+    fn add_new(&mut self, t: TalliedText) -> usize {
+        let texts = &mut self.compact.texts;
         let index = texts.len();
         let slot = TextSlot {
             hash: t.hash,
@@ -447,33 +512,79 @@ impl DistinctTexts {
         t.occurrences += occurrences;
     }
 
-    /// Adds the samples of `other`, which comes after these.
-    fn absorb(&mut self, other: DistinctTexts) {
+    /// Adds the samples of `other`, which comes after these (in the same script), looking
+    /// them up on up to `threads` threads.
+    fn absorb(&mut self, other: DistinctTexts<'_>, threads: usize) {
         let base = self.compact.arenas.len();
         self.compact.arenas.extend(other.compact.arenas);
+        let moved: Vec<TalliedText> = other
+            .compact
+            .texts
+            .into_iter()
+            .map(|t| TalliedText {
+                arena: if t.arena == IN_SCRIPT {
+                    IN_SCRIPT
+                } else {
+                    base + t.arena
+                },
+                ..t
+            })
+            .collect();
+        let found = self.find_all(&moved, threads);
         // Room for all of them at once: growing step by step rehashed the index and moved
         // the texts several times over.
-        self.compact.texts.reserve(other.compact.texts.len());
-        self.index.reserve(other.compact.texts.len(), |s| s.hash);
-        for t in other.compact.texts {
-            self.add_compact(
-                TalliedText {
-                    arena: base + t.arena,
-                    ..t
-                },
-                false,
-            );
+        self.compact.texts.reserve(moved.len());
+        self.index.reserve(moved.len(), |s| s.hash);
+        // The texts of `other` are distinct: one not found here is added without looking
+        // again.
+        for (t, found) in moved.into_iter().zip(found) {
+            match found {
+                Some(i) => self.bump(i, t.count, t.occurrences),
+                None => {
+                    self.add_new(t);
+                }
+            }
         }
+    }
+
+    /// [`DistinctTexts::find`] of each of `texts`, in order, on up to `threads` threads:
+    /// merging the cores' tallies runs on one core while the other has nothing to do, and
+    /// each lookup waits on memory for the bytes it compares.
+    fn find_all(&self, texts: &[TalliedText], threads: usize) -> Vec<Option<usize>> {
+        /// Fewer texts than this are looked up on the calling thread.
+        const PER_THREAD: usize = 2048;
+        let threads = threads.clamp(1, texts.len().div_ceil(PER_THREAD).max(1));
+        if threads == 1 {
+            return texts.iter().map(|t| self.find(t)).collect();
+        }
+        let part = texts.len().div_ceil(threads);
+        let lookup = |part: &[TalliedText]| -> Vec<Option<usize>> {
+            part.iter().map(|t| self.find(t)).collect()
+        };
+        std::thread::scope(|scope| {
+            let mut parts = texts.chunks(part);
+            let first = parts.next().unwrap_or_default();
+            let handles: Vec<_> = parts.map(|p| scope.spawn(move || lookup(p))).collect();
+            // This thread looks up a share too rather than waiting.
+            let mut found = lookup(first);
+            for h in handles {
+                match h.join() {
+                    Ok(f) => found.extend(f),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            found
+        })
     }
 }
 
-enum RawPiece {
+enum RawPiece<'a> {
     Mmap(Mmap2Event),
-    Texts(Box<DistinctTexts>),
+    Texts(Box<DistinctTexts<'a>>),
 }
 
-struct ChunkScan {
-    pieces: Vec<RawPiece>,
+struct ChunkScan<'a> {
+    pieces: Vec<RawPiece<'a>>,
     stats: PerfScriptStats,
 }
 
@@ -482,14 +593,14 @@ const PROGRESS_STEP: usize = 16 << 20;
 
 /// Scans `text[range]`, giving away the second half of what is left to a hungry thread
 /// of `queue` (the scan then ends there).
-fn scan_chunk(
-    text: &[u8],
+fn scan_chunk<'a>(
+    text: &'a [u8],
     range: Range<usize>,
     name: &str,
     script_type: PerfScriptType,
     progress: &(dyn Fn(u64) + Sync),
     queue: &ScanQueue,
-) -> Result<ChunkScan, PerfScriptError> {
+) -> Result<ChunkScan<'a>, PerfScriptError> {
     let start = range.start;
     let mut chunk = &text[range];
     let mut units = UnitCursor::new(chunk, name, script_type, 0)?;
@@ -498,7 +609,7 @@ fn scan_chunk(
     // Room for the compact texts of a chunk of distinct samples (address space only until
     // written), so that the bytes are not copied as they grow. Later pieces (after an MMAP
     // line) start small, as there may be many, and add larger arenas as they fill.
-    let mut texts = TextTally::new(vec![compact_arena(chunk.len() / 4)]);
+    let mut texts = TextTally::new(text, vec![compact_arena(chunk.len() / 4)]);
     let mut reported = 0usize;
     let mut may_share = true;
     loop {
@@ -550,7 +661,7 @@ fn scan_chunk(
                         Some(m) => {
                             if !texts.distinct.compact.is_empty() {
                                 let mut read =
-                                    std::mem::replace(&mut texts, TextTally::new(Vec::new()));
+                                    std::mem::replace(&mut texts, TextTally::new(text, Vec::new()));
                                 // There may be many pieces: none keeps room it will not use.
                                 read.distinct.compact.shrink_last_arena();
                                 pieces.push(RawPiece::Texts(Box::new(read.distinct)));
@@ -854,38 +965,100 @@ mod tests {
         assert_eq!(next_arena_capacity(Some(64 << 20), 100 << 20), 100 << 20);
     }
 
-    /// A script read from its file tallies as its bytes do, and its mapping is given back
-    /// (by a thread of its own: waited for here).
+    /// A script read from its file tallies as its bytes do; an error names the file.
     #[test]
-    fn a_script_file_tallies_as_its_bytes_and_is_unmapped() {
+    fn a_script_file_tallies_as_its_bytes() {
         let dir = std::env::temp_dir().join(format!("tally-script-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("mix.perfscript");
         let text = script();
         std::fs::write(&path, &text).unwrap();
-        let mapped = || {
-            std::fs::read_to_string("/proc/self/maps")
-                .unwrap()
-                .lines()
-                .any(|l| l.ends_with(&*path.to_string_lossy()))
-        };
         let name = path.display().to_string();
+        let file = ScriptText::open(&path).unwrap();
         for threads in [1, 2] {
-            let read = tally_script(ScriptText::open(&path).unwrap(), threads, &|_| {}).unwrap();
+            let read = tally_script(&file, threads, &|_| {}).unwrap();
             let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
             assert_eq!(read, expected, "{threads} threads");
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while mapped() {
-                assert!(std::time::Instant::now() < deadline, "still mapped");
-                std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::write(&path, "PERF_RECORD_MMAP2 garbage\n").unwrap();
+        let file = ScriptText::open(&path).unwrap();
+        let err = tally_script(&file, 2, &|_| {}).unwrap_err();
+        assert!(err.to_string().contains(&name), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Once a stretch has repeated its blocks for a whole window of probes, its new texts
+    /// are kept in place in the script, not made compact: they read as the reader reads
+    /// them, and texts differing in their flags only are then two texts of one sample.
+    #[test]
+    fn texts_of_a_repeating_stretch_are_kept_in_place() {
+        let repeated = "\n\t 10\n\t 20\n 0x1/0x2/P/-/-/0  0x3/0x4/M/-/-/7\n";
+        let mut text = repeated.repeat(2 * WINDOW_OF_PROBES);
+        for i in 0..50u64 {
+            // Two occurrences of each new sample, with other flags the second time.
+            for flags in ["P/-/-/0", "M/-/-/3"] {
+                text += &format!(
+                    "\n\t {:x}\n 0x{:x}/0x2/{flags}  0x3/0x4/P/-/-/1\n",
+                    0x100 + i,
+                    0x500 + i
+                );
             }
         }
-        // An error leaves nothing mapped either.
-        std::fs::write(&path, "PERF_RECORD_MMAP2 garbage\n").unwrap();
-        let err = tally_script(ScriptText::open(&path).unwrap(), 2, &|_| {}).unwrap_err();
-        assert!(err.to_string().contains(&name), "{err}");
-        assert!(!mapped());
-        std::fs::remove_dir_all(&dir).unwrap();
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        for threads in [1, 2] {
+            let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
+            let (pieces, stats) = tally.parse_all();
+            assert_eq!(folded(pieces), expected, "{threads} threads");
+            assert_eq!(stats, expected_stats, "{threads} threads");
+            assert_eq!(tally.sample_texts, 2 * WINDOW_OF_PROBES as u64 + 100);
+            if threads > 1 {
+                continue; // where the windows end depends on where the text was cut
+            }
+            let [ScriptPiece::Texts(texts)] = &tally.pieces[..] else {
+                panic!("{:?}", tally.pieces)
+            };
+            let in_place: Vec<&TalliedText> = texts
+                .texts
+                .iter()
+                .filter(|t| t.arena == IN_SCRIPT)
+                .collect();
+            // The first sample (compact, read before any window ended) and 100 new texts.
+            assert_eq!(
+                (texts.len(), in_place.len()),
+                (101, 100),
+                "{threads} threads"
+            );
+            let last = texts.text(100);
+            assert_eq!(last.block, b"\t 131\n 0x531/0x2/M/-/-/3  0x3/0x4/P/-/-/1");
+            assert_eq!(last.lbr_line(), b" 0x531/0x2/M/-/-/3  0x3/0x4/P/-/-/1");
+            assert_eq!((last.count, texts.texts[100].occurrences), (1, 1));
+        }
+    }
+
+    /// The cores' tallies are merged with their texts looked up on several threads: the
+    /// samples of the second core found among the first's are counted there, in order.
+    #[test]
+    fn tallies_merge_on_several_threads_as_on_one() {
+        let sample = |i: u64| {
+            format!(
+                "\n\t {:x}\n\t 20\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/M/-/-/7\n",
+                0x1000 + i,
+                i
+            )
+        };
+        let first: String = (0..5000).map(sample).collect();
+        let text = format!(
+            "{first}{first}{}",
+            (5000..8000).map(sample).collect::<String>()
+        );
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        for threads in [1, 2, 3] {
+            let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
+            assert_eq!((tally.sample_texts, tally.distinct_texts), (13_000, 8000));
+            let (pieces, stats) = tally.parse_all();
+            assert_eq!(folded(pieces), expected, "{threads} threads");
+            assert_eq!(stats, expected_stats, "{threads} threads");
+        }
     }
 
     #[test]
