@@ -106,17 +106,31 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         // distinct samples, or where they are in the text.
         let tally = tally_script(&text, threads, &|n| progress.bytes_read(n))?;
         progress.finish();
-        let unwound = unwind_tally(&tally, binary, &load, &options)
-            .with_context(|| format!("unwinding samples of {}", path.display()));
-        // Not freed: both callers (`convert`, `verify`) exit soon after, and the exit
-        // returns the memory at once where freeing the texts and tables piece by piece
-        // took milliseconds (on a thread of its own, it delayed the exit: both took the
-        // memory-map lock).
-        std::mem::forget(tally);
-        // Every text is parsed: the text is given back on a thread of its own, while the
-        // profile is made (on one core); unmapping hundreds of megabytes takes a while.
-        let _ = std::thread::Builder::new().spawn(move || text.release());
-        unwound?
+        // The text is given back on a thread of its own (unmapping hundreds of megabytes
+        // takes a while): at once when no text is kept in place in it, else once every
+        // text is parsed, while the profile is made (on one core).
+        let release = |text: ScriptText| {
+            let _ = std::thread::Builder::new().spawn(move || text.release());
+        };
+        // The tallies are not freed: both callers (`convert`, `verify`) exit soon after,
+        // and the exit returns the memory at once where freeing the texts and tables piece
+        // by piece took milliseconds (on a thread of its own, it delayed the exit: both
+        // took the memory-map lock).
+        let unwound = match tally.detached() {
+            Ok(tally) => {
+                release(text);
+                let unwound = unwind_tally(&tally, binary, &load, &options);
+                std::mem::forget(tally);
+                unwound
+            }
+            Err(tally) => {
+                let unwound = unwind_tally(&tally, binary, &load, &options);
+                std::mem::forget(tally);
+                release(text);
+                unwound
+            }
+        };
+        unwound.with_context(|| format!("unwinding samples of {}", path.display()))?
     } else if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).

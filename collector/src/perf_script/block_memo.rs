@@ -204,6 +204,14 @@ mod tests {
             assert_eq!(memo.find(other, 0, miss), None);
         }
         assert!(!memo.finds_repeats());
+        assert!(!memo.on);
+        // Switched back on by a window of sparse probes that hit: that is no whole window.
+        for _ in 0..WINDOW {
+            if let Some(block) = memo.probe(text, 0) {
+                assert_eq!(memo.find(text, 0, block), Some(units));
+            }
+        }
+        assert!(memo.on && !memo.finds_repeats());
     }
 
     #[test]

@@ -50,12 +50,13 @@ pub enum ScriptPiece<'a> {
     Texts(TalliedTexts<'a>),
 }
 
-/// The distinct samples of a piece, as compact texts or in place in the script.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The distinct samples of a piece, as compact texts or in place in the script. Two are
+/// equal when their texts are, with equal bytes (`Debug` shows the script's length only).
+#[derive(Clone, Default, Eq)]
 pub struct TalliedTexts<'a> {
     /// In order of first appearance.
     pub texts: Vec<TalliedText>,
-    /// Their compact texts, one after the other, in one or more arenas (a chunk's scan
+    /// The compact ones, one after the other, in one or more arenas (a chunk's scan
     /// adds an arena when the last is full; merging chunks moves arenas instead of copying
     /// texts).
     arenas: Vec<Vec<u8>>,
@@ -83,7 +84,30 @@ fn stored<'s>(arenas: &'s [Vec<u8>], script: &'s [u8], arena: usize, at: Range<u
     }
 }
 
+impl PartialEq for TalliedTexts<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.texts == other.texts
+            && (0..self.len()).all(|i| self.text(i).block == other.text(i).block)
+    }
+}
+
+impl std::fmt::Debug for TalliedTexts<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let arena_bytes: Vec<usize> = self.arenas.iter().map(Vec::len).collect();
+        f.debug_struct("TalliedTexts")
+            .field("texts", &self.texts)
+            .field("arena_bytes", &arena_bytes)
+            .field("script_bytes", &self.script.len())
+            .finish()
+    }
+}
+
 impl<'a> TalliedTexts<'a> {
+    /// Whether some text is kept in place in the script.
+    fn keeps_script(&self) -> bool {
+        self.texts.iter().any(|t| t.arena == IN_SCRIPT)
+    }
+
     /// Gives back the room left in the last arena (its texts stay where they are: they are
     /// found by arena and offset).
     fn shrink_last_arena(&mut self) {
@@ -151,7 +175,10 @@ pub struct ScriptTally<'a> {
     pub stats: PerfScriptStats,
     /// Sample texts read (occurrences).
     pub sample_texts: u64,
-    /// Distinct sample texts.
+    /// Distinct sample texts: compact texts, and texts kept in place (where a stretch of
+    /// the script repeats its blocks), which are distinct by their bytes. Which texts are
+    /// kept in place depends on where the script was cut between the threads, so the
+    /// count may differ from run to run on a large input (the samples do not).
     pub distinct_texts: u64,
 }
 
@@ -165,6 +192,37 @@ pub enum ParsedPiece {
 }
 
 impl ScriptTally<'_> {
+    /// The tally without its borrow of the script, when no text is kept in place in it
+    /// (the script may then be given back at once); else the tally itself.
+    pub fn detached(self) -> Result<ScriptTally<'static>, Self> {
+        let keeps = self.pieces.iter().any(|p| match p {
+            ScriptPiece::Texts(t) => t.keeps_script(),
+            ScriptPiece::Mmap(_) => false,
+        });
+        if keeps {
+            return Err(self);
+        }
+        let pieces = self
+            .pieces
+            .into_iter()
+            .map(|p| match p {
+                ScriptPiece::Mmap(m) => ScriptPiece::Mmap(m),
+                ScriptPiece::Texts(t) => ScriptPiece::Texts(TalliedTexts {
+                    texts: t.texts,
+                    arenas: t.arenas,
+                    script: &[],
+                }),
+            })
+            .collect();
+        Ok(ScriptTally {
+            script_type: self.script_type,
+            pieces,
+            stats: self.stats,
+            sample_texts: self.sample_texts,
+            distinct_texts: self.distinct_texts,
+        })
+    }
+
     /// Parses every piece at once, on the calling thread (tests; `convert` parses,
     /// prepares and aggregates on every core, in batches, so that the samples of a large
     /// input are never all in memory). The statistics include what parsing dropped.
@@ -361,9 +419,9 @@ fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
 }
 
 /// The samples of one piece as they are read: each distinct one with its count sum and
-/// occurrences. Two levels: each distinct text is made compact and looked up once among
-/// the compact texts; its later occurrences find it by the bytes of their block
-/// ([`BlockMemo`]).
+/// occurrences. Two levels: each distinct text is made compact (or kept in place, in a
+/// stretch that repeats its blocks) and looked up once among the texts; its later
+/// occurrences find it by the bytes of their block ([`BlockMemo`]).
 struct TextTally<'a> {
     distinct: DistinctTexts<'a>,
     /// Blocks read, their samples indexes into `distinct.compact.texts`.
@@ -371,12 +429,12 @@ struct TextTally<'a> {
     masks: ByteMasks,
 }
 
-/// The distinct compact texts of a piece read so far, with their count sums and
-/// occurrences (what is left of a [`TextTally`] once its stretch is read: nothing of it
-/// refers to the text any more).
+/// The distinct texts of a piece read so far, with their count sums and occurrences (what
+/// is left of a [`TextTally`] once its stretch is read: it refers to the script only for
+/// the texts kept in place).
 struct DistinctTexts<'a> {
     compact: TalliedTexts<'a>,
-    /// The texts of `compact.texts`, by their compact bytes.
+    /// The texts of `compact.texts`, by their stored bytes.
     index: HashTable<TextSlot>,
 }
 
@@ -515,6 +573,7 @@ impl DistinctTexts<'_> {
     /// Adds the samples of `other`, which comes after these (in the same script), looking
     /// them up on up to `threads` threads.
     fn absorb(&mut self, other: DistinctTexts<'_>, threads: usize) {
+        debug_assert!(std::ptr::eq(self.compact.script, other.compact.script));
         let base = self.compact.arenas.len();
         self.compact.arenas.extend(other.compact.arenas);
         let moved: Vec<TalliedText> = other
@@ -1011,12 +1070,16 @@ mod tests {
             assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
             assert_eq!(tally.sample_texts, 2 * WINDOW_OF_PROBES as u64 + 100);
-            if threads > 1 {
-                continue; // where the windows end depends on where the text was cut
-            }
             let [ScriptPiece::Texts(texts)] = &tally.pieces[..] else {
                 panic!("{:?}", tally.pieces)
             };
+            if threads > 1 {
+                // Where the windows end depends on where the text was cut; the second
+                // range's window ends among the new samples, which the parse above read
+                // from the script after the cut.
+                assert!(texts.keeps_script(), "{texts:?}");
+                continue;
+            }
             let in_place: Vec<&TalliedText> = texts
                 .texts
                 .iter()
@@ -1033,6 +1096,15 @@ mod tests {
             assert_eq!(last.lbr_line(), b" 0x531/0x2/M/-/-/3  0x3/0x4/P/-/-/1");
             assert_eq!((last.count, texts.texts[100].occurrences), (1, 1));
         }
+        // Such a tally keeps its borrow of the script; one with compact texts only does not.
+        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
+        assert!(tally.detached().is_err());
+        let small = script();
+        let tally = tally_samples(small.as_bytes(), "t", 1, &|_| {}).unwrap();
+        let expected = tally.clone();
+        let detached = tally.detached().expect("no text in place");
+        assert_eq!(detached, expected);
+        assert_eq!(detached.parse_all(), expected.parse_all());
     }
 
     /// The cores' tallies are merged with their texts looked up on several threads: the
