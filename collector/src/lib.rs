@@ -27,6 +27,7 @@ pub mod record;
 pub mod recorder;
 pub mod recording;
 pub mod sample;
+pub mod threads;
 pub mod uprobe;
 
 pub use build_id::BuildId;

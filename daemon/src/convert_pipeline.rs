@@ -112,20 +112,13 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         let release = |text: ScriptText| {
             let _ = std::thread::Builder::new().spawn(move || text.release());
         };
-        // The tallies are not freed: both callers (`convert`, `verify`) exit soon after,
-        // and the exit returns the memory at once where freeing the texts and tables piece
-        // by piece took milliseconds (on a thread of its own, it delayed the exit: both
-        // took the memory-map lock).
         let unwound = match tally.detached() {
             Ok(tally) => {
                 release(text);
-                let unwound = unwind_tally(&tally, binary, &load, &options);
-                std::mem::forget(tally);
-                unwound
+                unwind_tally(tally, binary, &load, &options)
             }
             Err(tally) => {
-                let unwound = unwind_tally(&tally, binary, &load, &options);
-                std::mem::forget(tally);
+                let unwound = unwind_tally(tally, binary, &load, &options);
                 release(text);
                 unwound
             }
@@ -180,12 +173,18 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
 /// Unwinds the distinct samples of a perf script's tally: each is parsed, prepared and
 /// aggregated on the threads of `options` (what [`unwinder::unwind_repeated_samples`] does
 /// with the tally's samples in order, without holding them parsed).
+///
+/// The tally is not freed: both callers of [`read_counters`] (`convert`, `verify`) exit
+/// soon after, and the exit returns the memory at once where freeing the texts and tables
+/// piece by piece took milliseconds (on a thread of its own, it delayed the exit: both
+/// took the memory-map lock).
 fn unwind_tally(
-    tally: &ScriptTally,
+    tally: ScriptTally<'_>,
     binary: &ProfiledBinary,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
 ) -> Result<(CounterSet, unwinder::UnwindStats), unwinder::UnwindError> {
+    let tally = std::mem::ManuallyDrop::new(tally);
     let script_type = tally.script_type;
     let content = match options.content {
         Some(c) => Some(c),

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
+use collector::threads::on_threads;
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counter_table::CounterTable;
@@ -510,28 +511,8 @@ impl<'s> InOrder<'s> {
     }
 }
 
-/// Runs the jobs, the first on the calling thread and each other one on a scoped thread of
-/// its own, and returns their results in order (a panicking job panics the caller). The
-/// caller works rather than waits: a thread that sleeps in `join` leaves its CPU idle
-/// while the scheduler may have put two new threads on another one.
-fn on_threads<T: Send, F: FnOnce() -> T + Send>(jobs: impl IntoIterator<Item = F>) -> Vec<T> {
-    let mut jobs = jobs.into_iter();
-    let Some(first) = jobs.next() else {
-        return Vec::new();
-    };
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs.map(|job| scope.spawn(job)).collect();
-        let mut results = vec![first()];
-        results.extend(handles.into_iter().map(|h| match h.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }));
-        results
-    })
-}
-
 /// Runs `each(state, k)` for every part `k` in `0..parts` on `threads` threads (see
-/// [`on_threads`]): each thread makes its `state` with `new_state` and takes the next part
+/// [`collector::threads::on_threads`]): each thread makes its `state` with `new_state` and takes the next part
 /// as it finishes one, so that every thread stays busy to the end. Returns the states.
 fn on_parts<S: Send>(
     threads: usize,

@@ -38,6 +38,7 @@ use super::text::ScriptText;
 use super::text_hash::text_hash;
 use super::unit::{SampleText, Unit, UnitCursor};
 use super::PerfScriptType;
+use crate::threads::on_threads;
 use crate::{Mmap2Event, Sample};
 
 /// One stretch of the input, in input order.
@@ -318,15 +319,7 @@ fn scan_all<'a>(
                 .push((start, scan));
         }
     };
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-        work();
-        for h in handles {
-            if let Err(panic) = h.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-    });
+    on_threads((0..threads).map(|_| work));
     let mut scans = scanned.into_inner().unwrap_or_else(|e| e.into_inner());
     scans.sort_by_key(|&(start, _)| start);
     Ok(Scanned {
@@ -617,23 +610,12 @@ impl DistinctTexts<'_> {
             return texts.iter().map(|t| self.find(t)).collect();
         }
         let part = texts.len().div_ceil(threads);
-        let lookup = |part: &[TalliedText]| -> Vec<Option<usize>> {
-            part.iter().map(|t| self.find(t)).collect()
-        };
-        std::thread::scope(|scope| {
-            let mut parts = texts.chunks(part);
-            let first = parts.next().unwrap_or_default();
-            let handles: Vec<_> = parts.map(|p| scope.spawn(move || lookup(p))).collect();
-            // This thread looks up a share too rather than waiting.
-            let mut found = lookup(first);
-            for h in handles {
-                match h.join() {
-                    Ok(f) => found.extend(f),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-            found
-        })
+        let found = on_threads(
+            texts
+                .chunks(part)
+                .map(|part| move || part.iter().map(|t| self.find(t)).collect::<Vec<_>>()),
+        );
+        found.concat()
     }
 }
 
