@@ -19,6 +19,7 @@
 
 pub mod build_id;
 pub mod event;
+pub mod large_writes;
 pub mod live;
 pub mod memprof;
 pub mod perf_data;

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
-    parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats, ScriptPiece, ScriptTally,
-    ScriptText,
+    parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats,
+    ScriptPiece, ScriptTally, ScriptText,
 };
 use collector::PerfEvent;
 use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized};
@@ -212,9 +212,7 @@ fn unwind_tally(
                     let len = FEED_BATCH.min(texts.len() - start);
                     type State = (EntryTokenCache, PerfScriptStats);
                     agg.feed_parallel(len, |i, (tokens, stats): &mut State, out| {
-                        let t = parse_tallied_one(texts, start + i, script_type, tokens, stats)?;
-                        *out = t.sample;
-                        Some(t.occurrences)
+                        parse_tallied_into(texts, start + i, script_type, tokens, stats, out)
                     })?;
                 }
             }

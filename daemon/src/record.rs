@@ -3,7 +3,7 @@
 //! Intel machine, plus the exact ground truth.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -73,7 +73,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.script {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut out = BufWriter::new(file);
+        // In large writes: the script is then cached in large folios, cheap to map for the
+        // `convert` that reads it (see `collector::large_writes`).
+        let mut out = collector::large_writes::large_writer(file);
         collector::perf_script::writer::write_perf_script(&mut out, &outcome.recording)
             .and_then(|()| out.flush())
             .with_context(|| format!("writing {}", path.display()))?;

@@ -19,6 +19,7 @@ use crate::lbr_counter::count_lbr_sample;
 use crate::sample_prep::{
     extract_call_stack_into, extract_lbr_stack_into, lane_hash, PerfSample, StackNotes,
 };
+use crate::summing_cache::SummingCache;
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
 use crate::{
     BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, PerfContent, UnwindError,
@@ -703,6 +704,8 @@ impl<'a> PartCounter<'a> {
 #[derive(Default)]
 struct RangeTally {
     ranges: HashMap<(u64, u64), u64, FxBuildHasher>,
+    /// Additions on their way to `ranges`.
+    sums: SummingCache<(u64, u64)>,
     any_sample: bool,
     /// One sample's ranges, a loop's repeats summed ([`add_or_push`]) before the map.
     pending: Vec<(u64, u64, u64)>,
@@ -718,16 +721,16 @@ impl RangeTally {
             add_or_push(&mut self.pending, pair[1].target, pair[0].source, count);
         }
         for &(start, end, count) in &self.pending {
-            let n = self.ranges.entry((start, end)).or_insert(0);
-            *n = n.wrapping_add(count);
+            self.sums.add((start, end), count, &mut self.ranges);
         }
     }
 
     /// `warnInvalidRange`'s checks of every range, added to `stats`.
-    fn check(self, layout: &dyn CodeLayout, stats: &mut UnwindStats) {
+    fn check(mut self, layout: &dyn CodeLayout, stats: &mut UnwindStats) {
         if !self.any_sample {
             return;
         }
+        self.sums.flush_into(&mut self.ranges);
         let checks = layout.range_checks();
         stats.range_checks_done |= checks.is_some();
         let is_code = crate::code_layout::code_test(layout);
@@ -1292,6 +1295,7 @@ mod tests {
             }
         }
         assert!(tally.any_sample);
+        tally.sums.flush_into(&mut tally.ranges);
         let got: HashMap<(u64, u64), u64> = tally.ranges.into_iter().collect();
         assert_eq!(got, naive);
         assert_eq!(

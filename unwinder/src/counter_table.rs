@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::fx_hash::FxBuildHasher;
+use crate::summing_cache::SummingCache;
 use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
 
 /// Index of an interned context in its [`CounterTable`].
@@ -23,6 +24,9 @@ pub struct CounterTable {
     keys: Vec<ContextKey>,
     ranges: HashMap<(ContextId, u64, u64), u64, FxBuildHasher>,
     branches: HashMap<(ContextId, u64, u64), u64, FxBuildHasher>,
+    /// Additions on their way to `ranges` and `branches` (flushed before they are read).
+    range_sums: SummingCache<(ContextId, u64, u64)>,
+    branch_sums: SummingCache<(ContextId, u64, u64)>,
 }
 
 impl CounterTable {
@@ -54,19 +58,26 @@ impl CounterTable {
     /// `uint64_t`).
     #[inline]
     pub fn add_range(&mut self, context: ContextId, start: u64, end: u64, n: u64) {
-        let c = self.ranges.entry((context, start, end)).or_default();
-        *c = c.wrapping_add(n);
+        self.range_sums
+            .add((context, start, end), n, &mut self.ranges);
     }
 
     /// Adds `n` to the branch `source → target` of `context`.
     #[inline]
     pub fn add_branch(&mut self, context: ContextId, source: u64, target: u64, n: u64) {
-        let c = self.branches.entry((context, source, target)).or_default();
-        *c = c.wrapping_add(n);
+        self.branch_sums
+            .add((context, source, target), n, &mut self.branches);
+    }
+
+    /// Sends the sums on their way to the maps there.
+    fn flush(&mut self) {
+        self.range_sums.flush_into(&mut self.ranges);
+        self.branch_sums.flush_into(&mut self.branches);
     }
 
     /// Adds every counter of `other`.
-    pub fn merge(&mut self, other: CounterTable) {
+    pub fn merge(&mut self, mut other: CounterTable) {
+        other.flush();
         let ids: Vec<ContextId> = other.keys.iter().map(|k| self.context(k)).collect();
         for ((c, s, e), n) in other.ranges {
             self.add_range(ids[c as usize], s, e, n);
@@ -77,7 +88,8 @@ impl CounterTable {
     }
 
     /// The counters as a [`CounterSet`]: every interned context with its counters.
-    pub fn into_counter_set(self) -> CounterSet {
+    pub fn into_counter_set(mut self) -> CounterSet {
+        self.flush();
         let mut ranges: Vec<Vec<((u64, u64), u64)>> = vec![Vec::new(); self.keys.len()];
         for ((c, s, e), n) in self.ranges {
             ranges[c as usize].push(((s, e), n));

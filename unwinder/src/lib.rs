@@ -84,6 +84,7 @@ pub mod options;
 pub mod sample_prep;
 pub mod shard;
 pub mod stats;
+mod summing_cache;
 pub mod test_support;
 pub mod virtual_unwind;
 pub mod window;

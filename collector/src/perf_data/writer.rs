@@ -8,7 +8,7 @@
 //! records and at the end.
 
 use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::error::PerfDataError;
@@ -82,7 +82,8 @@ pub fn write_perf_data(path: &Path, recording: &Recording) -> Result<(), PerfDat
         source,
     };
     let file = File::create(path).map_err(io)?;
-    let mut w = BufWriter::new(file);
+    // In large writes: see `large_writes`.
+    let mut w = crate::large_writes::large_writer(file);
     let attr = recording_attr(recording);
     let layout = SampleLayout::new(attr.sample_type, attr.branch_sample_type, 0, true);
     let writer = RecordWriter::new(layout);

@@ -351,13 +351,10 @@ mod tests {
 
     /// The reader's reading of a branch-stack line, flags cleared.
     fn read(line: &[u8]) -> String {
-        match parse_lbr_line(line, &mut EntryTokenCache::new()) {
+        let mut entries = Vec::new();
+        match parse_lbr_line(line, &mut EntryTokenCache::new(), &mut entries) {
             LbrLine::BadLeadingIp => "bad leading ip".into(),
-            LbrLine::Entries {
-                ip,
-                entries,
-                truncated,
-            } => {
+            LbrLine::Entries { ip, truncated } => {
                 let e: Vec<(u64, u64)> = entries.iter().map(|e| (e.from, e.to)).collect();
                 format!("{ip:?} {e:?} {truncated}")
             }

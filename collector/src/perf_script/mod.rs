@@ -3,6 +3,7 @@
 
 mod block_memo;
 mod compact;
+mod previous_line;
 pub mod reader;
 mod scan_queue;
 pub mod tally;
@@ -16,8 +17,8 @@ pub use reader::{
     PerfScriptType,
 };
 pub use tally::{
-    parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece, ScriptTally,
-    TalliedSample, TalliedText, TalliedTexts,
+    parse_tallied_into, parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece,
+    ScriptTally, TalliedSample, TalliedText, TalliedTexts,
 };
 pub use text::ScriptText;
 

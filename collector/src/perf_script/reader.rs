@@ -39,6 +39,7 @@ use std::path::Path;
 
 use thiserror::Error;
 
+use super::previous_line::PreviousLine;
 use super::text::ScriptText;
 use super::unit::{Unit, UnitCursor};
 use crate::{LbrEntry, Mmap2Event, PerfEvent, SideBandEvent};
@@ -355,37 +356,52 @@ fn split_limited(s: &[u8], max_split: usize) -> Vec<&[u8]> {
 pub(crate) enum LbrLine {
     /// The leading token had no `/` and was not hex: the sample is dropped.
     BadLeadingIp,
-    /// The entries parsed (possibly none); `truncated` when a malformed entry ended the list.
-    Entries {
-        ip: Option<u64>,
-        entries: Vec<LbrEntry>,
-        truncated: bool,
-    },
+    /// The entries were parsed (possibly none); `truncated` when a malformed entry ended
+    /// the list.
+    Entries { ip: Option<u64>, truncated: bool },
 }
 
-/// `extractLBRStack` at the text level. Hot: one pass over the bytes, no allocation but the
-/// entries.
-pub(crate) fn parse_lbr_line(line: &[u8], cache: &mut EntryTokenCache) -> LbrLine {
+/// `extractLBRStack` at the text level, the entries into `entries` (cleared first). Hot:
+/// one pass over the bytes, no allocation but what `entries` grows by. From its second
+/// entry on, a line that repeats the entries of the line parsed before takes them
+/// ([`PreviousLine`]).
+pub(crate) fn parse_lbr_line(
+    line: &[u8],
+    cache: &mut EntryTokenCache,
+    entries: &mut Vec<LbrEntry>,
+) -> LbrLine {
     let line = trim_end(line);
+    // Token starts are kept as `u32`: a longer line is parsed token by token.
+    let take_previous = line.len() <= u32::MAX as usize;
     let mut pos = 0usize;
     // 0: an `event:` name may come; 1: a leading IP may come; 2: entries only.
     let mut state = 0u8;
     let mut ip = None;
-    let mut entries = Vec::with_capacity(32);
-    loop {
+    entries.clear();
+    let mut starts = std::mem::take(&mut cache.starts);
+    starts.clear();
+    let truncated = loop {
         if state == 2 {
             // Hot path: most tokens are well-formed entries, parsed in one pass.
             while pos < line.len() && line[pos] == b' ' {
                 pos += 1;
             }
+            if take_previous && pos < line.len() && cache.previous.worth_trying(entries.len()) {
+                if let Some((taken, at)) = cache.previous.entries_of(&line[pos..]) {
+                    entries.extend_from_slice(taken);
+                    starts.extend(at.iter().map(|&s| s + pos as u32));
+                    break false;
+                }
+            }
             if let Some((entry, end)) = cache.entry(line, pos) {
                 entries.push(entry);
+                starts.push(pos as u32);
                 pos = end;
                 continue;
             }
         }
         let Some(token) = next_token(line, &mut pos) else {
-            break;
+            break false;
         };
         if state < 2 {
             if state == 0 && token.ends_with(b":") {
@@ -396,27 +412,30 @@ pub(crate) fn parse_lbr_line(line: &[u8], cache: &mut EntryTokenCache) -> LbrLin
             if !token.contains(&b'/') {
                 match parse_hex(token) {
                     Some(v) => ip = Some(v),
-                    None => return LbrLine::BadLeadingIp,
+                    None => {
+                        cache.previous.forget();
+                        cache.starts = starts;
+                        return LbrLine::BadLeadingIp;
+                    }
                 }
                 continue;
             }
         }
         match parse_lbr_entry(token) {
-            Some(e) => entries.push(e),
-            None => {
-                return LbrLine::Entries {
-                    ip,
-                    entries,
-                    truncated: true,
-                }
+            Some(e) => {
+                entries.push(e);
+                starts.push((pos - token.len()) as u32);
             }
+            None => break true,
         }
+    };
+    if truncated || !take_previous {
+        cache.previous.forget();
+    } else {
+        cache.previous.remember(line, &starts, entries);
     }
-    LbrLine::Entries {
-        ip,
-        entries,
-        truncated: false,
-    }
+    cache.starts = starts;
+    LbrLine::Entries { ip, truncated }
 }
 
 /// The next run of non-space bytes (`split(" ", KeepEmpty=false)`).
@@ -576,6 +595,10 @@ fn bytes_between(x: u64, low: u64, high: u64) -> u64 {
 /// space or the end of the line). One per parsing thread.
 pub struct EntryTokenCache {
     slots: Box<[EntryTokenSlot]>,
+    /// The line parsed last.
+    previous: PreviousLine,
+    /// Scratch: where the entries of the line being parsed start.
+    starts: Vec<u32>,
 }
 
 /// Longest token kept (a 48-bit address pair with flags and cycles is about 40 bytes).
@@ -615,6 +638,8 @@ impl EntryTokenCache {
         };
         EntryTokenCache {
             slots: vec![empty; 1 << TOKEN_SLOT_BITS].into_boxed_slice(),
+            previous: PreviousLine::default(),
+            starts: Vec::new(),
         }
     }
 
@@ -664,9 +689,14 @@ impl EntryTokenCache {
             h = (h.rotate_left(5) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
         let slot = &mut self.slots[(h >> (64 - TOKEN_SLOT_BITS)) as usize];
-        // All the words: past the token both are zero, and a fixed-size comparison is a
-        // few vector compares where one of `used` words called `memcmp`.
-        if usize::from(slot.len) == len && slot.words == words {
+        // All the words: past the token both are zero. Folded by hand: `==` on the arrays
+        // (56 bytes, not a power of two) called `memcmp`.
+        let differ = slot
+            .words
+            .iter()
+            .zip(&words)
+            .fold(0u64, |d, (a, b)| d | (a ^ b));
+        if usize::from(slot.len) == len && differ == 0 {
             return Some((slot.entry, start + len));
         }
         let (entry, end) = fast_lbr_entry(line, start)?;
@@ -1369,13 +1399,14 @@ mod tests {
         let t = b"0x1/0x2/-/X/A/65536/IND_CALL 0x3/0x4";
         assert_eq!(fast_lbr_flags(t, 8), Some((4 | 8 | (0xffff << 4), 28)));
         assert_eq!(fast_lbr_flags(b"M/-/-/12x/", 0), None);
+        let mut entries = vec![LbrEntry::default()];
         match parse_lbr_line(
             b" 0x1/0x2/P/-/-/0/  0x3/0x4/P/-/-/0/ 0x5/0xz/P ",
             &mut EntryTokenCache::new(),
+            &mut entries,
         ) {
             LbrLine::Entries {
                 ip: None,
-                entries,
                 truncated: true,
             } => assert_eq!(
                 entries.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>(),
@@ -1460,6 +1491,73 @@ mod tests {
         pos = 54;
         assert_eq!(fast_prefixed_hex(line, &mut pos), None);
         assert_eq!(fast_prefixed_hex(b"0xabc", &mut 0), Some(0xabc));
+    }
+
+    /// A line parsed after another (taking the entries it repeats) reads as it reads
+    /// alone: 20,000 lines, each the previous one shifted by 0 to 9 new tokens, with a
+    /// token changed, the spacing changed, the last token cut short (so that a line ends
+    /// inside a token of the previous one), a malformed token, a leading IP or an event
+    /// name now and then.
+    #[test]
+    fn lines_read_after_others_read_as_alone() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let read = |line: &[u8], cache: &mut EntryTokenCache| {
+            let mut entries = Vec::new();
+            match parse_lbr_line(line, cache, &mut entries) {
+                LbrLine::BadLeadingIp => None,
+                LbrLine::Entries { ip, truncated } => Some((ip, entries, truncated)),
+            }
+        };
+        let mut tokens: Vec<String> = Vec::new();
+        let mut cache = EntryTokenCache::new();
+        let mut lines = 0;
+        for _ in 0..20_000 {
+            let new: Vec<String> = (0..next(10))
+                .map(|_| {
+                    let (from, to) = (0x1000 + next(40), 0x2000 + next(40));
+                    match next(3) {
+                        0 => format!("0x{from:x}/0x{to:x}"),
+                        1 => format!("0x{from:x}/0x{to:x}/P/-/-/{}", next(30)),
+                        _ => format!("0x{from:x}/0x{to:x}/M/-/-/{}/", next(30)),
+                    }
+                })
+                .collect();
+            tokens.splice(0..0, new);
+            tokens.truncate(8 + next(30) as usize);
+            if tokens.len() > 3 && next(8) == 0 {
+                let i = next(tokens.len() as u64) as usize;
+                tokens[i] = format!("0x{:x}/0x7", next(50));
+            }
+            if let Some(last) = tokens.last_mut().filter(|_| next(6) == 0) {
+                last.truncate(1 + next(last.len() as u64) as usize);
+            }
+            if tokens.len() > 2 && next(20) == 0 {
+                tokens[1] = "0x1/0xzz".into();
+            }
+            let gap = if next(10) == 0 { "  " } else { " " };
+            let mut line = match next(20) {
+                0 => "4005c8 ".to_string(),
+                1 => "cycles: ".to_string(),
+                _ => " ".to_string(),
+            };
+            line += &tokens.join(gap);
+            if next(10) == 0 {
+                line += "  ";
+            }
+            let alone = read(line.as_bytes(), &mut EntryTokenCache::new());
+            let after = read(line.as_bytes(), &mut cache);
+            assert_eq!(after, alone, "{line}");
+            lines += 1;
+        }
+        // Many lines took entries from the previous one (the others had an edit in the way).
+        let taken = cache.previous.taken.get();
+        assert!(taken * 4 > lines, "{taken} of {lines}");
     }
 
     /// The token cache gives what parsing gives, token after token and again from the

@@ -117,6 +117,19 @@ impl<'a> TalliedTexts<'a> {
         }
     }
 
+    /// The arena the next compact text goes at the end of, with room for `most` bytes:
+    /// the last one, or a new one when it has not. A new arena rather than a larger copy
+    /// of the last one: nothing is moved (growing a vector copies it, into fresh pages
+    /// each time).
+    fn arena_with_room(&mut self, most: usize) -> usize {
+        let last = self.arenas.last();
+        if last.map_or(0, |a| a.capacity() - a.len()) < most {
+            let capacity = next_arena_capacity(last.map(Vec::capacity), most);
+            self.arenas.push(compact_arena(capacity));
+        }
+        self.arenas.len() - 1
+    }
+
     /// Distinct samples.
     pub fn len(&self) -> usize {
         self.texts.len()
@@ -420,6 +433,9 @@ struct TextTally<'a> {
     /// Blocks read, their samples indexes into `distinct.compact.texts`.
     memo: BlockMemo<'a>,
     masks: ByteMasks,
+    /// The texts `compact.texts[..undecided]` were kept in place before the memo told
+    /// whether the stretch repeats its blocks: made compact if it does not.
+    undecided: usize,
 }
 
 /// The distinct texts of a piece read so far, with their count sums and occurrences (what
@@ -427,8 +443,11 @@ struct TextTally<'a> {
 /// the texts kept in place).
 struct DistinctTexts<'a> {
     compact: TalliedTexts<'a>,
-    /// The texts of `compact.texts`, by their stored bytes.
+    /// The texts `compact.texts[..indexed]`, by their stored bytes: all of them while
+    /// reading; the texts a merge adds are indexed only if another merge comes
+    /// ([`DistinctTexts::absorb`]).
     index: HashTable<TextSlot>,
+    indexed: usize,
 }
 
 /// A distinct text in [`DistinctTexts`]' index: where its bytes are, held in the table itself
@@ -445,6 +464,24 @@ struct TextSlot {
     lbr_start: usize,
 }
 
+impl TextSlot {
+    /// The slot of `t`, `texts[index]`.
+    fn of(index: usize, t: &TalliedText) -> TextSlot {
+        TextSlot {
+            hash: t.hash,
+            index,
+            arena: t.arena,
+            start: t.start,
+            end: t.end,
+            lbr_start: t.lbr_start,
+        }
+    }
+}
+
+/// Room a compact text may need past the bytes of its text: the slack of the
+/// compaction's fixed-size copies.
+const COMPACT_SLACK: usize = 64;
+
 impl<'a> TextTally<'a> {
     /// A tally of texts of `script` writing compact texts into `arenas` (none: the first
     /// text adds one).
@@ -457,15 +494,29 @@ impl<'a> TextTally<'a> {
                     script,
                 },
                 index: HashTable::new(),
+                indexed: 0,
             },
             memo: BlockMemo::new(),
             masks: ByteMasks::default(),
+            undecided: 0,
         }
     }
 
     /// Adds an occurrence of a sample text; its index in `compact.texts`.
+    ///
+    /// Until the memo has told whether the stretch repeats its blocks (a whole window of
+    /// probes), texts are kept in place too, then made compact if it does not: a
+    /// recorder's texts are then never made compact (the first window's compact texts
+    /// cost a fresh huge page of the arena per core, zeroed by the kernel).
     fn add_occurrence(&mut self, text: SampleText<'a>) -> usize {
-        if self.memo.finds_repeats() {
+        let told = self.memo.has_told();
+        if told && self.undecided > 0 {
+            if !self.memo.finds_repeats() {
+                self.distinct.make_compact(self.undecided, &mut self.masks);
+            }
+            self.undecided = 0;
+        }
+        if !told || self.memo.finds_repeats() {
             // Kept in place (see IN_SCRIPT). `text.block` lies in the script.
             let script = self.distinct.compact.script;
             let start = text.block.as_ptr() as usize - script.as_ptr() as usize;
@@ -478,20 +529,16 @@ impl<'a> TextTally<'a> {
                 count: text.count,
                 occurrences: 1,
             };
-            return self.distinct.add_compact(t, false);
+            let index = self.distinct.add_compact(t, false);
+            if !told {
+                self.undecided = self.distinct.compact.texts.len();
+            }
+            return index;
         }
         // The compact text goes at the end of the last arena, and stays there if it is new.
         let compact = &mut self.distinct.compact;
         // At most the text's bytes, plus the slack of the compaction's fixed-size copies.
-        let most = text.block.len() + 64;
-        let last = compact.arenas.last();
-        if last.map_or(0, |a| a.capacity() - a.len()) < most {
-            // A new arena rather than a larger copy of the last one: nothing is moved
-            // (growing a vector copies it, into fresh pages each time).
-            let capacity = next_arena_capacity(last.map(Vec::capacity), most);
-            compact.arenas.push(compact_arena(capacity));
-        }
-        let arena = compact.arenas.len() - 1;
+        let arena = compact.arena_with_room(text.block.len() + COMPACT_SLACK);
         let bytes = &mut compact.arenas[arena];
         let (start, room) = (bytes.len(), bytes.capacity());
         bytes.extend_from_slice(text.stack_lines());
@@ -540,19 +587,57 @@ impl DistinctTexts<'_> {
 
     /// Adds `t`, known not to be here yet; its index.
     fn add_new(&mut self, t: TalliedText) -> usize {
+        debug_assert_eq!(self.indexed, self.compact.texts.len());
         let texts = &mut self.compact.texts;
         let index = texts.len();
-        let slot = TextSlot {
-            hash: t.hash,
-            index,
-            arena: t.arena,
-            start: t.start,
-            end: t.end,
-            lbr_start: t.lbr_start,
-        };
-        self.index.insert_unique(t.hash, slot, |s| s.hash);
+        self.index
+            .insert_unique(t.hash, TextSlot::of(index, &t), |s| s.hash);
         texts.push(t);
+        self.indexed += 1;
         index
+    }
+
+    /// Indexes the texts a merge added without indexing them.
+    fn index_all(&mut self) {
+        let texts = &self.compact.texts[self.indexed..];
+        self.index.reserve(texts.len(), |s| s.hash);
+        for (i, t) in texts.iter().enumerate() {
+            let slot = TextSlot::of(self.indexed + i, t);
+            self.index.insert_unique(t.hash, slot, |s| s.hash);
+        }
+        self.indexed = self.compact.texts.len();
+    }
+
+    /// Makes compact the texts kept in place among `compact.texts[..n]`, where they are:
+    /// their indexes do not change. Two of them that differ in their flags only stay two
+    /// texts with equal bytes (a lookup finds either; their samples are aggregated as one).
+    fn make_compact(&mut self, n: usize, masks: &mut ByteMasks) {
+        let script = self.compact.script;
+        for i in 0..n {
+            let t = self.compact.texts[i];
+            if t.arena != IN_SCRIPT {
+                continue;
+            }
+            let block = &script[t.start..t.end];
+            let arena = self.compact.arena_with_room(block.len() + COMPACT_SLACK);
+            let bytes = &mut self.compact.arenas[arena];
+            let start = bytes.len();
+            bytes.extend_from_slice(&block[..t.lbr_start]);
+            compact_lbr_line(&block[t.lbr_start..], bytes, masks);
+            let compact = TalliedText {
+                arena,
+                start,
+                end: bytes.len(),
+                hash: text_hash(&bytes[start..]),
+                ..t
+            };
+            if let Ok(slot) = self.index.find_entry(t.hash, |s| s.index == i) {
+                slot.remove();
+            }
+            self.index
+                .insert_unique(compact.hash, TextSlot::of(i, &compact), |s| s.hash);
+            self.compact.texts[i] = compact;
+        }
     }
 
     /// Counts occurrences of the sample `compact.texts[i]`.
@@ -565,36 +650,30 @@ impl DistinctTexts<'_> {
 
     /// Adds the samples of `other`, which comes after these (in the same script), looking
     /// them up on up to `threads` threads.
+    ///
+    /// The texts of `other` not found here are added but not indexed: after the last
+    /// merge nothing looks texts up any more (the next merge indexes them first). Growing
+    /// the index took fresh memory, dear on some machines, while the other core was idle.
     fn absorb(&mut self, other: DistinctTexts<'_>, threads: usize) {
         debug_assert!(std::ptr::eq(self.compact.script, other.compact.script));
+        self.index_all();
         let base = self.compact.arenas.len();
         self.compact.arenas.extend(other.compact.arenas);
-        let moved: Vec<TalliedText> = other
-            .compact
-            .texts
-            .into_iter()
-            .map(|t| TalliedText {
-                arena: if t.arena == IN_SCRIPT {
-                    IN_SCRIPT
-                } else {
-                    base + t.arena
-                },
-                ..t
-            })
-            .collect();
+        let mut moved = other.compact.texts;
+        for t in &mut moved {
+            if t.arena != IN_SCRIPT {
+                t.arena += base;
+            }
+        }
         let found = self.find_all(&moved, threads);
-        // Room for all of them at once: growing step by step rehashed the index and moved
-        // the texts several times over.
+        // Room for all of them at once.
         self.compact.texts.reserve(moved.len());
-        self.index.reserve(moved.len(), |s| s.hash);
         // The texts of `other` are distinct: one not found here is added without looking
         // again.
         for (t, found) in moved.into_iter().zip(found) {
             match found {
                 Some(i) => self.bump(i, t.count, t.occurrences),
-                None => {
-                    self.add_new(t);
-                }
+                None => self.compact.texts.push(t),
             }
         }
     }
@@ -670,6 +749,12 @@ fn scan_chunk<'a>(
                 None => may_share = false,
             }
         }
+        if let Some((end, seen)) = texts.memo.predict(chunk, pos) {
+            texts.distinct.bump(seen.sample, seen.count, 1);
+            units.skip_block(end, seen.lines)?;
+            report(&mut reported, units.position(), progress);
+            continue;
+        }
         let block = texts.memo.probe(chunk, pos);
         if let Some(block) = block {
             if let Some(seen) = texts.memo.find(chunk, pos, block) {
@@ -718,8 +803,8 @@ fn scan_chunk<'a>(
                 _ => break,
             }
         }
-        if let (Some(b), Some((i, count)), true) = (block, sample, plain) {
-            if units.position() == b.end {
+        match (block, sample, plain) {
+            (Some(b), Some((i, count)), true) if units.position() == b.end => {
                 let lines = units.lines() - lines_before;
                 let seen = BlockUnits {
                     sample: i,
@@ -728,6 +813,7 @@ fn scan_chunk<'a>(
                 };
                 texts.memo.remember(chunk, pos, b, seen);
             }
+            _ => texts.memo.lose_track(),
         }
         report(&mut reported, units.position(), progress);
         if ended {
@@ -796,20 +882,38 @@ pub fn parse_tallied_one(
     tokens: &mut EntryTokenCache,
     stats: &mut PerfScriptStats,
 ) -> Option<TalliedSample> {
-    let text = texts.text(i);
-    let occurrences = texts.texts[i].occurrences;
-    let parsed = text.parse(script_type, tokens);
-    stats.dropped_samples += parsed.dropped * occurrences;
-    stats.invalid_lbr_records += parsed.invalid_lbr_records * occurrences;
-    let mut sample = parsed.sample?;
-    for e in &mut sample.lbr {
-        e.flags = 0;
-    }
-    sample.count = text.count;
+    let mut sample = Sample::default();
+    let occurrences = parse_tallied_into(texts, i, script_type, tokens, stats, &mut sample)?;
     Some(TalliedSample {
         sample,
         occurrences,
     })
+}
+
+/// [`parse_tallied_one`] into `sample`, whose buffers are reused (a parsing thread's
+/// samples then cost no allocation): its occurrences, or `None` when it is dropped (then
+/// `sample` holds nothing of use).
+pub fn parse_tallied_into(
+    texts: &TalliedTexts,
+    i: usize,
+    script_type: PerfScriptType,
+    tokens: &mut EntryTokenCache,
+    stats: &mut PerfScriptStats,
+    sample: &mut Sample,
+) -> Option<u64> {
+    let text = texts.text(i);
+    let occurrences = texts.texts[i].occurrences;
+    let verdict = text.parse_into(script_type, tokens, sample);
+    stats.dropped_samples += verdict.dropped * occurrences;
+    stats.invalid_lbr_records += verdict.invalid_lbr_records * occurrences;
+    if !verdict.kept {
+        return None;
+    }
+    for e in &mut sample.lbr {
+        e.flags = 0;
+    }
+    sample.count = text.count;
+    Some(occurrences)
 }
 
 #[cfg(test)]
@@ -964,20 +1068,23 @@ mod tests {
     /// A piece after an MMAP line starts with a small arena and adds larger ones as its
     /// distinct samples fill them (none is grown by copying): every text stays where it
     /// was written and reads as the reader reads it. A piece closed by an MMAP line keeps
-    /// no spare room.
+    /// no spare room. (Each piece has more distinct samples than a window of probes: its
+    /// texts are made compact once the memo has told that it does not repeat.)
     #[test]
     fn a_piece_adds_arenas_as_it_fills() {
-        let mut text = String::from(MMAP);
-        text += "\t 10\n 0x1/0x2/P/-/-/0\n\n";
-        text += MMAP;
-        // 3,000 distinct samples of 43 compact bytes: 129 KB, past 4 + 16 + 64 KiB.
-        for i in 0..3000u64 {
-            text += &format!(
-                "\t {:x}\n\t 20\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/M/-/-/7  0x5/0x6/P/-/-/1\n\n",
-                0x1000 + i,
-                0x10_0000 + i
-            );
-        }
+        // 5,000 distinct samples of 43 compact bytes: 215 KB, past 4 + 16 + 64 KiB.
+        let samples = |base: u64| -> String {
+            (0..5000u64)
+                .map(|i| {
+                    format!(
+                        "\t {:x}\n\t 20\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/M/-/-/7  0x5/0x6/P/-/-/1\n\n",
+                        base + i,
+                        0x10_0000 + i
+                    )
+                })
+                .collect()
+        };
+        let text = format!("{MMAP}{}{MMAP}{}", samples(0x1000), samples(0x9000));
         let (expected, expected_stats) = folded_reader_events(text.as_bytes());
         let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
         let [ScriptPiece::Mmap(_), ScriptPiece::Texts(first), ScriptPiece::Mmap(_), ScriptPiece::Texts(last)] =
@@ -988,9 +1095,15 @@ mod tests {
         let sizes = |t: &TalliedTexts| -> Vec<(usize, usize)> {
             t.arenas.iter().map(|a| (a.capacity(), a.len())).collect()
         };
-        assert_eq!(sizes(first), [(13, 13)], "shrunk to its text");
+        // The chunk's first arena (a quarter of the chunk) did not hold them all: the last
+        // one added is shrunk to its texts.
+        let first_sizes = sizes(first);
+        let used: usize = first_sizes.iter().map(|&(_, len)| len).sum();
+        assert_eq!((first_sizes.len(), used), (2, 5000 * 43));
+        assert_eq!(first_sizes[1].0, first_sizes[1].1, "shrunk to its texts");
+        assert!(!first.keeps_script() && !last.keeps_script());
         let used: usize = sizes(last).iter().map(|&(_, len)| len).sum();
-        assert_eq!((last.len(), used), (3000, 3000 * 43));
+        assert_eq!((last.len(), used), (5000, 5000 * 43));
         let capacities: Vec<usize> = sizes(last).iter().map(|&(c, _)| c).collect();
         assert_eq!(capacities, [4 << 10, 16 << 10, 64 << 10, 256 << 10]);
         let (pieces, stats) = tally.parse_all();
@@ -1067,10 +1180,11 @@ mod tests {
                 .iter()
                 .filter(|t| t.arena == IN_SCRIPT)
                 .collect();
-            // The first sample (compact, read before any window ended) and 100 new texts.
+            // The first sample (read before any window ended: in place too) and 100 new
+            // texts.
             assert_eq!(
                 (texts.len(), in_place.len()),
-                (101, 100),
+                (101, 101),
                 "{threads} threads"
             );
             let last = texts.text(100);
@@ -1081,8 +1195,17 @@ mod tests {
         // Such a tally keeps its borrow of the script; one with compact texts only does not.
         let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
         assert!(tally.detached().is_err());
-        let small = script();
-        let tally = tally_samples(small.as_bytes(), "t", 1, &|_| {}).unwrap();
+        // Distinct samples only: made compact once the memo has told so.
+        let distinct: String = (0..WINDOW_OF_PROBES as u64 + 10)
+            .map(|i| {
+                format!(
+                    "\n\t {:x}\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/P/-/-/0\n",
+                    0xa000 + i,
+                    0x10_0000 + i
+                )
+            })
+            .collect();
+        let tally = tally_samples(distinct.as_bytes(), "t", 1, &|_| {}).unwrap();
         let expected = tally.clone();
         let detached = tally.detached().expect("no text in place");
         assert_eq!(detached, expected);
@@ -1156,22 +1279,46 @@ mod tests {
         }
     }
 
+    /// Once the memo has told that the stretch does not repeat its blocks (a window of
+    /// distinct samples), texts are made compact and those differing in their flags only
+    /// are one text. The texts kept in place until then are made compact where they are:
+    /// two of them differing in their flags only stay two texts (parsed to equal samples),
+    /// and a later occurrence finds its text among them by its compact bytes.
     #[test]
     fn texts_differing_in_flags_only_are_one_sample() {
-        let text = "\t 10\n 0x1/0x2/P/-/-/1  0x3/0x4/P/-/-/7\n\n\t 10\n 0x1/0x2/M/-/-/9  0x3/0x4/-/X/-/2/COND\n\n\t 10\n 0x1/0x2 0x3/0x4\n";
+        let n = WINDOW_OF_PROBES as u64;
+        let distinct =
+            |i: u64, flags: &str| format!("\t {:x}\n 0x{:x}/0x2/{flags}\n\n", 0xa000 + i, i);
+        let early = "\t 30\n 0x7/0x8/P/-/-/1\n\n\t 30\n 0x7/0x8/M/-/-/2\n\n";
+        let window: String = (0..n).map(|i| distinct(i, "P/-/-/1")).collect();
+        let late = "\t 10\n 0x1/0x2/P/-/-/1  0x3/0x4/P/-/-/7\n\n\t 10\n 0x1/0x2/M/-/-/9  0x3/0x4/-/X/-/2/COND\n\n\t 10\n 0x1/0x2 0x3/0x4\n\n";
+        let text = format!("{early}{window}{late}{}", distinct(5, "M/-/-/4"));
         let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
-        assert_eq!((tally.sample_texts, tally.distinct_texts), (3, 2));
+        assert_eq!((tally.sample_texts, tally.distinct_texts), (n + 6, n + 4));
+        let [ScriptPiece::Texts(texts)] = &tally.pieces[..] else {
+            panic!("{:?}", tally.pieces)
+        };
+        assert!(!texts.keeps_script(), "every text made compact");
+        assert_eq!(texts.text(0).block, b"\t 30\n 0x7/0x8");
+        assert_eq!(texts.text(1).block, texts.text(0).block);
         let (pieces, _) = tally.parse_all();
         let [ParsedPiece::Samples(s)] = &pieces[..] else {
             panic!("{pieces:?}")
         };
-        assert_eq!((s[0].sample.count, s[0].occurrences), (2, 2));
+        assert_eq!(
+            (s[0].sample.clone(), s[0].occurrences),
+            (s[1].sample.clone(), 1)
+        );
+        // Sample 5 of the window, again with other flags after the window.
+        assert_eq!(s[2 + 5].occurrences, 2);
+        let late = &s[s.len() - 2..];
+        assert_eq!((late[0].sample.count, late[0].occurrences), (2, 2));
         // Spaces are kept: one space between the entries makes another text, the same sample.
         assert_eq!(
-            s[1].sample,
+            late[1].sample,
             Sample {
                 count: 1,
-                ..s[0].sample.clone()
+                ..late[0].sample.clone()
             }
         );
     }

@@ -16,7 +16,7 @@ use super::reader::{
     is_mmap_event, parse_dec, parse_hex, parse_lbr_line, trim_end, trim_start, EntryTokenCache,
     LbrLine, PerfScriptError, PerfScriptType, MAX_LINE_BYTES,
 };
-use crate::{LbrEntry, Sample};
+use crate::Sample;
 
 /// One step of the reading loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,58 +69,79 @@ impl<'a> SampleText<'a> {
     /// Parses the text (`extractCallstack` + `extractLBRStack`), with `tokens` remembering
     /// entry tokens across calls. The count is not applied: the sample's `count` is 1.
     pub fn parse(&self, script_type: PerfScriptType, tokens: &mut EntryTokenCache) -> ParsedSample {
-        let mut out = ParsedSample {
-            sample: None,
+        let mut sample = Sample::default();
+        let verdict = self.parse_into(script_type, tokens, &mut sample);
+        ParsedSample {
+            sample: verdict.kept.then_some(sample),
+            dropped: verdict.dropped,
+            invalid_lbr_records: verdict.invalid_lbr_records,
+        }
+    }
+
+    /// [`SampleText::parse`] into `sample`, whose buffers are reused: every field is set
+    /// when the sample is kept (else its contents are unspecified).
+    pub fn parse_into(
+        &self,
+        script_type: PerfScriptType,
+        tokens: &mut EntryTokenCache,
+        sample: &mut Sample,
+    ) -> ParseVerdict {
+        let mut verdict = ParseVerdict {
+            kept: false,
             dropped: 0,
             invalid_lbr_records: 0,
         };
-        let (ip, entries) = match parse_lbr_line(self.lbr_line(), tokens) {
-            LbrLine::BadLeadingIp => {
-                out.dropped = 1;
-                return out;
-            }
-            LbrLine::Entries {
-                ip,
-                entries,
-                truncated,
-            } => {
-                out.invalid_lbr_records = u64::from(truncated);
-                if entries.is_empty() {
+        let mut lbr = std::mem::take(&mut sample.lbr);
+        let mut callchain = std::mem::take(&mut sample.callchain);
+        callchain.clear();
+        let ip = match parse_lbr_line(self.lbr_line(), tokens, &mut lbr) {
+            LbrLine::BadLeadingIp => Err(1),
+            LbrLine::Entries { ip, truncated } => {
+                verdict.invalid_lbr_records = u64::from(truncated);
+                if lbr.is_empty() {
                     let blank = trim_end(self.lbr_line()).iter().all(|&b| b == b' ');
-                    out.dropped = u64::from(!blank);
-                    return out;
+                    Err(u64::from(!blank))
+                } else {
+                    Ok(ip)
                 }
-                (ip, entries)
             }
         };
-        out.sample = Some(match script_type {
-            PerfScriptType::Hybrid => {
-                let callchain: Vec<u64> = self
-                    .stack_lines()
-                    .split(|&b| b == b'\n')
-                    .filter_map(|line| parse_hex(trim_start(line)))
-                    .collect();
-                hybrid_sample(callchain, entries)
+        let ip = match (ip, script_type) {
+            (Err(dropped), _) => {
+                verdict.dropped = dropped;
+                None
             }
-            PerfScriptType::LbrOnly => Sample {
-                ip: ip.unwrap_or(0),
-                lbr: entries,
-                count: 1,
-                ..Sample::default()
-            },
-        });
-        out
+            (Ok(_), PerfScriptType::Hybrid) => {
+                callchain.extend(
+                    self.stack_lines()
+                        .split(|&b| b == b'\n')
+                        .filter_map(|line| parse_hex(trim_start(line))),
+                );
+                Some(callchain.first().copied().unwrap_or(0))
+            }
+            (Ok(ip), PerfScriptType::LbrOnly) => Some(ip.unwrap_or(0)),
+        };
+        verdict.kept = ip.is_some();
+        *sample = Sample {
+            ip: ip.unwrap_or(0),
+            callchain,
+            lbr,
+            count: 1,
+            ..Sample::default()
+        };
+        verdict
     }
 }
 
-fn hybrid_sample(callchain: Vec<u64>, lbr: Vec<LbrEntry>) -> Sample {
-    Sample {
-        ip: callchain.first().copied().unwrap_or(0),
-        callchain,
-        lbr,
-        count: 1,
-        ..Sample::default()
-    }
+/// What [`SampleText::parse_into`] decided, with the reader statistics it adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParseVerdict {
+    /// The sample was parsed (not dropped).
+    pub kept: bool,
+    /// 1 when the sample was dropped for its text and counts as dropped.
+    pub dropped: u64,
+    /// 1 when a malformed entry cut the branch-stack line.
+    pub invalid_lbr_records: u64,
 }
 
 /// The units of a text, from a position where the reading loop is at its top.
