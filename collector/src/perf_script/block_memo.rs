@@ -173,6 +173,12 @@ impl<'a> BlockMemo<'a> {
         self.told
     }
 
+    /// Whether the probes of the window under way found at least one block in eight (false
+    /// when there were none).
+    pub(crate) fn repeats_so_far(&self) -> bool {
+        self.tries > 0 && self.hits * 8 >= self.tries
+    }
+
     /// Counts a probe, and decides at the end of a window whether probing pays.
     fn count(&mut self, hit: bool) {
         self.tries += 1;

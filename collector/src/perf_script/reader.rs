@@ -362,9 +362,9 @@ pub(crate) enum LbrLine {
 }
 
 /// `extractLBRStack` at the text level, the entries into `entries` (cleared first). Hot:
-/// one pass over the bytes, no allocation but what `entries` grows by. From its second
-/// entry on, a line that repeats the entries of the line parsed before takes them
-/// ([`PreviousLine`]).
+/// one pass over the bytes, no allocation but what `entries` grows by. From any of its
+/// first entries on (past an event name and a leading IP), a line that repeats the entries
+/// of the line parsed before takes them ([`PreviousLine`]).
 pub(crate) fn parse_lbr_line(
     line: &[u8],
     cache: &mut EntryTokenCache,

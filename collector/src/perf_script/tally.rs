@@ -14,8 +14,9 @@
 //! without flags. MMAP lines split the input into pieces: the samples after an MMAP event
 //! are read with the binary where that event put it, so samples are only aggregated within
 //! a piece. The result is what [`super::PerfScriptReader`] gives with flags cleared and
-//! samples of equal text (once compact, if made compact) folded together, in order of
-//! first appearance —
+//! samples of equal text (once compact, if made compact) folded together (but for texts
+//! made compact where they were kept in place: see [`DistinctTexts::make_compact`]), in
+//! order of first appearance —
 //! same units ([`super::unit`]), same parser.
 //!
 //! The text is cut into one chunk per thread right after a line starting with `" 0x"`,
@@ -73,7 +74,9 @@ pub struct TalliedTexts<'a> {
 /// sixth of the CPU time on the recorder's input of the convert benchmark (half of it
 /// the kernel zeroing the fresh pages of the arenas), to merge texts that differ in
 /// their flags only, which such a script seldom has (the aggregator merges equal
-/// samples anyway).
+/// samples anyway). Until the stretch's block memo can tell (its first window of
+/// probes, or the end of a shorter stretch), texts are kept in place too, and made compact
+/// where they are if it does not repeat ([`DistinctTexts::make_compact`]).
 const IN_SCRIPT: usize = usize::MAX;
 
 /// The bytes of a stored text: in `arenas[arena]` or, [`IN_SCRIPT`], in `script`.
@@ -190,7 +193,8 @@ pub struct ScriptTally<'a> {
     /// Sample texts read (occurrences).
     pub sample_texts: u64,
     /// Distinct sample texts: compact texts, and texts kept in place (where a stretch of
-    /// the script repeats its blocks), which are distinct by their bytes. Which texts are
+    /// the script repeats its blocks), distinct by their bytes but for texts made compact
+    /// where they were kept in place ([`DistinctTexts::make_compact`]). Which texts are
     /// kept in place depends on where the script was cut between the threads, so the
     /// count may differ from run to run on a large input (the samples do not).
     pub distinct_texts: u64,
@@ -557,6 +561,19 @@ impl<'a> TextTally<'a> {
     }
 }
 
+impl<'a> TextTally<'a> {
+    /// The distinct texts of the stretch read. Texts still kept in place for want of a
+    /// verdict (a stretch shorter than a window of probes, between MMAP lines or at a
+    /// range's end) are made compact when the probes so far found fewer than one block in
+    /// eight, as a whole window would have decided.
+    fn finish(mut self) -> DistinctTexts<'a> {
+        if self.undecided > 0 && !self.memo.has_told() && !self.memo.repeats_so_far() {
+            self.distinct.make_compact(self.undecided, &mut self.masks);
+        }
+        self.distinct
+    }
+}
+
 impl DistinctTexts<'_> {
     /// Adds `t`, whose text is in place in the arenas or the script; its index. A new text
     /// at the end of the last arena (`fresh`) is removed from it when it is already known.
@@ -668,8 +685,9 @@ impl DistinctTexts<'_> {
         let found = self.find_all(&moved, threads);
         // Room for all of them at once.
         self.compact.texts.reserve(moved.len());
-        // The texts of `other` are distinct: one not found here is added without looking
-        // again.
+        // One not found here is added without looking again: the texts of `other` are
+        // distinct (or, made compact where they were, equal to another of `other`, which
+        // is then added too: two texts of one sample).
         for (t, found) in moved.into_iter().zip(found) {
             match found {
                 Some(i) => self.bump(i, t.count, t.occurrences),
@@ -786,11 +804,12 @@ fn scan_chunk<'a>(
                     match parse_mmap_line(line) {
                         Some(m) => {
                             if !texts.distinct.compact.is_empty() {
-                                let mut read =
+                                let read =
                                     std::mem::replace(&mut texts, TextTally::new(text, Vec::new()));
+                                let mut read = read.finish();
                                 // There may be many pieces: none keeps room it will not use.
-                                read.distinct.compact.shrink_last_arena();
-                                pieces.push(RawPiece::Texts(Box::new(read.distinct)));
+                                read.compact.shrink_last_arena();
+                                pieces.push(RawPiece::Texts(Box::new(read)));
                             }
                             pieces.push(RawPiece::Mmap(m));
                         }
@@ -822,7 +841,7 @@ fn scan_chunk<'a>(
     }
     progress((chunk.len() - reported) as u64);
     if !texts.distinct.compact.is_empty() {
-        pieces.push(RawPiece::Texts(Box::new(texts.distinct)));
+        pieces.push(RawPiece::Texts(Box::new(texts.finish())));
     }
     stats.lines = units.lines();
     Ok(ChunkScan { pieces, stats })
@@ -846,7 +865,7 @@ fn next_arena_capacity(last: Option<usize>, most: usize) -> usize {
 /// `madvise`, the default of many distributions). The compact texts of the distinct
 /// samples fill tens of megabytes as they are read, with one page fault (and one zeroed
 /// page) per 4 KiB otherwise. Where the advice is not taken, nothing changes; an arena
-/// never grows: a full one is followed by another ([`TextTally::add_occurrence`]).
+/// never grows: a full one is followed by another ([`TalliedTexts::arena_with_room`]).
 fn compact_arena(capacity: usize) -> Vec<u8> {
     const HUGE_PAGE: usize = 2 << 20;
     let mut arena = Vec::with_capacity(capacity);
@@ -1277,6 +1296,39 @@ mod tests {
             assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
         }
+    }
+
+    /// A stretch shorter than a window of probes (here between MMAP lines) is settled at
+    /// its end: made compact when its probes found fewer than one block in eight, kept in
+    /// place when they found more.
+    #[test]
+    fn short_stretches_are_settled_at_their_end() {
+        let distinct: String = (0..100u64)
+            .map(|i| {
+                format!(
+                    "\t {:x}\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/M/-/-/7\n\n",
+                    0xa000 + i,
+                    0x100 + i
+                )
+            })
+            .collect();
+        let repeated = "\t b000\n 0x1/0x2/P/-/-/0  0x3/0x4/P/-/-/0\n\n".repeat(100);
+        let text = format!("{MMAP}{distinct}{MMAP}{repeated}");
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
+        let [ScriptPiece::Mmap(_), ScriptPiece::Texts(short), ScriptPiece::Mmap(_), ScriptPiece::Texts(repeating)] =
+            &tally.pieces[..]
+        else {
+            panic!("{:?}", tally.pieces)
+        };
+        assert!(!short.keeps_script(), "made compact");
+        assert_eq!(short.len(), 100);
+        assert_eq!(short.text(7).block, b"\t a007\n 0x107/0x2  0x3/0x4");
+        assert!(repeating.keeps_script(), "kept in place");
+        assert_eq!((repeating.len(), repeating.texts[0].occurrences), (1, 100));
+        let (pieces, stats) = tally.parse_all();
+        assert_eq!(folded(pieces), expected);
+        assert_eq!(stats, expected_stats);
     }
 
     /// Once the memo has told that the stretch does not repeat its blocks (a window of
