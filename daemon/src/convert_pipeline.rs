@@ -23,9 +23,23 @@ use crate::progress::Progress;
 
 /// Converts the input named in `args` into the requested output.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
-    let binary = ProfiledBinary::load(&args.binary)
-        .with_context(|| format!("loading binary {}", args.binary.display()))?;
-    let counters = read_counters(args, &binary)?;
+    // The binary is loaded on a thread of its own while a perf script is read: reading it
+    // does not need the binary, and loading it (decoding, DWARF, probes) left one core idle
+    // for its first milliseconds.
+    let loaded = std::sync::OnceLock::new();
+    let counters = std::thread::scope(|scope| {
+        let loading = scope.spawn(|| {
+            ProfiledBinary::load(&args.binary)
+                .with_context(|| format!("loading binary {}", args.binary.display()))
+        });
+        read_counters_while_loading(args, || {
+            let binary = loading
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            Ok(loaded.get_or_init(|| binary))
+        })
+    })?;
+    let binary = loaded.get().expect("read_counters got the binary");
     let address_base = if args.use_offset {
         binary.preferred_base()
     } else {
@@ -38,13 +52,13 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     if args.skip_symbolization {
         let gen_opts = GenerateOptions::default();
         let line_context = |key: &[u64]| {
-            let (frames, _) = expand_line_context(&binary, key, &gen_opts);
+            let (frames, _) = expand_line_context(binary, key, &gen_opts);
             SampleContext { frames }.to_string()
         };
         write_unsymbolized(&mut out, &counters, address_base, Some(&line_context))
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
-        let profile = generate_profile(&binary, &counters, &args.generate_options());
+        let profile = generate_profile(binary, &counters, &args.generate_options());
         let written = match args.format {
             OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
             OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
@@ -57,13 +71,28 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;
     std::mem::forget(counters);
-    std::mem::forget(binary);
+    std::mem::forget(loaded);
     Ok(())
 }
 
 /// Reads the input into counters: unsymbolized profiles directly, sample inputs through
 /// the unwinder. Also `verify`'s reader of raw samples.
 pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Result<CounterSet> {
+    read_counters_while_loading(args, || Ok(binary))
+}
+
+/// [`read_counters`] with the binary from `binary`, called once: after a perf script is
+/// read (its reading does not need the binary), before anything else. When the input
+/// cannot be read, the binary's error, if it has one, is the one reported (as when the
+/// binary was loaded first).
+fn read_counters_while_loading<'b>(
+    args: &ConvertArgs,
+    binary: impl FnOnce() -> anyhow::Result<&'b ProfiledBinary>,
+) -> anyhow::Result<CounterSet> {
+    if let Some(path) = &args.perfscript {
+        return counters_of_script(args, path, binary);
+    }
+    let binary = binary()?;
     if let Some(path) = &args.unsymbolized_profile {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -83,48 +112,9 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
         };
         return Ok(counters);
     }
-    let load = BinaryLoadInfo {
-        name: binary.name().to_string(),
-        preferred_base: binary.preferred_base(),
-        text_segment_offsets: binary.text_segment_offsets().to_vec(),
-        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
-    };
-    // Every core reads, parses, prepares and unwinds.
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_THREADS);
-    let options = UnwindOptions {
-        ignore_stack_samples: args.ignore_stack_samples,
-        pid: (args.pid != 0).then_some(args.pid),
-        unwind_threads: threads,
-        ..UnwindOptions::default()
-    };
-    let (counters, mut stats) = if let Some(path) = &args.perfscript {
-        let progress = Progress::for_file(path)?;
-        let text = ScriptText::open(path)?;
-        // Each distinct sample text is parsed once; the tally holds compact copies of the
-        // distinct samples, or where they are in the text.
-        let tally = tally_script(&text, threads, &|n| progress.bytes_read(n))?;
-        progress.finish();
-        // The text is given back on a thread of its own (unmapping hundreds of megabytes
-        // takes a while): at once when no text is kept in place in it, else once every
-        // text is parsed, while the profile is made (on one core).
-        let release = |text: ScriptText| {
-            let _ = std::thread::Builder::new().spawn(move || text.release());
-        };
-        let unwound = match tally.detached() {
-            Ok(tally) => {
-                release(text);
-                unwind_tally(tally, binary, &load, &options)
-            }
-            Err(tally) => {
-                let unwound = unwind_tally(tally, binary, &load, &options);
-                release(text);
-                unwound
-            }
-        };
-        unwound.with_context(|| format!("unwinding samples of {}", path.display()))?
-    } else if let Some(path) = &args.perfdata {
+    let load = load_info(binary);
+    let options = unwind_options(args);
+    let (counters, stats) = if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
         let pids = mapping_processes(path, &load.name, options.pid)?;
@@ -151,6 +141,94 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
     } else {
         bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
     };
+    Ok(finish_counters(binary, counters, stats))
+}
+
+/// The counters of the perf script at `path`, read before `binary` is asked for.
+fn counters_of_script<'b>(
+    args: &ConvertArgs,
+    path: &Path,
+    binary: impl FnOnce() -> anyhow::Result<&'b ProfiledBinary>,
+) -> anyhow::Result<CounterSet> {
+    let opened =
+        Progress::for_file(path).and_then(|progress| Ok((progress, ScriptText::open(path)?)));
+    let (progress, text) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            binary()?;
+            return Err(e);
+        }
+    };
+    // Each distinct sample text is parsed once; the tally holds compact copies of the
+    // distinct samples, or where they are in the text.
+    let tally = tally_script(&text, convert_threads(), &|n| progress.bytes_read(n));
+    progress.finish();
+    let tally = match tally {
+        Ok(tally) => tally,
+        Err(e) => {
+            binary()?;
+            return Err(e.into());
+        }
+    };
+    let binary = binary()?;
+    let load = load_info(binary);
+    let options = unwind_options(args);
+    // The text is given back on a thread of its own (unmapping hundreds of megabytes
+    // takes a while): at once when no text is kept in place in it, else once every
+    // text is parsed, while the profile is made (on one core).
+    let release = |text: ScriptText| {
+        let _ = std::thread::Builder::new().spawn(move || text.release());
+    };
+    let unwound = match tally.detached() {
+        Ok(tally) => {
+            release(text);
+            unwind_tally(tally, binary, &load, &options)
+        }
+        Err(tally) => {
+            let unwound = unwind_tally(tally, binary, &load, &options);
+            release(text);
+            unwound
+        }
+    };
+    let (counters, stats) =
+        unwound.with_context(|| format!("unwinding samples of {}", path.display()))?;
+    Ok(finish_counters(binary, counters, stats))
+}
+
+/// Threads `convert` reads, parses and unwinds on: every core.
+fn convert_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+}
+
+/// The unwinder's options from `convert`'s arguments.
+fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
+    UnwindOptions {
+        ignore_stack_samples: args.ignore_stack_samples,
+        pid: (args.pid != 0).then_some(args.pid),
+        unwind_threads: convert_threads(),
+        ..UnwindOptions::default()
+    }
+}
+
+/// Where `binary` is linked to load.
+fn load_info(binary: &ProfiledBinary) -> BinaryLoadInfo {
+    BinaryLoadInfo {
+        name: binary.name().to_string(),
+        preferred_base: binary.preferred_base(),
+        text_segment_offsets: binary.text_segment_offsets().to_vec(),
+        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
+    }
+}
+
+/// The counters with their warnings printed (line contexts counted as llvm-profgen counts
+/// them).
+fn finish_counters(
+    binary: &ProfiledBinary,
+    counters: CounterSet,
+    mut stats: unwinder::UnwindStats,
+) -> CounterSet {
     if counters.kind == CounterKind::LineContext {
         // llvm-profgen counts line contexts after symbolization (`StringBasedCtxKey`).
         let opts = GenerateOptions::default();
@@ -167,7 +245,7 @@ pub fn read_counters(args: &ConvertArgs, binary: &ProfiledBinary) -> anyhow::Res
     for warning in stats.warnings(counters.kind != CounterKind::Flat) {
         eprintln!("warning: {warning}");
     }
-    Ok(counters)
+    counters
 }
 
 /// Unwinds the distinct samples of a perf script's tally: each is parsed, prepared and
