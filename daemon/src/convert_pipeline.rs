@@ -112,7 +112,7 @@ fn read_counters_while_loading<'b>(
         };
         return Ok(counters);
     }
-    let load = load_info(binary);
+    let load = binary.load_info();
     let options = unwind_options(args);
     let (counters, stats) = if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
@@ -171,7 +171,7 @@ fn counters_of_script<'b>(
         }
     };
     let binary = binary()?;
-    let load = load_info(binary);
+    let load = binary.load_info();
     let options = unwind_options(args);
     // The text is given back on a thread of its own (unmapping hundreds of megabytes
     // takes a while): at once when no text is kept in place in it, else once every
@@ -209,16 +209,6 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         pid: (args.pid != 0).then_some(args.pid),
         unwind_threads: convert_threads(),
         ..UnwindOptions::default()
-    }
-}
-
-/// Where `binary` is linked to load.
-fn load_info(binary: &ProfiledBinary) -> BinaryLoadInfo {
-    BinaryLoadInfo {
-        name: binary.name().to_string(),
-        preferred_base: binary.preferred_base(),
-        text_segment_offsets: binary.text_segment_offsets().to_vec(),
-        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
     }
 }
 

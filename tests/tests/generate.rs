@@ -28,7 +28,7 @@ use exporter::format::{extbinary, llvm_text, unsymbolized};
 use symbolizer::generate::{generate_profile, GenerateOptions};
 use symbolizer::profile::SampleProfile;
 use symbolizer::ProfiledBinary;
-use unwinder::{unwind_samples, BinaryLoadInfo, CounterSet, UnwindOptions};
+use unwinder::{unwind_samples, CounterSet, UnwindOptions};
 
 /// Which profile kind a check produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,15 +98,6 @@ fn canonical(file: &Path) -> Result<String, String> {
     .map(|o| String::from_utf8_lossy(&o).into_owned())
 }
 
-fn load_info(binary: &ProfiledBinary) -> BinaryLoadInfo {
-    BinaryLoadInfo {
-        name: binary.name().to_string(),
-        preferred_base: binary.preferred_base(),
-        text_segment_offsets: binary.text_segment_offsets().to_vec(),
-        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
-    }
-}
-
 fn first_difference(a: &str, b: &str) -> String {
     for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
         if x != y {
@@ -132,7 +123,7 @@ fn counters(
         let (set, _) = unwind_samples(
             recorded.recording.events.iter().cloned(),
             binary,
-            &load_info(binary),
+            &binary.load_info(),
             &options,
         )
         .map_err(|e| e.to_string())?;
