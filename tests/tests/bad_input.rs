@@ -192,6 +192,25 @@ fn convert_rejects_malformed_input() {
         &["convert", "--perfdata", s(&data), "--binary", &p, "-o", out],
         &[&p, "not a valid ELF"],
     ));
+    // With a perf script the binary is loaded on its own thread while the script is read
+    // (`convert_pipeline::read_counters_while_loading`): its error must still be the one
+    // reported, whether the script is good, missing or not a perf script.
+    let good = write(
+        "good.perfscript",
+        b"\t          4005dc\n\t          4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n",
+    );
+    let junk = write("junk.perfscript", b"not a perf script\n");
+    for (what, script) in [
+        ("good", good.as_str()),
+        ("missing", "/nonexistent/x.perfscript"),
+        ("junk", junk.as_str()),
+    ] {
+        cases.push(case(
+            &format!("garbage ELF, {what} perf script"),
+            &["convert", "--perfscript", script, "--binary", &p, "-o", out],
+            &[&p, "not a valid ELF"],
+        ));
+    }
     let missing = "/nonexistent/perf.data";
     cases.push(case(
         "missing input",
