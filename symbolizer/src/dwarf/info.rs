@@ -12,68 +12,21 @@
 //! from the line table row covering the address, each outer frame's from the call site
 //! attributes of the frame inside it; each frame's start line is its subprogram's decl line.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
-use object::{Object, ObjectSection};
+use object::Object;
 
 use super::interval::{IntervalMap, IntervalMapBuilder};
+use super::sections::DebugSections;
+use super::unit_set::{dwarf_error, row_at, unit_map, LineSequence, UnitSet};
 use crate::error::SymbolizerError;
-
-type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
-
-/// Upper bound on the number of DIEs followed through `DW_AT_abstract_origin` /
-/// `DW_AT_specification` when resolving one attribute (guards against reference cycles).
-const MAX_REFERENCE_HOPS: usize = 16;
 
 /// Most frames [`DwarfInfo::inlining_info`] returns for one address (innermost first). Real
 /// inline chains are a few dozen deep; a crafted DIE tree nesting thousands of inlined
 /// subroutines over the same code would otherwise cost depth × instructions frames in
 /// the per-instruction frame cache.
 pub const MAX_INLINE_DEPTH: usize = 1024;
-
-/// Largest uncompressed size a compressed debug section may claim per compressed byte
-/// (zlib's ratio cannot pass 1032:1, zstd's stays below 2^15:1 per 128 KiB block of one
-/// repeated byte): the size drives one allocation before any data is decompressed.
-pub const MAX_DECOMPRESSION_RATIO: u64 = 1 << 15;
-
-/// Largest uncompressed debug section.
-pub const MAX_DEBUG_SECTION_BYTES: u64 = 4 << 30;
-
-/// The (decompressed) contents of a debug section, refusing compressed sections whose
-/// claimed uncompressed size exceeds [`MAX_DECOMPRESSION_RATIO`] times their compressed
-/// size or [`MAX_DEBUG_SECTION_BYTES`].
-pub(crate) fn debug_section_data<'data>(
-    section: &impl ObjectSection<'data>,
-    path: &Path,
-) -> Result<Cow<'data, [u8]>, SymbolizerError> {
-    let name = || section.name().unwrap_or("?").to_string();
-    let error = |what: String| SymbolizerError::SectionData {
-        path: path.to_path_buf(),
-        section: name(),
-        what,
-    };
-    let compressed = section
-        .compressed_data()
-        .map_err(|e| error(e.to_string()))?;
-    if compressed.format != object::CompressionFormat::None {
-        let max = (compressed.data.len() as u64)
-            .saturating_mul(MAX_DECOMPRESSION_RATIO)
-            .min(MAX_DEBUG_SECTION_BYTES);
-        if compressed.uncompressed_size > max {
-            return Err(error(format!(
-                "claims {} uncompressed bytes from {} compressed, over the limit of {max}",
-                compressed.uncompressed_size,
-                compressed.data.len()
-            )));
-        }
-    }
-    section
-        .uncompressed_data()
-        .map_err(|e| error(e.to_string()))
-}
 
 /// One frame of [`DwarfInfo::inlining_info`] (LLVM `DILineInfo`, reduced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,24 +53,16 @@ struct Subroutine {
 
 #[derive(Clone, Copy, Debug)]
 struct Row {
-    address: u64,
     line: u64,
     discriminator: u32,
-}
-
-#[derive(Clone, Debug)]
-struct Sequence {
-    low: u64,
-    high: u64,
-    rows: Vec<Row>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct UnitInfo {
     nodes: Vec<Subroutine>,
     die_map: IntervalMap<u32>,
-    /// Sorted by `high` (LLVM `Sequence::orderByHighPC`).
-    sequences: Vec<Sequence>,
+    /// Sorted by high PC (LLVM `Sequence::orderByHighPC`).
+    sequences: Vec<LineSequence<Row>>,
 }
 
 /// DWARF facts of one binary; see the module docs.
@@ -136,29 +81,11 @@ impl DwarfInfo {
         file: &impl Object<'data>,
         path: &Path,
     ) -> Result<DwarfInfo, SymbolizerError> {
-        let endian = if file.is_little_endian() {
-            RunTimeEndian::Little
-        } else {
-            RunTimeEndian::Big
-        };
-        let mut data: HashMap<gimli::SectionId, Cow<'data, [u8]>> = HashMap::new();
-        for id in ALL_SECTIONS {
-            if let Some(section) = file.section_by_name(id.name()) {
-                let bytes = debug_section_data(&section, path)?;
-                data.insert(id, bytes);
-            }
-        }
-        let dwarf = gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
-            Ok(EndianSlice::new(
-                data.get(&id).map_or(&[][..], |c| &c[..]),
-                endian,
-            ))
-        })
-        .map_err(|e| dwarf_error(path, e, None))?;
+        let sections = DebugSections::load(file, path)?;
+        let dwarf = sections.dwarf().map_err(|e| dwarf_error(path, e, None))?;
         Loader {
-            dwarf: &dwarf,
+            units: UnitSet::read(&dwarf, path)?,
             path,
-            units: Vec::new(),
             names: HashMap::new(),
             info: DwarfInfo::default(),
         }
@@ -205,9 +132,7 @@ impl DwarfInfo {
         loop {
             let node = &unit.nodes[node_id as usize];
             let (line, discriminator) = match inner {
-                None => unit
-                    .line_at(addr)
-                    .map_or((0, 0), |r| (r.line, r.discriminator)),
+                None => row_at(&unit.sequences, addr).map_or((0, 0), |r| (r.line, r.discriminator)),
                 Some(callee) => (callee.call_line, callee.call_discriminator),
             };
             frames.push(RawFrame {
@@ -231,95 +156,24 @@ impl DwarfInfo {
     }
 }
 
-impl UnitInfo {
-    /// LLVM `LineTable::lookupAddress`: the sequence whose `[low, high)` holds `addr` (first by
-    /// high PC), then the last row at or below `addr`.
-    fn line_at(&self, addr: u64) -> Option<Row> {
-        let i = self.sequences.partition_point(|s| s.high <= addr);
-        let seq = self.sequences.get(i)?;
-        if seq.low > addr {
-            return None;
-        }
-        let j = seq
-            .rows
-            .partition_point(|r| r.address <= addr)
-            .checked_sub(1)?;
-        Some(seq.rows[j])
-    }
-}
-
-const ALL_SECTIONS: [gimli::SectionId; 14] = [
-    gimli::SectionId::DebugAbbrev,
-    gimli::SectionId::DebugAddr,
-    gimli::SectionId::DebugAranges,
-    gimli::SectionId::DebugInfo,
-    gimli::SectionId::DebugLine,
-    gimli::SectionId::DebugLineStr,
-    gimli::SectionId::DebugLoc,
-    gimli::SectionId::DebugLocLists,
-    gimli::SectionId::DebugRanges,
-    gimli::SectionId::DebugRngLists,
-    gimli::SectionId::DebugStr,
-    gimli::SectionId::DebugStrOffsets,
-    gimli::SectionId::DebugTypes,
-    gimli::SectionId::DebugMacro,
-];
-
-fn dwarf_error(path: &Path, e: gimli::Error, unit_offset: Option<usize>) -> SymbolizerError {
-    let what = match unit_offset {
-        Some(off) => format!("{e} (unit at .debug_info offset {off:#x})"),
-        None => e.to_string(),
-    };
-    SymbolizerError::Dwarf {
-        path: path.to_path_buf(),
-        what,
-    }
-}
-
-/// A subroutine DIE found in pass 1: offset, parent subroutine, is-subprogram, ranges.
-type PendingDie = (UnitOffset, Option<u32>, bool, Vec<(u64, u64)>);
-
 struct Loader<'a, 'd> {
-    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    units: UnitSet<'a, 'd>,
     path: &'a Path,
-    units: Vec<gimli::Unit<Slice<'d>>>,
     names: HashMap<String, u32>,
     info: DwarfInfo,
 }
 
-impl<'a, 'd> Loader<'a, 'd> {
+impl Loader<'_, '_> {
     fn run(mut self) -> Result<DwarfInfo, SymbolizerError> {
-        let mut headers = self.dwarf.units();
-        loop {
-            let header = match headers.next() {
-                Ok(Some(h)) => h,
-                Ok(None) => break,
-                Err(e) => return Err(dwarf_error(self.path, e, None)),
-            };
-            let offset = header.offset().0;
-            let unit = self
-                .dwarf
-                .unit(header)
-                .map_err(|e| dwarf_error(self.path, e, Some(offset)))?;
-            self.units.push(unit);
-        }
-        let mut unit_map = IntervalMapBuilder::default();
         let mut unit_ranges: Vec<Vec<(u64, u64)>> = Vec::with_capacity(self.units.len());
         for index in 0..self.units.len() {
-            let offset = unit_section_offset(&self.units[index]);
             let (info, ranges) = self
                 .load_unit(index)
-                .map_err(|e| dwarf_error(self.path, e, Some(offset)))?;
+                .map_err(|e| dwarf_error(self.path, e, Some(self.units.unit_offset(index))))?;
             self.info.units.push(info);
             unit_ranges.push(ranges);
         }
-        // DWARFDebugAranges: of overlapping units the lowest offset wins, so insert last first.
-        for (index, ranges) in unit_ranges.iter().enumerate().rev() {
-            for &(lo, hi) in ranges {
-                unit_map.insert(lo, hi, index as u32);
-            }
-        }
-        self.info.unit_map = unit_map.finish();
+        self.info.unit_map = unit_map(&unit_ranges);
         let mut names: Vec<(String, u32)> = self.names.into_iter().collect();
         names.sort_by_key(|(_, id)| *id);
         self.info.names = names.into_iter().map(|(n, _)| n).collect();
@@ -331,57 +185,24 @@ impl<'a, 'd> Loader<'a, 'd> {
         *self.names.entry(name).or_insert(next)
     }
 
-    /// Returns the unit's info and its address ranges (from the unit DIE, else from its
-    /// subroutines, as LLVM `DWARFUnit::collectAddressRanges` falls back to the DIE tree).
+    /// Returns the unit's info and its address ranges.
     fn load_unit(&mut self, index: usize) -> Result<(UnitInfo, Vec<(u64, u64)>), gimli::Error> {
-        let dwarf = self.dwarf;
-        let unit = &self.units[index];
         let mut info = UnitInfo::default();
         let mut die_map = IntervalMapBuilder::default();
-        let mut pending: Vec<PendingDie> = Vec::new();
-        {
-            // Pass 1: walk the tree, recording subroutine DIEs with their parents and ranges.
-            let mut cursor = unit.entries();
-            let mut ancestors: Vec<(isize, Option<u32>)> = Vec::new();
-            while let Some(entry) = cursor.next_dfs()? {
-                let depth = entry.depth();
-                while ancestors.last().is_some_and(|(d, _)| *d >= depth) {
-                    ancestors.pop();
-                }
-                let parent = ancestors.last().and_then(|(_, n)| *n);
-                let tag = entry.tag();
-                let is_subprogram = tag == gimli::DW_TAG_subprogram;
-                if is_subprogram || tag == gimli::DW_TAG_inlined_subroutine {
-                    let mut ranges = Vec::new();
-                    // LLVM skips DIEs whose ranges cannot be read; so do we.
-                    if let Ok(mut iter) = dwarf.die_ranges(unit, entry) {
-                        while let Ok(Some(r)) = iter.next() {
-                            ranges.push((r.begin, r.end));
-                        }
-                    }
-                    let id = pending.len() as u32;
-                    pending.push((entry.offset(), parent, is_subprogram, ranges));
-                    ancestors.push((depth, Some(id)));
-                } else {
-                    ancestors.push((depth, parent));
-                }
-            }
-        }
-        // Pass 2: resolve names and lines (may follow references into other units).
-        for (id, (offset, parent, is_subprogram, ranges)) in pending.into_iter().enumerate() {
-            let linkage = self.find_string(
-                index,
-                offset,
-                &[gimli::DW_AT_MIPS_linkage_name, gimli::DW_AT_linkage_name],
-            );
-            let name = match linkage {
-                Some(n) => Some(n),
-                None => self.find_string(index, offset, &[gimli::DW_AT_name]),
-            };
-            let decl_line = self
-                .find_udata(index, offset, gimli::DW_AT_decl_line)
+        // Names and lines may follow references into other units.
+        for (id, die) in self.units.subroutines(index)?.into_iter().enumerate() {
+            let units = &self.units;
+            let name = units
+                .find_string(
+                    index,
+                    die.offset,
+                    &[gimli::DW_AT_MIPS_linkage_name, gimli::DW_AT_linkage_name],
+                )
+                .or_else(|| units.find_string(index, die.offset, &[gimli::DW_AT_name]));
+            let decl_line = units
+                .find_udata(index, die.offset, gimli::DW_AT_decl_line)
                 .unwrap_or(0);
-            let entry = self.units[index].entry(offset)?;
+            let entry = units.unit(index).entry(die.offset)?;
             let call_line = entry
                 .attr(gimli::DW_AT_call_line)
                 .and_then(|a| a.udata_value())
@@ -390,12 +211,12 @@ impl<'a, 'd> Loader<'a, 'd> {
                 .attr(gimli::DW_AT_GNU_discriminator)
                 .and_then(|a| a.udata_value())
                 .unwrap_or(0) as u32;
-            if is_subprogram {
+            if die.is_subprogram {
                 if let Some(n) = &name {
-                    self.info.subprograms.push((n.clone(), ranges.clone()));
+                    self.info.subprograms.push((n.clone(), die.ranges.clone()));
                 }
             }
-            for &(lo, hi) in &ranges {
+            for &(lo, hi) in &die.ranges {
                 die_map.insert(lo, hi, id as u32);
             }
             let name = name.map(|n| self.intern(n));
@@ -404,131 +225,18 @@ impl<'a, 'd> Loader<'a, 'd> {
                 decl_line,
                 call_line,
                 call_discriminator,
-                parent,
-                is_subprogram,
+                parent: die.parent,
+                is_subprogram: die.is_subprogram,
             });
         }
         info.die_map = die_map.finish();
-        info.sequences = self.line_sequences(index)?;
-
-        let mut unit_ranges = Vec::new();
-        if let Ok(mut iter) = dwarf.unit_ranges(&self.units[index]) {
-            while let Ok(Some(r)) = iter.next() {
-                if r.begin < r.end {
-                    unit_ranges.push((r.begin, r.end));
-                }
-            }
-        }
-        if unit_ranges.is_empty() {
-            unit_ranges = info
-                .die_map
-                .entries()
-                .iter()
-                .map(|(lo, hi, _)| (*lo, *hi))
-                .collect();
-        }
-        Ok((info, unit_ranges))
+        info.sequences = self.units.line_sequences(index, |row| Row {
+            line: row.line().map_or(0, |l| l.get()),
+            discriminator: row.discriminator() as u32,
+        })?;
+        let ranges = self.units.address_ranges(index, &info.die_map);
+        Ok((info, ranges))
     }
-
-    fn line_sequences(&self, index: usize) -> Result<Vec<Sequence>, gimli::Error> {
-        let unit = &self.units[index];
-        let Some(program) = unit.line_program.clone() else {
-            return Ok(Vec::new());
-        };
-        let mut rows = program.rows();
-        let mut sequences = Vec::new();
-        let mut current: Vec<Row> = Vec::new();
-        while let Some((_, row)) = rows.next_row()? {
-            if row.end_sequence() {
-                if let Some(first) = current.first() {
-                    if first.address < row.address() {
-                        sequences.push(Sequence {
-                            low: first.address,
-                            high: row.address(),
-                            rows: std::mem::take(&mut current),
-                        });
-                    }
-                }
-                current.clear();
-                continue;
-            }
-            current.push(Row {
-                address: row.address(),
-                line: row.line().map_or(0, |l| l.get()),
-                discriminator: row.discriminator() as u32,
-            });
-        }
-        sequences.sort_by_key(|s| s.high);
-        Ok(sequences)
-    }
-
-    /// LLVM `DWARFDie::findRecursively`: the first of `attrs` on the DIE, else on the DIEs it
-    /// references through `DW_AT_abstract_origin` / `DW_AT_specification` (depth first).
-    fn find_recursive(
-        &self,
-        unit: usize,
-        offset: UnitOffset,
-        attrs: &[DwAt],
-    ) -> Option<(usize, AttributeValue<Slice<'d>>)> {
-        let mut work = vec![(unit, offset)];
-        let mut seen = vec![(unit, offset)];
-        while let Some((u, off)) = work.pop() {
-            if seen.len() > MAX_REFERENCE_HOPS {
-                return None;
-            }
-            let Ok(entry) = self.units[u].entry(off) else {
-                continue;
-            };
-            for attr in attrs {
-                if let Some(value) = entry.attr_value(*attr) {
-                    return Some((u, value));
-                }
-            }
-            for link in [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification] {
-                if let Some(target) = entry.attr_value(link).and_then(|v| self.resolve_ref(u, v)) {
-                    if !seen.contains(&target) {
-                        seen.push(target);
-                        work.push(target);
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    fn resolve_ref(
-        &self,
-        unit: usize,
-        value: AttributeValue<Slice<'d>>,
-    ) -> Option<(usize, UnitOffset)> {
-        match value {
-            AttributeValue::UnitRef(off) => Some((unit, off)),
-            AttributeValue::DebugInfoRef(dio) => {
-                let i = self
-                    .units
-                    .partition_point(|u| unit_section_offset(u) <= dio.0)
-                    .checked_sub(1)?;
-                let off = dio.to_unit_offset(&self.units[i].header)?;
-                Some((i, off))
-            }
-            _ => None,
-        }
-    }
-
-    fn find_string(&self, unit: usize, offset: UnitOffset, attrs: &[DwAt]) -> Option<String> {
-        let (u, value) = self.find_recursive(unit, offset, attrs)?;
-        let s = self.dwarf.attr_string(&self.units[u], value).ok()?;
-        Some(s.to_string_lossy().into_owned())
-    }
-
-    fn find_udata(&self, unit: usize, offset: UnitOffset, attr: DwAt) -> Option<u64> {
-        let (_, value) = self.find_recursive(unit, offset, &[attr])?;
-        value.udata_value()
-    }
-}
-
-fn unit_section_offset(unit: &gimli::Unit<Slice<'_>>) -> usize {
-    unit.header.offset().0
 }
 
 #[cfg(test)]

@@ -4,5 +4,7 @@
 pub mod discriminator;
 pub mod info;
 pub mod interval;
+pub mod sections;
+pub(crate) mod unit_set;
 
 pub use info::{DwarfInfo, RawFrame};

@@ -7,22 +7,19 @@
 //! frame inside it (LLVM `DWARFContext::getInliningInfoForAddress`).
 //!
 //! The sample-profile side ([`crate::dwarf::DwarfInfo`]) needs discriminators but no columns or
-//! files; MemProf needs columns and files but no discriminators, hence this separate loader.
+//! files; MemProf needs columns and files but no discriminators, hence a loader of its own.
+//! Both read the sections ([`crate::dwarf::sections`]) and walk the units
+//! (`crate::dwarf::unit_set`) the same way and keep different facts of each DIE and row.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use object::Object;
 
 use crate::dwarf::interval::{IntervalMap, IntervalMapBuilder};
+use crate::dwarf::sections::DebugSections;
+use crate::dwarf::unit_set::{dwarf_error, row_at, unit_map, LineSequence, UnitSet};
 use crate::error::SymbolizerError;
-
-type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
-
-/// Upper bound on references followed through `DW_AT_abstract_origin`/`DW_AT_specification`.
-const MAX_REFERENCE_HOPS: usize = 16;
 
 /// Upper bound on the inline depth of one address (guards malformed parent chains).
 const MAX_INLINE_DEPTH: usize = 256;
@@ -55,24 +52,16 @@ struct Node {
 
 #[derive(Clone, Copy, Debug)]
 struct Row {
-    address: u64,
     line: u32,
     column: u32,
     file: Option<u32>,
-}
-
-#[derive(Clone, Debug)]
-struct Sequence {
-    low: u64,
-    high: u64,
-    rows: Vec<Row>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Unit {
     nodes: Vec<Node>,
     die_map: IntervalMap<u32>,
-    sequences: Vec<Sequence>,
+    sequences: Vec<LineSequence<Row>>,
 }
 
 /// DWARF facts for MemProf symbolization; see the module docs.
@@ -87,32 +76,14 @@ impl MemProfDwarf {
     /// Loads the DWARF of `file` (compressed sections are decompressed); a binary without
     /// DWARF gives an empty table (every lookup then returns no frame).
     pub fn load<'data>(file: &impl Object<'data>, path: &Path) -> Result<Self, SymbolizerError> {
-        let endian = if file.is_little_endian() {
-            RunTimeEndian::Little
-        } else {
-            RunTimeEndian::Big
-        };
-        let mut data: HashMap<gimli::SectionId, Cow<'data, [u8]>> = HashMap::new();
-        for id in SECTIONS {
-            if let Some(section) = file.section_by_name(id.name()) {
-                let bytes = crate::dwarf::info::debug_section_data(&section, path)?;
-                data.insert(id, bytes);
-            }
-        }
-        let dwarf = gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
-            Ok(EndianSlice::new(
-                data.get(&id).map_or(&[][..], |c| &c[..]),
-                endian,
-            ))
-        })
-        .map_err(|e| dwarf_error(path, e))?;
+        let sections = DebugSections::load(file, path)?;
+        let dwarf = sections.dwarf().map_err(|e| dwarf_error(path, e, None))?;
         let mut loader = Loader {
-            dwarf: &dwarf,
-            units: Vec::new(),
+            units: UnitSet::read(&dwarf, path)?,
             interned: HashMap::new(),
             out: MemProfDwarf::default(),
         };
-        loader.run().map_err(|e| dwarf_error(path, e))?;
+        loader.run(path)?;
         Ok(loader.out)
     }
 
@@ -128,7 +99,7 @@ impl MemProfDwarf {
         let Some(mut id) = unit.die_map.get(addr) else {
             return Vec::new();
         };
-        let row = unit.row_at(addr);
+        let row = row_at(&unit.sequences, addr).copied();
         let mut out = Vec::new();
         let mut inner: Option<Node> = None;
         while out.len() < MAX_INLINE_DEPTH {
@@ -162,70 +133,23 @@ impl MemProfDwarf {
     }
 }
 
-impl Unit {
-    fn row_at(&self, addr: u64) -> Option<Row> {
-        let i = self.sequences.partition_point(|s| s.high <= addr);
-        let seq = self.sequences.get(i)?;
-        if seq.low > addr {
-            return None;
-        }
-        let j = seq
-            .rows
-            .partition_point(|r| r.address <= addr)
-            .checked_sub(1)?;
-        seq.rows.get(j).copied()
-    }
-}
-
-const SECTIONS: [gimli::SectionId; 12] = [
-    gimli::SectionId::DebugAbbrev,
-    gimli::SectionId::DebugAddr,
-    gimli::SectionId::DebugAranges,
-    gimli::SectionId::DebugInfo,
-    gimli::SectionId::DebugLine,
-    gimli::SectionId::DebugLineStr,
-    gimli::SectionId::DebugLoc,
-    gimli::SectionId::DebugLocLists,
-    gimli::SectionId::DebugRanges,
-    gimli::SectionId::DebugRngLists,
-    gimli::SectionId::DebugStr,
-    gimli::SectionId::DebugStrOffsets,
-];
-
-fn dwarf_error(path: &Path, e: gimli::Error) -> SymbolizerError {
-    SymbolizerError::Dwarf {
-        path: path.to_path_buf(),
-        what: e.to_string(),
-    }
-}
-
 struct Loader<'a, 'd> {
-    dwarf: &'a gimli::Dwarf<Slice<'d>>,
-    units: Vec<gimli::Unit<Slice<'d>>>,
+    units: UnitSet<'a, 'd>,
     interned: HashMap<String, u32>,
     out: MemProfDwarf,
 }
 
-impl<'d> Loader<'_, 'd> {
-    fn run(&mut self) -> Result<(), gimli::Error> {
-        let mut headers = self.dwarf.units();
-        while let Some(header) = headers.next()? {
-            self.units.push(self.dwarf.unit(header)?);
-        }
+impl Loader<'_, '_> {
+    fn run(&mut self, path: &Path) -> Result<(), SymbolizerError> {
         let mut all_ranges = Vec::with_capacity(self.units.len());
         for index in 0..self.units.len() {
-            let (unit, ranges) = self.load_unit(index)?;
+            let (unit, ranges) = self
+                .load_unit(index)
+                .map_err(|e| dwarf_error(path, e, Some(self.units.unit_offset(index))))?;
             self.out.units.push(unit);
             all_ranges.push(ranges);
         }
-        // Of overlapping units the lowest offset wins (DWARFDebugAranges): insert last first.
-        let mut map = IntervalMapBuilder::default();
-        for (index, ranges) in all_ranges.iter().enumerate().rev() {
-            for &(lo, hi) in ranges {
-                map.insert(lo, hi, index as u32);
-            }
-        }
-        self.out.unit_map = map.finish();
+        self.out.unit_map = unit_map(&all_ranges);
         Ok(())
     }
 
@@ -241,47 +165,23 @@ impl<'d> Loader<'_, 'd> {
 
     #[allow(clippy::type_complexity)]
     fn load_unit(&mut self, index: usize) -> Result<(Unit, Vec<(u64, u64)>), gimli::Error> {
-        let dwarf = self.dwarf;
         let files = self.file_names(index);
         let mut unit = Unit::default();
         let mut die_map = IntervalMapBuilder::default();
-        let mut pending: Vec<(UnitOffset, Option<u32>, bool)> = Vec::new();
-        {
-            let u = &self.units[index];
-            let mut cursor = u.entries();
-            let mut ancestors: Vec<(isize, Option<u32>)> = Vec::new();
-            while let Some(entry) = cursor.next_dfs()? {
-                let depth = entry.depth();
-                while ancestors.last().is_some_and(|(d, _)| *d >= depth) {
-                    ancestors.pop();
-                }
-                let parent = ancestors.last().and_then(|(_, n)| *n);
-                let tag = entry.tag();
-                let is_subprogram = tag == gimli::DW_TAG_subprogram;
-                if is_subprogram || tag == gimli::DW_TAG_inlined_subroutine {
-                    let id = pending.len() as u32;
-                    if let Ok(mut iter) = dwarf.die_ranges(u, entry) {
-                        while let Ok(Some(r)) = iter.next() {
-                            die_map.insert(r.begin, r.end, id);
-                        }
-                    }
-                    pending.push((entry.offset(), parent, is_subprogram));
-                    ancestors.push((depth, Some(id)));
-                } else {
-                    ancestors.push((depth, parent));
-                }
+        for (id, die) in self.units.subroutines(index)?.into_iter().enumerate() {
+            for &(lo, hi) in &die.ranges {
+                die_map.insert(lo, hi, id as u32);
             }
-        }
-        for (offset, parent, is_subprogram) in pending {
-            let name = self
+            let units = &self.units;
+            let name = units
                 .find_string(
                     index,
-                    offset,
+                    die.offset,
                     &[gimli::DW_AT_linkage_name, gimli::DW_AT_MIPS_linkage_name],
                 )
-                .or_else(|| self.find_string(index, offset, &[gimli::DW_AT_name]));
-            let decl_line = self.find_udata(index, offset, gimli::DW_AT_decl_line);
-            let entry = self.units[index].entry(offset)?;
+                .or_else(|| units.find_string(index, die.offset, &[gimli::DW_AT_name]));
+            let decl_line = units.find_udata(index, die.offset, gimli::DW_AT_decl_line);
+            let entry = units.unit(index).entry(die.offset)?;
             let udata = |at| entry.attr(at).and_then(|a| a.udata_value()).unwrap_or(0);
             let (call_line, call_column, call_file) = (
                 udata(gimli::DW_AT_call_line),
@@ -299,34 +199,31 @@ impl<'d> Loader<'_, 'd> {
                 call_line: clamp(call_line),
                 call_column: clamp(call_column),
                 call_file,
-                parent,
-                is_subprogram,
+                parent: die.parent,
+                is_subprogram: die.is_subprogram,
             });
         }
         unit.die_map = die_map.finish();
-        unit.sequences = self.sequences(index, &files)?;
-        let mut ranges = Vec::new();
-        if let Ok(mut iter) = dwarf.unit_ranges(&self.units[index]) {
-            while let Ok(Some(r)) = iter.next() {
-                if r.begin < r.end {
-                    ranges.push((r.begin, r.end));
-                }
-            }
+        let mut file_ids: HashMap<u64, u32> = HashMap::new();
+        for (k, v) in &files {
+            let id = self.intern(v.clone());
+            file_ids.insert(*k, id);
         }
-        if ranges.is_empty() {
-            ranges = unit
-                .die_map
-                .entries()
-                .iter()
-                .map(|(l, h, _)| (*l, *h))
-                .collect();
-        }
+        unit.sequences = self.units.line_sequences(index, |row| Row {
+            line: clamp(row.line().map_or(0, |l| l.get())),
+            column: match row.column() {
+                gimli::ColumnType::LeftEdge => 0,
+                gimli::ColumnType::Column(c) => clamp(c.get()),
+            },
+            file: file_ids.get(&row.file_index()).copied(),
+        })?;
+        let ranges = self.units.address_ranges(index, &unit.die_map);
         Ok((unit, ranges))
     }
 
     /// File index → file name (as written, directory not joined) of unit `index`'s line table.
     fn file_names(&self, index: usize) -> HashMap<u64, String> {
-        let unit = &self.units[index];
+        let unit = self.units.unit(index);
         let mut out = HashMap::new();
         let Some(program) = &unit.line_program else {
             return out;
@@ -334,109 +231,11 @@ impl<'d> Loader<'_, 'd> {
         let header = program.header();
         let base = if header.version() >= 5 { 0 } else { 1 };
         for (i, file) in header.file_names().iter().enumerate() {
-            if let Ok(s) = self.dwarf.attr_string(unit, file.path_name()) {
+            if let Ok(s) = self.units.dwarf().attr_string(unit, file.path_name()) {
                 out.insert(base + i as u64, s.to_string_lossy().into_owned());
             }
         }
         out
-    }
-
-    fn sequences(
-        &mut self,
-        index: usize,
-        files: &HashMap<u64, String>,
-    ) -> Result<Vec<Sequence>, gimli::Error> {
-        let Some(program) = self.units[index].line_program.clone() else {
-            return Ok(Vec::new());
-        };
-        let mut file_ids: HashMap<u64, u32> = HashMap::new();
-        for (k, v) in files {
-            let id = self.intern(v.clone());
-            file_ids.insert(*k, id);
-        }
-        let mut rows = program.rows();
-        let mut out = Vec::new();
-        let mut current: Vec<Row> = Vec::new();
-        while let Some((_, row)) = rows.next_row()? {
-            if row.end_sequence() {
-                if let Some(first) = current.first() {
-                    if first.address < row.address() {
-                        out.push(Sequence {
-                            low: first.address,
-                            high: row.address(),
-                            rows: std::mem::take(&mut current),
-                        });
-                    }
-                }
-                current.clear();
-                continue;
-            }
-            let column = match row.column() {
-                gimli::ColumnType::LeftEdge => 0,
-                gimli::ColumnType::Column(c) => clamp(c.get()),
-            };
-            current.push(Row {
-                address: row.address(),
-                line: clamp(row.line().map_or(0, |l| l.get())),
-                column,
-                file: file_ids.get(&row.file_index()).copied(),
-            });
-        }
-        out.sort_by_key(|s| s.high);
-        Ok(out)
-    }
-
-    fn find_recursive(
-        &self,
-        unit: usize,
-        offset: UnitOffset,
-        attrs: &[DwAt],
-    ) -> Option<(usize, AttributeValue<Slice<'d>>)> {
-        let mut work = vec![(unit, offset)];
-        let mut seen = vec![(unit, offset)];
-        while let Some((u, off)) = work.pop() {
-            if seen.len() > MAX_REFERENCE_HOPS {
-                return None;
-            }
-            let Ok(entry) = self.units[u].entry(off) else {
-                continue;
-            };
-            for attr in attrs {
-                if let Some(value) = entry.attr_value(*attr) {
-                    return Some((u, value));
-                }
-            }
-            for link in [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification] {
-                let target = match entry.attr_value(link) {
-                    Some(AttributeValue::UnitRef(o)) => Some((u, o)),
-                    Some(AttributeValue::DebugInfoRef(dio)) => {
-                        let i = self
-                            .units
-                            .partition_point(|x| x.header.offset().0 <= dio.0)
-                            .checked_sub(1);
-                        i.and_then(|i| dio.to_unit_offset(&self.units[i].header).map(|o| (i, o)))
-                    }
-                    _ => None,
-                };
-                if let Some(t) = target {
-                    if !seen.contains(&t) {
-                        seen.push(t);
-                        work.push(t);
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    fn find_string(&self, unit: usize, offset: UnitOffset, attrs: &[DwAt]) -> Option<String> {
-        let (u, value) = self.find_recursive(unit, offset, attrs)?;
-        let s = self.dwarf.attr_string(&self.units[u], value).ok()?;
-        Some(s.to_string_lossy().into_owned())
-    }
-
-    fn find_udata(&self, unit: usize, offset: UnitOffset, attr: DwAt) -> Option<u64> {
-        self.find_recursive(unit, offset, &[attr])?.1.udata_value()
     }
 }
 

@@ -1,0 +1,112 @@
+//! [`DebugSections`]: the debug sections of an object file, decompressed, as gimli reads them.
+//! Both DWARF loaders ([`super::DwarfInfo`] for sample profiles, `memprof::dwarf` for MemProf)
+//! start here.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+
+use gimli::{EndianSlice, RunTimeEndian, SectionId};
+use object::{Object, ObjectSection};
+
+use crate::error::SymbolizerError;
+
+/// The byte slices gimli reads the sections through.
+pub(crate) type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// Largest uncompressed size a compressed debug section may claim per compressed byte
+/// (zlib's ratio cannot pass 1032:1, zstd's stays below 2^15:1 per 128 KiB block of one
+/// repeated byte): the size drives one allocation before any data is decompressed.
+pub const MAX_DECOMPRESSION_RATIO: u64 = 1 << 15;
+
+/// Largest uncompressed debug section.
+pub const MAX_DEBUG_SECTION_BYTES: u64 = 4 << 30;
+
+/// The sections read (those gimli's `Dwarf` knows; absent ones read as empty).
+const SECTIONS: [SectionId; 14] = [
+    SectionId::DebugAbbrev,
+    SectionId::DebugAddr,
+    SectionId::DebugAranges,
+    SectionId::DebugInfo,
+    SectionId::DebugLine,
+    SectionId::DebugLineStr,
+    SectionId::DebugLoc,
+    SectionId::DebugLocLists,
+    SectionId::DebugRanges,
+    SectionId::DebugRngLists,
+    SectionId::DebugStr,
+    SectionId::DebugStrOffsets,
+    SectionId::DebugTypes,
+    SectionId::DebugMacro,
+];
+
+/// The (decompressed) debug sections of one file.
+pub(crate) struct DebugSections<'data> {
+    data: HashMap<SectionId, Cow<'data, [u8]>>,
+    endian: RunTimeEndian,
+}
+
+impl<'data> DebugSections<'data> {
+    /// Reads the debug sections of `file`; compressed ones are decompressed (within
+    /// [`MAX_DECOMPRESSION_RATIO`] and [`MAX_DEBUG_SECTION_BYTES`]).
+    pub(crate) fn load(
+        file: &impl Object<'data>,
+        path: &Path,
+    ) -> Result<DebugSections<'data>, SymbolizerError> {
+        let endian = if file.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
+        let mut data = HashMap::new();
+        for id in SECTIONS {
+            if let Some(section) = file.section_by_name(id.name()) {
+                data.insert(id, debug_section_data(&section, path)?);
+            }
+        }
+        Ok(DebugSections { data, endian })
+    }
+
+    /// gimli's view of the sections.
+    pub(crate) fn dwarf(&self) -> Result<gimli::Dwarf<Slice<'_>>, gimli::Error> {
+        gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
+            Ok(EndianSlice::new(
+                self.data.get(&id).map_or(&[][..], |c| &c[..]),
+                self.endian,
+            ))
+        })
+    }
+}
+
+/// The (decompressed) contents of a debug section, refusing compressed sections whose
+/// claimed uncompressed size exceeds [`MAX_DECOMPRESSION_RATIO`] times their compressed
+/// size or [`MAX_DEBUG_SECTION_BYTES`].
+fn debug_section_data<'data>(
+    section: &impl ObjectSection<'data>,
+    path: &Path,
+) -> Result<Cow<'data, [u8]>, SymbolizerError> {
+    let name = || section.name().unwrap_or("?").to_string();
+    let error = |what: String| SymbolizerError::SectionData {
+        path: path.to_path_buf(),
+        section: name(),
+        what,
+    };
+    let compressed = section
+        .compressed_data()
+        .map_err(|e| error(e.to_string()))?;
+    if compressed.format != object::CompressionFormat::None {
+        let max = (compressed.data.len() as u64)
+            .saturating_mul(MAX_DECOMPRESSION_RATIO)
+            .min(MAX_DEBUG_SECTION_BYTES);
+        if compressed.uncompressed_size > max {
+            return Err(error(format!(
+                "claims {} uncompressed bytes from {} compressed, over the limit of {max}",
+                compressed.uncompressed_size,
+                compressed.data.len()
+            )));
+        }
+    }
+    section
+        .uncompressed_data()
+        .map_err(|e| error(e.to_string()))
+}

@@ -1,0 +1,292 @@
+//! [`UnitSet`]: the compilation units of a file's DWARF, and the walks over them that both
+//! DWARF loaders make ([`super::DwarfInfo`] for sample profiles, `memprof::dwarf` for
+//! MemProf): the subroutine DIEs of a unit, its line table's sequences, its address ranges,
+//! and attributes found through `DW_AT_abstract_origin` / `DW_AT_specification`. What each
+//! loader keeps of a DIE or a line row is its own.
+
+use std::path::Path;
+
+use gimli::{AttributeValue, DwAt, UnitOffset};
+
+use super::interval::{IntervalMap, IntervalMapBuilder};
+use super::sections::Slice;
+use crate::error::SymbolizerError;
+
+/// Upper bound on the number of DIEs followed through `DW_AT_abstract_origin` /
+/// `DW_AT_specification` when resolving one attribute (guards against reference cycles).
+const MAX_REFERENCE_HOPS: usize = 16;
+
+/// The units of one file's `.debug_info`, in section order.
+pub(crate) struct UnitSet<'a, 'd> {
+    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    units: Vec<gimli::Unit<Slice<'d>>>,
+}
+
+/// A `DW_TAG_subprogram` or `DW_TAG_inlined_subroutine` DIE of a unit, in depth-first order.
+pub(crate) struct SubroutineDie {
+    pub(crate) offset: UnitOffset,
+    /// Index (in the same list) of the nearest subroutine DIE above it.
+    pub(crate) parent: Option<u32>,
+    pub(crate) is_subprogram: bool,
+    /// Its address ranges; empty when they cannot be read (LLVM skips such DIEs too).
+    pub(crate) ranges: Vec<(u64, u64)>,
+}
+
+/// One sequence of a line table: rows at ascending addresses covering `[low, high)`.
+#[derive(Clone, Debug)]
+pub(crate) struct LineSequence<R> {
+    low: u64,
+    high: u64,
+    addresses: Vec<u64>,
+    rows: Vec<R>,
+}
+
+/// LLVM `LineTable::lookupAddress`: in `sequences` (sorted by high PC), the sequence whose
+/// `[low, high)` holds `addr` (the first by high PC), then its last row at or below `addr`.
+pub(crate) fn row_at<R>(sequences: &[LineSequence<R>], addr: u64) -> Option<&R> {
+    let i = sequences.partition_point(|s| s.high <= addr);
+    let seq = sequences.get(i)?;
+    if seq.low > addr {
+        return None;
+    }
+    let j = seq
+        .addresses
+        .partition_point(|&a| a <= addr)
+        .checked_sub(1)?;
+    seq.rows.get(j)
+}
+
+/// Address → unit index, from each unit's ranges: of overlapping units the lowest offset
+/// wins (LLVM `DWARFDebugAranges`), so they are inserted last first.
+pub(crate) fn unit_map(unit_ranges: &[Vec<(u64, u64)>]) -> IntervalMap<u32> {
+    let mut map = IntervalMapBuilder::default();
+    for (index, ranges) in unit_ranges.iter().enumerate().rev() {
+        for &(lo, hi) in ranges {
+            map.insert(lo, hi, index as u32);
+        }
+    }
+    map.finish()
+}
+
+/// A DWARF error of `path`, with the offset of the unit it arose in when known.
+pub(crate) fn dwarf_error(
+    path: &Path,
+    e: gimli::Error,
+    unit_offset: Option<usize>,
+) -> SymbolizerError {
+    let what = match unit_offset {
+        Some(off) => format!("{e} (unit at .debug_info offset {off:#x})"),
+        None => e.to_string(),
+    };
+    SymbolizerError::Dwarf {
+        path: path.to_path_buf(),
+        what,
+    }
+}
+
+impl<'a, 'd> UnitSet<'a, 'd> {
+    /// Parses every unit header of `dwarf` (errors name `path` and the unit's offset).
+    pub(crate) fn read(
+        dwarf: &'a gimli::Dwarf<Slice<'d>>,
+        path: &Path,
+    ) -> Result<Self, SymbolizerError> {
+        let mut units = Vec::new();
+        let mut headers = dwarf.units();
+        loop {
+            let header = match headers.next() {
+                Ok(Some(h)) => h,
+                Ok(None) => break,
+                Err(e) => return Err(dwarf_error(path, e, None)),
+            };
+            let offset = header.offset().0;
+            let unit = dwarf
+                .unit(header)
+                .map_err(|e| dwarf_error(path, e, Some(offset)))?;
+            units.push(unit);
+        }
+        Ok(UnitSet { dwarf, units })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.units.len()
+    }
+
+    pub(crate) fn dwarf(&self) -> &'a gimli::Dwarf<Slice<'d>> {
+        self.dwarf
+    }
+
+    pub(crate) fn unit(&self, index: usize) -> &gimli::Unit<Slice<'d>> {
+        &self.units[index]
+    }
+
+    /// Offset of unit `index` in `.debug_info`.
+    pub(crate) fn unit_offset(&self, index: usize) -> usize {
+        self.units[index].header.offset().0
+    }
+
+    /// The subroutine DIEs of unit `index`, each with its nearest subroutine ancestor and
+    /// its ranges.
+    pub(crate) fn subroutines(&self, index: usize) -> Result<Vec<SubroutineDie>, gimli::Error> {
+        let unit = &self.units[index];
+        let mut out: Vec<SubroutineDie> = Vec::new();
+        let mut cursor = unit.entries();
+        let mut ancestors: Vec<(isize, Option<u32>)> = Vec::new();
+        while let Some(entry) = cursor.next_dfs()? {
+            let depth = entry.depth();
+            while ancestors.last().is_some_and(|(d, _)| *d >= depth) {
+                ancestors.pop();
+            }
+            let parent = ancestors.last().and_then(|(_, n)| *n);
+            let tag = entry.tag();
+            let is_subprogram = tag == gimli::DW_TAG_subprogram;
+            if is_subprogram || tag == gimli::DW_TAG_inlined_subroutine {
+                let mut ranges = Vec::new();
+                if let Ok(mut iter) = self.dwarf.die_ranges(unit, entry) {
+                    while let Ok(Some(r)) = iter.next() {
+                        ranges.push((r.begin, r.end));
+                    }
+                }
+                let id = out.len() as u32;
+                out.push(SubroutineDie {
+                    offset: entry.offset(),
+                    parent,
+                    is_subprogram,
+                    ranges,
+                });
+                ancestors.push((depth, Some(id)));
+            } else {
+                ancestors.push((depth, parent));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Unit `index`'s address ranges: from the unit DIE, else those of `dies` (its
+    /// subroutines' map), as LLVM `DWARFUnit::collectAddressRanges` falls back to the DIE tree.
+    pub(crate) fn address_ranges(&self, index: usize, dies: &IntervalMap<u32>) -> Vec<(u64, u64)> {
+        let mut ranges = Vec::new();
+        if let Ok(mut iter) = self.dwarf.unit_ranges(&self.units[index]) {
+            while let Ok(Some(r)) = iter.next() {
+                if r.begin < r.end {
+                    ranges.push((r.begin, r.end));
+                }
+            }
+        }
+        if ranges.is_empty() {
+            ranges = dies
+                .entries()
+                .iter()
+                .map(|(lo, hi, _)| (*lo, *hi))
+                .collect();
+        }
+        ranges
+    }
+
+    /// Unit `index`'s line table as sequences sorted by high PC (LLVM
+    /// `Sequence::orderByHighPC`), each row made by `row`; empty sequences are left out.
+    pub(crate) fn line_sequences<R>(
+        &self,
+        index: usize,
+        mut row: impl FnMut(&gimli::LineRow) -> R,
+    ) -> Result<Vec<LineSequence<R>>, gimli::Error> {
+        let Some(program) = self.units[index].line_program.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut rows = program.rows();
+        let mut sequences = Vec::new();
+        let mut addresses: Vec<u64> = Vec::new();
+        let mut current: Vec<R> = Vec::new();
+        while let Some((_, line_row)) = rows.next_row()? {
+            if line_row.end_sequence() {
+                if let Some(&low) = addresses.first() {
+                    if low < line_row.address() {
+                        sequences.push(LineSequence {
+                            low,
+                            high: line_row.address(),
+                            addresses: std::mem::take(&mut addresses),
+                            rows: std::mem::take(&mut current),
+                        });
+                    }
+                }
+                addresses.clear();
+                current.clear();
+                continue;
+            }
+            addresses.push(line_row.address());
+            current.push(row(line_row));
+        }
+        sequences.sort_by_key(|s| s.high);
+        Ok(sequences)
+    }
+
+    /// LLVM `DWARFDie::findRecursively`: the first of `attrs` on the DIE, else on the DIEs it
+    /// references through `DW_AT_abstract_origin` / `DW_AT_specification` (depth first).
+    fn find_recursive(
+        &self,
+        unit: usize,
+        offset: UnitOffset,
+        attrs: &[DwAt],
+    ) -> Option<(usize, AttributeValue<Slice<'d>>)> {
+        let mut work = vec![(unit, offset)];
+        let mut seen = vec![(unit, offset)];
+        while let Some((u, off)) = work.pop() {
+            if seen.len() > MAX_REFERENCE_HOPS {
+                return None;
+            }
+            let Ok(entry) = self.units[u].entry(off) else {
+                continue;
+            };
+            for attr in attrs {
+                if let Some(value) = entry.attr_value(*attr) {
+                    return Some((u, value));
+                }
+            }
+            for link in [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification] {
+                if let Some(target) = entry.attr_value(link).and_then(|v| self.resolve_ref(u, v)) {
+                    if !seen.contains(&target) {
+                        seen.push(target);
+                        work.push(target);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn resolve_ref(
+        &self,
+        unit: usize,
+        value: AttributeValue<Slice<'d>>,
+    ) -> Option<(usize, UnitOffset)> {
+        match value {
+            AttributeValue::UnitRef(off) => Some((unit, off)),
+            AttributeValue::DebugInfoRef(dio) => {
+                let i = self
+                    .units
+                    .partition_point(|u| u.header.offset().0 <= dio.0)
+                    .checked_sub(1)?;
+                let off = dio.to_unit_offset(&self.units[i].header)?;
+                Some((i, off))
+            }
+            _ => None,
+        }
+    }
+
+    /// The first of `attrs` found from the DIE (see `find_recursive`), as a string.
+    pub(crate) fn find_string(
+        &self,
+        unit: usize,
+        offset: UnitOffset,
+        attrs: &[DwAt],
+    ) -> Option<String> {
+        let (u, value) = self.find_recursive(unit, offset, attrs)?;
+        let s = self.dwarf.attr_string(&self.units[u], value).ok()?;
+        Some(s.to_string_lossy().into_owned())
+    }
+
+    /// `attr` found from the DIE (see `find_recursive`), as an unsigned number.
+    pub(crate) fn find_udata(&self, unit: usize, offset: UnitOffset, attr: DwAt) -> Option<u64> {
+        let (_, value) = self.find_recursive(unit, offset, &[attr])?;
+        value.udata_value()
+    }
+}
