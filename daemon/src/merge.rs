@@ -112,10 +112,13 @@ pub fn merge_and_write(
     let (base, merged) = match &binary {
         Some(b) => (b.preferred_base(), read_all(b.preferred_base())?),
         None => {
-            let offsets = read_all(0)?;
-            match offsets.sentinel_base().filter(|&b| b != 0) {
-                Some(b) => (b, read_all(b)?),
-                None => (0, offsets),
+            let mut merged = read_all(0)?;
+            match merged.sentinel_base().filter(|&b| b != 0) {
+                Some(b) => {
+                    merged.rebase(b);
+                    (b, merged)
+                }
+                None => (0, merged),
             }
         }
     };
