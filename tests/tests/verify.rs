@@ -1,6 +1,7 @@
 //! `pgo-agent verify` end to end, on corpus programs recorded by the software LBR recorder
-//! and converted by `pgo-agent convert` with default flags (pre-inlined nested CS profiles)
-//! and `--ignore-stack-samples` (flat):
+//! and converted by `pgo-agent convert` with default flags (pre-inlined nested CS profiles),
+//! with `--ignore-stack-samples` (flat), and, where a test edits a profile, with the
+//! pre-inliner and nesting off (one CS profile per context, see [`Shape::Contexts`]):
 //!
 //! * every corpus probe profile passes the stale, dropped and consistency checks with
 //!   tolerance 0; `virtual_calls`' passes every check through the command line (exit 0);
@@ -40,9 +41,32 @@ fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// `pgo-agent convert --format=text` of `perf_script` for `binary` (default flags, or
-/// flat with `--ignore-stack-samples`).
-fn convert(perf_script: &Path, binary: &Path, output: &Path, flat: bool) {
+/// Which profile `convert` makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Default flags: context-sensitive, pre-inlined and nested.
+    PreInlined,
+    /// `--csspgo-preinliner=false --gen-cs-nested-profile=false`: one profile per context.
+    /// Unlike the pre-inlined output, what it holds does not hang on the pre-inliner's
+    /// decisions, which flip with a few samples' difference between recordings (a call
+    /// target whose call-site count sits at the hot threshold).
+    Contexts,
+    /// `--ignore-stack-samples`: flat.
+    Flat,
+}
+
+impl Shape {
+    fn file_name(self) -> &'static str {
+        match self {
+            Shape::PreInlined => "cs.txt",
+            Shape::Contexts => "contexts.txt",
+            Shape::Flat => "flat.txt",
+        }
+    }
+}
+
+/// `pgo-agent convert --format=text` of `perf_script` for `binary`, as `shape` says.
+fn convert(perf_script: &Path, binary: &Path, output: &Path, shape: Shape) {
     let mut args: Vec<String> = [
         "convert",
         "--perfscript",
@@ -56,8 +80,13 @@ fn convert(perf_script: &Path, binary: &Path, output: &Path, flat: bool) {
     .iter()
     .map(|a| a.to_string())
     .collect();
-    if flat {
-        args.push("--ignore-stack-samples".into());
+    match shape {
+        Shape::PreInlined => {}
+        Shape::Contexts => args.extend([
+            "--csspgo-preinliner=false".to_string(),
+            "--gen-cs-nested-profile=false".to_string(),
+        ]),
+        Shape::Flat => args.push("--ignore-stack-samples".into()),
     }
     assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
 }
@@ -141,9 +170,9 @@ fn corpus_profiles_pass_stale_dropped_and_consistency() {
         let program = corpus::program(name, Variant::Probe).expect("corpus builds");
         let rec = corpus::record(&program).expect("recorder runs");
         let dir = out_dir(name);
-        for flat in [false, true] {
-            let profile = dir.join(if flat { "flat.txt" } else { "cs.txt" });
-            convert(&rec.perf_script, &program.binary, &profile, flat);
+        for shape in [Shape::PreInlined, Shape::Flat] {
+            let profile = dir.join(shape.file_name());
+            convert(&rec.perf_script, &program.binary, &profile, shape);
             for samples in [&rec.perf_script, &rec.perf_data] {
                 let r = verify(&verify_args(
                     &profile,
@@ -179,7 +208,12 @@ fn unmodified_profile_passes_every_check() {
     let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
     let rec = corpus::record(&program).expect("recorder runs");
     let profile = out_dir("unmodified").join("cs.txt");
-    convert(&rec.perf_script, &program.binary, &profile, false);
+    convert(
+        &rec.perf_script,
+        &program.binary,
+        &profile,
+        Shape::PreInlined,
+    );
     for samples in [&rec.perf_script, &rec.perf_data] {
         let args = verify_args(&profile, &program.binary, Some(samples), &[]);
         let r = verify(&args);
@@ -220,8 +254,13 @@ fn removed_function_is_reported_dropped() {
     let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
     let rec = corpus::record(&program).expect("recorder runs");
     let dir = out_dir("dropped");
-    let original = dir.join("cs.txt");
-    convert(&rec.perf_script, &program.binary, &original, false);
+    let original = dir.join(Shape::Contexts.file_name());
+    convert(
+        &rec.perf_script,
+        &program.binary,
+        &original,
+        Shape::Contexts,
+    );
     let mut profile = read_profile(&original);
     // The hottest top-level function that appears nowhere else in the profile and has no
     // inlined callees (which would go with it).
@@ -264,9 +303,9 @@ fn perturbed_count_fails_consistency() {
     let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
     let rec = corpus::record(&program).expect("recorder runs");
     let dir = out_dir("perturbed");
-    for flat in [false, true] {
-        let original = dir.join(if flat { "flat.txt" } else { "cs.txt" });
-        convert(&rec.perf_script, &program.binary, &original, flat);
+    for shape in [Shape::PreInlined, Shape::Flat] {
+        let original = dir.join(shape.file_name());
+        convert(&rec.perf_script, &program.binary, &original, shape);
         let profile = read_profile(&original);
         // The hottest top-level profile's hottest block (an entry without call targets),
         // counted half.
@@ -341,10 +380,18 @@ fn perturbed_call_target_fails_consistency() {
     let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
     let rec = corpus::record(&program).expect("recorder runs");
     let dir = out_dir("perturbed-call");
-    let original = dir.join("cs.txt");
-    convert(&rec.perf_script, &program.binary, &original, false);
+    let original = dir.join(Shape::Contexts.file_name());
+    convert(
+        &rec.perf_script,
+        &program.binary,
+        &original,
+        Shape::Contexts,
+    );
     let mut profile = read_profile(&original);
-    assert!(profile.is_preinlined, "default CS output is pre-inlined");
+    assert!(
+        profile.is_cs && !profile.is_preinlined,
+        "one profile per context"
+    );
     let (context, loc) = profile
         .profiles
         .values()
@@ -459,9 +506,9 @@ fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
         collector::perf_script::writer::perf_script_string(&outcome.recording),
     )
     .unwrap();
-    for flat in [false, true] {
-        let profile = dir.join(if flat { "old.flat.txt" } else { "old.cs.txt" });
-        convert(&script, &old_binary, &profile, flat);
+    for shape in [Shape::PreInlined, Shape::Flat] {
+        let profile = dir.join(format!("old.{}", shape.file_name()));
+        convert(&script, &old_binary, &profile, shape);
 
         let r = verify(&verify_args(&profile, &new_binary, None, &[]));
         let stale: BTreeSet<&str> = r.stale.stale.iter().map(|f| f.name.as_str()).collect();
