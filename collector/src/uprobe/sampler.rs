@@ -51,11 +51,8 @@ impl ByteSampler {
     }
 
     fn uniform(&mut self) -> f64 {
-        // xorshift64* (Vigna); the top 53 bits as a float in (0, 1].
-        self.state ^= self.state >> 12;
-        self.state ^= self.state << 25;
-        self.state ^= self.state >> 27;
-        let x = self.state.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        // The top 53 bits as a float in (0, 1].
+        let x = xorshift64_star(&mut self.state);
         ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64
     }
 
@@ -75,6 +72,15 @@ impl ByteSampler {
         self.countdown = self.draw();
         true
     }
+}
+
+/// xorshift64* (Vigna): advances `state` (never 0) and returns the next draw. The BPF
+/// filter's initial countdowns come from it too.
+pub(crate) fn xorshift64_star(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
 /// Checks a sampler at a mean interval of 64 KiB: 4e6 allocations of 64 bytes and 8e4 of

@@ -39,6 +39,7 @@ use super::sys::{
 };
 use super::BpfError;
 use crate::uprobe::probe::{AllocFn, ProbeKind};
+use crate::uprobe::sampler::xorshift64_star;
 
 /// `offsetof(struct pt_regs, si)` on x86-64.
 pub const PT_REGS_RSI: i16 = 104;
@@ -350,14 +351,6 @@ pub struct ByteFilter {
     programs: Vec<OwnedFd>,
 }
 
-/// xorshift64* (Vigna), for the initial countdowns.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-}
-
 impl ByteFilter {
     /// Creates the maps (the exponential table for mean `interval` > 0 bytes, each CPU's
     /// countdown armed with a draw from it, generator seeded with `seed`; with
@@ -387,7 +380,7 @@ impl ByteFilter {
         let mut rng = seed | 1;
         let mut values = Vec::with_capacity(possible_cpus * STATE_BYTES);
         for _ in 0..possible_cpus {
-            let countdown = table[(next_random(&mut rng) >> 52) as usize % QUANTILES];
+            let countdown = table[(xorshift64_star(&mut rng) >> 52) as usize % QUANTILES];
             values.extend(
                 FilterState {
                     countdown,
@@ -510,7 +503,7 @@ impl FilterModel {
     pub fn new(interval: u64, seed: u64) -> FilterModel {
         let table = exponential_quantiles(interval);
         let mut rng = seed | 1;
-        let countdown = table[(next_random(&mut rng) >> 52) as usize % QUANTILES];
+        let countdown = table[(xorshift64_star(&mut rng) >> 52) as usize % QUANTILES];
         FilterModel {
             table,
             rng,
@@ -530,7 +523,7 @@ impl FilterModel {
             self.state.countdown -= size;
             return false;
         }
-        let k = (next_random(&mut self.rng) >> 32) as usize & (QUANTILES - 1);
+        let k = (xorshift64_star(&mut self.rng) >> 32) as usize & (QUANTILES - 1);
         self.state.countdown = self.table[k];
         self.state.samples += 1;
         true
