@@ -332,7 +332,14 @@ fn perturbed_count_fails_consistency() {
         ));
         write_profile(&perturbed, &edited);
 
-        let args = verify_args(&edited, &program.binary, Some(&rec.perf_script), &[]);
+        // Tolerance 0: the unperturbed profile passes with it (the corpus test), so the
+        // issues are the perturbation's alone, however small the block is in its function.
+        let args = verify_args(
+            &edited,
+            &program.binary,
+            Some(&rec.perf_script),
+            &["--tolerance", "0"],
+        );
         let r = verify(&args);
         let fs = &profile.profiles[&top];
         let sum = |f: &FunctionSamples| -> u64 {
@@ -345,6 +352,7 @@ fn perturbed_count_fails_consistency() {
         };
         let context = fs.context.to_string();
         let issues = &r.consistency.issues;
+        assert!(!issues.is_empty(), "block {loc}: {old} → {new} passed");
         assert!(issues.iter().all(|i| i.context == context), "{issues:?}");
         match &issues[0].kind {
             IssueKind::Total {
@@ -366,7 +374,12 @@ fn perturbed_count_fails_consistency() {
         assert_eq!(pgo_agent(&args), ExitCode::from(EXIT_CHECK_FAILED));
 
         // The unperturbed profile passes.
-        let args = verify_args(&original, &program.binary, Some(&rec.perf_script), &[]);
+        let args = verify_args(
+            &original,
+            &program.binary,
+            Some(&rec.perf_script),
+            &["--tolerance", "0"],
+        );
         assert!(verify(&args).consistency.passed());
     }
 }
