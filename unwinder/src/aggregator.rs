@@ -212,63 +212,24 @@ impl<'a> Aggregator<'a> {
 
     /// [`Aggregator::feed_sample_repeated`] over consecutive samples (no side-band event
     /// between them), prepared on [`UnwindOptions::unwind_threads`] threads when there are
-    /// enough of them: preparing depends only on the sample and the placement, so the
-    /// prepared samples and statistics are the same, and they are aggregated in order.
+    /// enough of them ([`Aggregator::feed_parallel`], which gives the same counters and
+    /// statistics). An error's sample index counts occurrences on one thread and
+    /// samples of the slice on several: the same when each stands for one, as
+    /// [`unwind_samples`]' do.
     pub fn feed_samples_repeated(&mut self, samples: &[(Sample, u64)]) -> Result<(), UnwindError> {
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
-        if threads == 1
-            || samples.len() < MIN_SAMPLES_PER_THREAD * 2
-            || self.options.sample_pids.is_some()
-        {
+        if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
             for (sample, occurrences) in samples {
                 self.feed_sample_repeated(sample, *occurrences)?;
             }
             return Ok(());
         }
-        let per_thread = samples.len().div_ceil(threads).max(MIN_SAMPLES_PER_THREAD);
-        let mut first_index = self.sample_index;
-        let parts: Vec<(&[(Sample, u64)], u64)> = samples
-            .chunks(per_thread)
-            .map(|part| {
-                let index = first_index;
-                first_index += part.iter().map(|(_, n)| n).sum::<u64>();
-                (part, index)
-            })
-            .collect();
-        let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
-        let prepared: Vec<PreparedPart> = on_threads(parts.iter().map(|&(part, mut index)| {
-            let scope = &scope;
-            move || {
-                let mut stats = UnwindStats::default();
-                let mut kept = Vec::with_capacity(part.len());
-                for (sample, occurrences) in part {
-                    let mut out = PerfSample::default();
-                    match prepare_sample(scope, sample, *occurrences, index, &mut out, &mut stats) {
-                        Ok(true) => kept.push((out, sample.count)),
-                        Ok(false) => {}
-                        Err(e) => return (kept, stats, Some(e)),
-                    }
-                    index += occurrences;
-                }
-                (kept, stats, None)
-            }
-        }));
-        self.sample_index = first_index;
-        self.add_prepared(prepared)
-    }
-
-    /// Aggregates parts of samples prepared on threads, in order, with their statistics;
-    /// a part's error ends it (after that part's samples).
-    fn add_prepared(&mut self, parts: Vec<PreparedPart>) -> Result<(), UnwindError> {
-        self.reserve(parts.iter().map(|p| p.0.len()).sum());
-        let mut sink = InOrder::new(&mut self.samples, &mut self.stats);
-        for part in parts {
-            if sink.error.is_some() {
-                break;
-            }
-            sink.add(part);
-        }
-        sink.finish()
+        self.feed_parallel(samples.len(), |i, _: &mut (), out| {
+            let (sample, occurrences) = &samples[i];
+            out.clone_from(sample);
+            Some(*occurrences)
+        })?;
+        Ok(())
     }
 
     /// Feeds `len` consecutive samples (no side-band event between them) that `read`
@@ -1199,6 +1160,29 @@ mod tests {
         // branches and one from the call: Σ k².
         let n = MIN_SAMPLES_PER_THREAD as u64 * 3;
         assert_eq!(loop_range, (1..=n).map(|k| k * k).sum::<u64>());
+
+        // With a pid filter, every fourth sample from another process: filtered on the
+        // threads as on one.
+        let mut events = vec![mmap(0x5000)];
+        events.extend(loop_samples(n).into_iter().enumerate().map(|(i, mut e)| {
+            if let (0, PerfEvent::Sample(s)) = (i % 4, &mut e) {
+                s.pid = 9;
+            }
+            e
+        }));
+        let filtered = UnwindOptions {
+            sample_pids: Some([5].into()),
+            ..UnwindOptions::default()
+        };
+        let serial = unwind_samples(events.clone(), &l, &load(), &filtered).unwrap();
+        let threaded = UnwindOptions {
+            unwind_threads: 3,
+            ..filtered
+        };
+        let parallel = unwind_samples(events, &l, &load(), &threaded).unwrap();
+        assert_eq!(parallel, serial);
+        assert_eq!(serial.1.filtered_by_pid, n.div_ceil(4));
+        assert_eq!(serial.1.samples_seen, n - n.div_ceil(4));
     }
 
     #[test]
