@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use daemon::verify::{report_json, verify_files, VerifyArgs, EXIT_CHECK_FAILED};
-use e2e::corpus::{self, Variant};
+use e2e::corpus::{self, CorpusProgram, Recorded, Variant};
 use e2e::support::pgo_agent;
 use exporter::format::{llvm_text, llvm_text_reader};
 use symbolizer::profile::{FunctionSamples, SampleProfile};
@@ -89,6 +89,16 @@ fn convert(perf_script: &Path, binary: &Path, output: &Path, shape: Shape) {
         Shape::Flat => args.push("--ignore-stack-samples".into()),
     }
     assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
+}
+
+/// `virtual_calls` (probe variant), recorded and converted as `shape` into a directory of
+/// the test's (`name`): the program, its recording and the profile's path.
+fn virtual_calls_converted(name: &str, shape: Shape) -> (CorpusProgram, Recorded, PathBuf) {
+    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let profile = out_dir(name).join(shape.file_name());
+    convert(&rec.perf_script, &program.binary, &profile, shape);
+    (program, rec, profile)
 }
 
 /// The verify arguments, parsed as the command line parses them.
@@ -205,15 +215,7 @@ fn unmodified_profile_passes_every_check() {
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
-    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
-    let rec = corpus::record(&program).expect("recorder runs");
-    let profile = out_dir("unmodified").join("cs.txt");
-    convert(
-        &rec.perf_script,
-        &program.binary,
-        &profile,
-        Shape::PreInlined,
-    );
+    let (program, rec, profile) = virtual_calls_converted("unmodified", Shape::PreInlined);
     for samples in [&rec.perf_script, &rec.perf_data] {
         let args = verify_args(&profile, &program.binary, Some(samples), &[]);
         let r = verify(&args);
@@ -251,16 +253,7 @@ fn removed_function_is_reported_dropped() {
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
-    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
-    let rec = corpus::record(&program).expect("recorder runs");
-    let dir = out_dir("dropped");
-    let original = dir.join(Shape::Contexts.file_name());
-    convert(
-        &rec.perf_script,
-        &program.binary,
-        &original,
-        Shape::Contexts,
-    );
+    let (program, rec, original) = virtual_calls_converted("dropped", Shape::Contexts);
     let mut profile = read_profile(&original);
     // The hottest top-level function that appears nowhere else in the profile and has no
     // inlined callees (which would go with it).
@@ -273,7 +266,7 @@ fn removed_function_is_reported_dropped() {
         .expect("a function profiled once");
     let victim_name = victim.func().to_string();
     profile.profiles.remove(&victim);
-    let edited = dir.join("without-one.txt");
+    let edited = original.with_file_name("without-one.txt");
     write_profile(&profile, &edited);
 
     let args = verify_args(&edited, &program.binary, Some(&rec.perf_script), &[]);
@@ -390,16 +383,7 @@ fn perturbed_call_target_fails_consistency() {
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
-    let program = corpus::program("virtual_calls", Variant::Probe).expect("corpus builds");
-    let rec = corpus::record(&program).expect("recorder runs");
-    let dir = out_dir("perturbed-call");
-    let original = dir.join(Shape::Contexts.file_name());
-    convert(
-        &rec.perf_script,
-        &program.binary,
-        &original,
-        Shape::Contexts,
-    );
+    let (program, _, original) = virtual_calls_converted("perturbed-call", Shape::Contexts);
     let mut profile = read_profile(&original);
     assert!(
         profile.is_cs && !profile.is_preinlined,
@@ -425,7 +409,7 @@ fn perturbed_call_target_fails_consistency() {
     let (count, target) = (body.count, body.call_targets.keys().next().unwrap().clone());
     *body.call_targets.get_mut(&target).unwrap() *= 2;
     let targets = body.call_target_sum();
-    let edited = dir.join("perturbed-call.txt");
+    let edited = original.with_file_name("perturbed-call.txt");
     write_profile(&profile, &edited);
     let r = verify(&verify_args(&edited, &program.binary, None, &[]));
     assert_eq!(
