@@ -28,10 +28,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     // for its first milliseconds.
     let loaded = std::sync::OnceLock::new();
     let counters = std::thread::scope(|scope| {
-        let loading = scope.spawn(|| {
-            ProfiledBinary::load(&args.binary)
-                .with_context(|| format!("loading binary {}", args.binary.display()))
-        });
+        let loading =
+            scope.spawn(|| ProfiledBinary::load(&args.binary).context("loading the binary"));
         read_counters_while_loading(args, || {
             let binary = loading
                 .join()
@@ -122,8 +120,7 @@ fn read_counters_while_loading<'b>(
             sample_pids: Some(pids),
             ..options.clone()
         };
-        let reader = PerfDataReader::open(path)
-            .with_context(|| format!("reading perf.data {}", path.display()))?;
+        let reader = PerfDataReader::open(path).context("reading perf.data")?;
         let progress = Progress::for_events(path);
         let mut count = 0u64;
         // Both cores: this thread reads records, the caller's prepares, aggregates and
@@ -190,8 +187,11 @@ fn counters_of_script<'b>(
             unwound
         }
     };
-    let (counters, stats) =
+    let (counters, stats, script_stats) =
         unwound.with_context(|| format!("unwinding samples of {}", path.display()))?;
+    for warning in script_stats.warnings() {
+        eprintln!("warning: {}: {warning}", path.display());
+    }
     Ok(finish_counters(binary, counters, stats))
 }
 
@@ -251,9 +251,12 @@ fn unwind_tally(
     binary: &ProfiledBinary,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
-) -> Result<(CounterSet, unwinder::UnwindStats), unwinder::UnwindError> {
+) -> Result<(CounterSet, unwinder::UnwindStats, PerfScriptStats), unwinder::UnwindError> {
     let tally = std::mem::ManuallyDrop::new(tally);
     let script_type = tally.script_type;
+    // What reading skipped, then what parsing each distinct text drops (times its
+    // occurrences).
+    let mut script_stats = tally.stats;
     let content = match options.content {
         Some(c) => Some(c),
         // The first samples with a branch stack tell (parsed here once more below).
@@ -279,14 +282,19 @@ fn unwind_tally(
                 for start in (0..texts.len()).step_by(FEED_BATCH) {
                     let len = FEED_BATCH.min(texts.len() - start);
                     type State = (EntryTokenCache, PerfScriptStats);
-                    agg.feed_parallel(len, |i, (tokens, stats): &mut State, out| {
-                        parse_tallied_into(texts, start + i, script_type, tokens, stats, out)
-                    })?;
+                    let states =
+                        agg.feed_parallel(len, |i, (tokens, stats): &mut State, out| {
+                            parse_tallied_into(texts, start + i, script_type, tokens, stats, out)
+                        })?;
+                    for (_, stats) in &states {
+                        script_stats.add(stats);
+                    }
                 }
             }
         }
     }
-    Ok(agg.finish())
+    let (counters, stats) = agg.finish();
+    Ok((counters, stats, script_stats))
 }
 
 /// Feeds `events` through the unwinder, stopping at the first read error (which names the
@@ -401,13 +409,9 @@ fn mapping_processes(
     binary_name: &str,
     pid: Option<u32>,
 ) -> anyhow::Result<std::collections::BTreeSet<u32>> {
-    let mut reader = PerfDataReader::open(path)
-        .with_context(|| format!("reading perf.data {}", path.display()))?;
+    let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
     let mut pids = std::collections::BTreeSet::new();
-    while let Some(event) = reader
-        .next_event()
-        .with_context(|| format!("reading perf.data {}", path.display()))?
-    {
+    while let Some(event) = reader.next_event().context("reading perf.data")? {
         pids.extend(unwinder::options::processes_mapping(
             std::iter::once(&event),
             binary_name,

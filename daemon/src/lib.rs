@@ -8,6 +8,7 @@ pub mod clickhouse_cmd;
 pub mod config;
 pub mod convert;
 pub mod convert_pipeline;
+pub mod error_chain;
 pub mod heap;
 pub mod heap_sample;
 pub mod merge;
@@ -54,7 +55,7 @@ pub enum ArgsError {
 impl std::fmt::Display for ArgsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ArgsError::Llvm(e) => write!(f, "{e:#}"),
+            ArgsError::Llvm(e) => write!(f, "{}", error_chain::ErrorChain(e.as_ref())),
             ArgsError::Clap(e) => write!(f, "{e}"),
         }
     }
@@ -88,6 +89,9 @@ pub fn execute(cli: cli::Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn fail(err: anyhow::Error) -> ExitCode {
-    eprintln!("pgo-agent: error: {err:#}");
+    eprintln!(
+        "pgo-agent: error: {}",
+        error_chain::ErrorChain(err.as_ref())
+    );
     ExitCode::from(1)
 }

@@ -61,7 +61,10 @@ impl Notifier {
                 ..n
             },
             Some(Err(e)) => {
-                eprintln!("pgo-agent: not notifying systemd: {e:#}");
+                eprintln!(
+                    "pgo-agent: not notifying systemd: {chain}",
+                    chain = crate::error_chain::ErrorChain(e.as_ref())
+                );
                 Notifier::disabled()
             }
         }

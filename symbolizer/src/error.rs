@@ -43,7 +43,7 @@ pub enum SymbolizerError {
     SectionData {
         /// The binary's path.
         path: PathBuf,
-        /// Section name.
+        /// The section as [`section_label`] names it: name, index, file range.
         section: String,
         /// What went wrong.
         what: String,
@@ -80,4 +80,22 @@ pub enum SymbolizerError {
         /// The limit.
         max: u64,
     },
+}
+
+/// How errors name an ELF section: its name (`(unnamed)` when the name cannot be read),
+/// its index in the section header table and the file range its header claims, e.g.
+/// `.debug_info (#28, file offset 0x3a20, size 0x1c5)`: a section that cannot be read
+/// usually has a header pointing past the end of the file, and the range shows that.
+pub(crate) fn section_label<'data>(section: &impl object::ObjectSection<'data>) -> String {
+    let name = match section.name() {
+        Ok(name) if !name.is_empty() => name,
+        _ => "(unnamed)",
+    };
+    let index = section.index().0;
+    match section.file_range() {
+        Some((offset, size)) => {
+            format!("{name} (#{index}, file offset {offset:#x}, size {size:#x})")
+        }
+        None => format!("{name} (#{index})"),
+    }
 }

@@ -129,6 +129,13 @@ fn section_range(data: &[u8], name: &str) -> (usize, usize) {
     (offset as usize, size as usize)
 }
 
+/// Index of a section in the ELF section header table.
+fn section_index(data: &[u8], name: &str) -> usize {
+    use object::{Object, ObjectSection};
+    let file = object::File::parse(data).unwrap();
+    file.section_by_name(name).unwrap().index().0
+}
+
 /// File offset of perf.data feature `bit`'s section (the feature table follows the data
 /// section; one 16-byte `{offset, size}` per set bit, in bit order).
 fn perf_data_feature(bytes: &[u8], bit: u32) -> usize {
@@ -211,6 +218,26 @@ fn convert_rejects_malformed_input() {
             &[&p, "not a valid ELF"],
         ));
     }
+    // A `.text` section header pointing past the end of the file (ELF64 little-endian:
+    // e_shoff at 0x28, e_shentsize at 0x3a; sh_offset at +0x18 of a section header).
+    let mut elf = std::fs::read(&binary).unwrap();
+    let text = section_index(&elf, ".text");
+    let le = |b: &[u8], at: usize, n: usize| {
+        (0..n).fold(0u64, |v, i| v | (b[at + i] as u64) << (8 * i)) as usize
+    };
+    let header = le(&elf, 0x28, 8) + text * le(&elf, 0x3a, 2);
+    let past_end = elf.len() as u64 + 0x1000;
+    elf[header + 0x18..header + 0x20].copy_from_slice(&past_end.to_le_bytes());
+    let p = write("text-past-end.elf", &elf);
+    cases.push(case(
+        ".text past the end of the binary",
+        &["convert", "--perfdata", s(&data), "--binary", &p, "-o", out],
+        &[
+            &p,
+            &format!(".text (#{text}, file offset {past_end:#x}, size "),
+            "cannot read contents",
+        ],
+    ));
     let missing = "/nonexistent/perf.data";
     cases.push(case(
         "missing input",
@@ -283,6 +310,76 @@ fn convert_rejects_malformed_input() {
         ));
     }
     check(&cases);
+}
+
+/// Input `convert` can still use, with parts it cannot: it converts it (exit 0) and says
+/// what it skipped, how many of each kind, naming the input; nothing is dropped unsaid.
+#[test]
+fn convert_says_what_it_skips() {
+    let (_, binary) = fixture();
+    let out = scratch("skips.prof");
+    // Three hybrid samples: a good one, one whose branch stack ends at a malformed entry
+    // (its first entry is used), one with a call-stack line that is not hex (dropped).
+    let script = write(
+        "skips.perfscript",
+        b"\t          4005dc\n\t          4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\
+          \t          4005dc\n\t          4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/zz/P/-/-/0\n\n\
+          \t          4005dc\n\t          zz4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n",
+    );
+    let args: Vec<String> = [
+        "convert",
+        "--perfscript",
+        &script,
+        "--binary",
+        s(&binary),
+        "-o",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([s(&out).to_string()])
+    .collect();
+    let (code, text) = run(&args);
+    assert_eq!(code, Some(0), "{text}");
+    for expect in [
+        format!(
+            "warning: {script}: 1 branch-stack line(s) end at a malformed entry (llvm-profgen: \
+             \"Invalid address in LBR record\")"
+        ),
+        format!("warning: {script}: 1 sample(s) dropped for malformed text"),
+    ] {
+        assert!(text.contains(&expect), "no {expect:?} in:\n{text}");
+    }
+}
+
+/// An error's cause is printed once, even where the error shows its cause in its own
+/// message and also returns it as its source.
+#[test]
+fn convert_error_names_its_cause_once() {
+    let (_, binary) = fixture();
+    let args: Vec<String> = [
+        "convert",
+        "--perfdata",
+        "/nonexistent/perf.data",
+        "--binary",
+        s(&binary),
+        "-o",
+        "/nonexistent/out.prof",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let (code, text) = run(&args);
+    assert_eq!(code, Some(1), "{text}");
+    // The output starts with the test harness's lines (the child is this test binary).
+    let error = text.find("pgo-agent: error:").map_or("", |at| &text[at..]);
+    assert_eq!(
+        error.trim_end(),
+        format!(
+            "pgo-agent: error: converting samples for {} into /nonexistent/out.prof: reading \
+             perf.data: /nonexistent/perf.data: No such file or directory (os error 2)",
+            s(&binary)
+        )
+    );
 }
 
 #[test]

@@ -143,6 +143,49 @@ pub struct PerfScriptStats {
     pub invalid_lbr_records: u64,
 }
 
+impl PerfScriptStats {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &PerfScriptStats) {
+        self.lines += other.lines;
+        self.unparsed_mmap_lines += other.unparsed_mmap_lines;
+        self.dropped_samples += other.dropped_samples;
+        self.invalid_lbr_records += other.invalid_lbr_records;
+    }
+
+    /// What was skipped, one warning per kind (none when nothing was). llvm-profgen warns
+    /// for each malformed MMAP line and branch-stack entry, naming the line, and drops
+    /// malformed samples without a word; these say how many of each, so that nothing is
+    /// dropped unsaid.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.unparsed_mmap_lines > 0 {
+            out.push(format!(
+                "{} MMAP line(s) could not be parsed (llvm-profgen: \"Cannot parse mmap \
+                 event\") and were skipped; samples in the mappings they describe count as \
+                 external",
+                self.unparsed_mmap_lines
+            ));
+        }
+        if self.invalid_lbr_records > 0 {
+            out.push(format!(
+                "{} branch-stack line(s) end at a malformed entry (llvm-profgen: \"Invalid \
+                 address in LBR record\"); the entries before it were used, the rest of the \
+                 line was skipped",
+                self.invalid_lbr_records
+            ));
+        }
+        if self.dropped_samples > 0 {
+            out.push(format!(
+                "{} sample(s) dropped for malformed text: a call-stack line that is not hex, \
+                 an empty call stack, an invalid leading IP, or a branch-stack line without \
+                 a valid entry",
+                self.dropped_samples
+            ));
+        }
+        out
+    }
+}
+
 /// Reads [`PerfEvent`]s out of perf script text in memory: [`Mmap2Event`]s for MMAP lines,
 /// and [`Sample`](crate::Sample)s (call chain = the stack lines, leaf first; `ip` = the leaf, or the
 /// leading IP of an LBR-only line; `lbr` newest first; `count` from a count line, else 1),

@@ -360,7 +360,7 @@ fn merge_scans(scanned: Scanned<'_>) -> Result<ScriptTally<'_>, PerfScriptError>
     for (_, scan) in scans {
         let scan = scan.map_err(|e| e.after_lines(lines_before))?;
         lines_before += scan.stats.lines;
-        add_stats(&mut stats, &scan.stats);
+        stats.add(&scan.stats);
         for piece in scan.pieces {
             match (pieces.last_mut(), piece) {
                 // The samples either side of a chunk cut belong together.
@@ -390,13 +390,6 @@ fn merge_scans(scanned: Scanned<'_>) -> Result<ScriptTally<'_>, PerfScriptError>
         sample_texts,
         distinct_texts,
     })
-}
-
-fn add_stats(total: &mut PerfScriptStats, s: &PerfScriptStats) {
-    total.lines += s.lines;
-    total.unparsed_mmap_lines += s.unparsed_mmap_lines;
-    total.dropped_samples += s.dropped_samples;
-    total.invalid_lbr_records += s.invalid_lbr_records;
 }
 
 /// `0 = b0 < b1 < ... = text.len()`: each inner bound just after the first line starting

@@ -224,8 +224,9 @@ impl HeapSpool {
                         .with_file_name(format!("{name}.corrupt-{}", unix_secs()));
                     let _ = std::fs::rename(entry.path(), &to);
                     eprintln!(
-                        "pgo-agent: heap: {e:#}; set aside as {}; that build id starts empty",
-                        to.display()
+                        "pgo-agent: heap: {chain}; set aside as {}; that build id starts empty",
+                        to.display(),
+                        chain = crate::error_chain::ErrorChain(e.as_ref()),
                     );
                 }
             }
@@ -319,9 +320,10 @@ impl HeapSpool {
         }
         if let Err(e) = persist(&self.settings.state_dir, &id, &next) {
             eprintln!(
-                "pgo-agent: heap: persisting {}: {e:#}; {} stays in the spool",
+                "pgo-agent: heap: persisting {}: {chain}; {} stays in the spool",
                 id.to_hex(),
-                path.display()
+                path.display(),
+                chain = crate::error_chain::ErrorChain(e.as_ref()),
             );
             report.retried.push(path.to_path_buf());
             return;

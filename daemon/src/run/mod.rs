@@ -374,7 +374,10 @@ pub fn run_daemon(
                         let _ = ctl_tx.send(RouterCtl::Reload(ProcessFilter::new(c.filters)));
                         eprintln!("pgo-agent: SIGHUP: filters reloaded from {}", p.display());
                     }
-                    Err(e) => eprintln!("pgo-agent: SIGHUP: keeping the old filters: {e:#}"),
+                    Err(e) => eprintln!(
+                        "pgo-agent: SIGHUP: keeping the old filters: {chain}",
+                        chain = crate::error_chain::ErrorChain(e.as_ref())
+                    ),
                 },
                 None => eprintln!("pgo-agent: SIGHUP: no --config file; filters unchanged"),
             }

@@ -273,7 +273,10 @@ impl Worker {
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
                     exporter::metrics::count_flush_failure();
-                    eprintln!("pgo-agent: flush failed: {e:#}");
+                    eprintln!(
+                        "pgo-agent: flush failed: {chain}",
+                        chain = crate::error_chain::ErrorChain(e.as_ref())
+                    );
                 }
                 exporter::metrics::observe_flush(started.elapsed());
             }
@@ -336,7 +339,11 @@ impl Worker {
                     self.entries.insert(id.clone(), e);
                 }
                 Err(err) => {
-                    eprintln!("pgo-agent: not profiling {} ({id}): {err:#}", g.binary.path);
+                    eprintln!(
+                        "pgo-agent: not profiling {} ({id}): {chain}",
+                        g.binary.path,
+                        chain = crate::error_chain::ErrorChain(err.as_ref())
+                    );
                     exporter::metrics::count_binary_rejected(rejection_reason(&err));
                     self.failed.insert(id);
                     self.stats.load_failures += 1;
@@ -385,8 +392,9 @@ impl Worker {
                 }
                 Err(err) => {
                     eprintln!(
-                        "pgo-agent: restored {id} ({}) waits for its samples: {err:#}",
-                        state.path
+                        "pgo-agent: restored {id} ({}) waits for its samples: {chain}",
+                        state.path,
+                        chain = crate::error_chain::ErrorChain(err.as_ref()),
                     );
                     let mut windows =
                         unwinder::window::WindowedCounters::new(state.kind, self.settings.windows);

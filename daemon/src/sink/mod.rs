@@ -410,7 +410,10 @@ pub fn spawn(
                 match got {
                     Ok(w) => {
                         if let Err(e) = sink.submit(&w) {
-                            eprintln!("pgo-agent: sink: spooling a window failed: {e:#}");
+                            eprintln!(
+                                "pgo-agent: sink: spooling a window failed: {chain}",
+                                chain = crate::error_chain::ErrorChain(e.as_ref())
+                            );
                             sink.count_queue_drops(1);
                         }
                     }

@@ -165,7 +165,10 @@ impl Spool {
             match read {
                 Ok(w) => return Some(w),
                 Err(e) => {
-                    eprintln!("pgo-agent: sink: dropping a bad spool file: {e:#}");
+                    eprintln!(
+                        "pgo-agent: sink: dropping a bad spool file: {chain}",
+                        chain = crate::error_chain::ErrorChain(e.as_ref())
+                    );
                     self.pop_front();
                     self.dropped += 1;
                 }

@@ -202,7 +202,7 @@ impl ProfiledBinary {
             if !is_text || name == ".plt" {
                 continue;
             }
-            let bytes = section_bytes(&section, path, name)?;
+            let bytes = section_bytes(&section, path)?;
             let section_addr = section.address();
             let section_end = section_addr.saturating_add(size);
             for (i, sym) in sorted.iter().enumerate() {
@@ -225,12 +225,11 @@ impl ProfiledBinary {
                         what: e.what,
                     }
                 };
-                let descs = decode_desc_section(section_bytes(&desc, path, ".pseudo_probe_desc")?)
+                let descs = decode_desc_section(section_bytes(&desc, path)?)
                     .map_err(|e| malformed(".pseudo_probe_desc", e))?;
                 let starts = symbols.guid_to_address();
-                let probes =
-                    ProbeSection::decode(section_bytes(&probe, path, ".pseudo_probe")?, &starts)
-                        .map_err(|e| malformed(".pseudo_probe", e))?;
+                let probes = ProbeSection::decode(section_bytes(&probe, path)?, &starts)
+                    .map_err(|e| malformed(".pseudo_probe", e))?;
                 (probes, descs)
             }
             _ => (ProbeSection::default(), HashMap::new()),
@@ -548,11 +547,10 @@ impl RangeChecks for ProfiledBinary {
 fn section_bytes<'data>(
     section: &object::read::elf::ElfSection64<'data, '_, Endianness>,
     path: &Path,
-    name: &str,
 ) -> Result<&'data [u8], SymbolizerError> {
     section.data().map_err(|e| SymbolizerError::SectionData {
         path: path.to_path_buf(),
-        section: name.to_string(),
+        section: crate::error::section_label(section),
         what: e.to_string(),
     })
 }

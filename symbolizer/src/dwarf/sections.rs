@@ -85,10 +85,9 @@ fn debug_section_data<'data>(
     section: &impl ObjectSection<'data>,
     path: &Path,
 ) -> Result<Cow<'data, [u8]>, SymbolizerError> {
-    let name = || section.name().unwrap_or("?").to_string();
     let error = |what: String| SymbolizerError::SectionData {
         path: path.to_path_buf(),
-        section: name(),
+        section: crate::error::section_label(section),
         what,
     };
     let compressed = section
