@@ -25,6 +25,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::error_chain::ErrorChain;
+
 /// Parses `argv` (including the program name) and runs the subcommand. Errors are printed
 /// to stderr and turn into exit code 1; usage errors exit through clap (code 2).
 pub fn run_cli(argv: Vec<String>) -> ExitCode {
@@ -55,7 +57,7 @@ pub enum ArgsError {
 impl std::fmt::Display for ArgsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ArgsError::Llvm(e) => write!(f, "{}", error_chain::ErrorChain(e.as_ref())),
+            ArgsError::Llvm(e) => write!(f, "{}", ErrorChain(e.as_ref())),
             ArgsError::Clap(e) => write!(f, "{e}"),
         }
     }
@@ -89,9 +91,6 @@ pub fn execute(cli: cli::Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn fail(err: anyhow::Error) -> ExitCode {
-    eprintln!(
-        "pgo-agent: error: {}",
-        error_chain::ErrorChain(err.as_ref())
-    );
+    eprintln!("pgo-agent: error: {}", ErrorChain(err.as_ref()));
     ExitCode::from(1)
 }

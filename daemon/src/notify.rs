@@ -8,6 +8,8 @@
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::{Duration, Instant};
 
+use crate::error_chain::ErrorChain;
+
 use anyhow::Context;
 
 /// A connection to the service manager (or nothing, when not run by one).
@@ -63,7 +65,7 @@ impl Notifier {
             Some(Err(e)) => {
                 eprintln!(
                     "pgo-agent: not notifying systemd: {chain}",
-                    chain = crate::error_chain::ErrorChain(e.as_ref())
+                    chain = ErrorChain(e.as_ref())
                 );
                 Notifier::disabled()
             }

@@ -41,6 +41,7 @@ use symbolizer::memprof::{
 
 use crate::atomic_file::write_atomic;
 use crate::config::Config;
+use crate::error_chain::ErrorChain;
 
 /// Ingested files remembered per aggregate (crash-safe exactly-once ingest).
 pub const RECENT_FILES: usize = 4096;
@@ -226,7 +227,7 @@ impl HeapSpool {
                     eprintln!(
                         "pgo-agent: heap: {chain}; set aside as {}; that build id starts empty",
                         to.display(),
-                        chain = crate::error_chain::ErrorChain(e.as_ref()),
+                        chain = ErrorChain(e.as_ref()),
                     );
                 }
             }
@@ -323,7 +324,7 @@ impl HeapSpool {
                 "pgo-agent: heap: persisting {}: {chain}; {} stays in the spool",
                 id.to_hex(),
                 path.display(),
-                chain = crate::error_chain::ErrorChain(e.as_ref()),
+                chain = ErrorChain(e.as_ref()),
             );
             report.retried.push(path.to_path_buf());
             return;

@@ -39,6 +39,7 @@ use unwinder::window::WindowSettings;
 use unwinder::{PerfContent, UnwindOptions};
 
 use crate::config::Config;
+use crate::error_chain::ErrorChain;
 use filters::ProcessFilter;
 use router::{RouteBy, Router, RouterStats};
 use worker::{BinarySummary, WorkItem, Worker, WorkerSettings, WorkerStats};
@@ -376,7 +377,7 @@ pub fn run_daemon(
                     }
                     Err(e) => eprintln!(
                         "pgo-agent: SIGHUP: keeping the old filters: {chain}",
-                        chain = crate::error_chain::ErrorChain(e.as_ref())
+                        chain = ErrorChain(e.as_ref())
                     ),
                 },
                 None => eprintln!("pgo-agent: SIGHUP: no --config file; filters unchanged"),

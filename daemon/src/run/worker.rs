@@ -21,6 +21,7 @@ use unwinder::{CounterKind, CounterSet, UnwindOptions};
 use super::persist::{self, PersistedState, StateHeader};
 use super::router::SampleGroup;
 use crate::atomic_file::write_atomic;
+use crate::error_chain::ErrorChain;
 
 /// What a worker is told to do.
 #[derive(Debug)]
@@ -275,7 +276,7 @@ impl Worker {
                     exporter::metrics::count_flush_failure();
                     eprintln!(
                         "pgo-agent: flush failed: {chain}",
-                        chain = crate::error_chain::ErrorChain(e.as_ref())
+                        chain = ErrorChain(e.as_ref())
                     );
                 }
                 exporter::metrics::observe_flush(started.elapsed());
@@ -342,7 +343,7 @@ impl Worker {
                     eprintln!(
                         "pgo-agent: not profiling {} ({id}): {chain}",
                         g.binary.path,
-                        chain = crate::error_chain::ErrorChain(err.as_ref())
+                        chain = ErrorChain(err.as_ref())
                     );
                     exporter::metrics::count_binary_rejected(rejection_reason(&err));
                     self.failed.insert(id);
@@ -394,7 +395,7 @@ impl Worker {
                     eprintln!(
                         "pgo-agent: restored {id} ({}) waits for its samples: {chain}",
                         state.path,
-                        chain = crate::error_chain::ErrorChain(err.as_ref()),
+                        chain = ErrorChain(err.as_ref()),
                     );
                     let mut windows =
                         unwinder::window::WindowedCounters::new(state.kind, self.settings.windows);

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::error_chain::ErrorChain;
+
 use anyhow::Context;
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender, TrySendError};
 use serde::Deserialize;
@@ -412,7 +414,7 @@ pub fn spawn(
                         if let Err(e) = sink.submit(&w) {
                             eprintln!(
                                 "pgo-agent: sink: spooling a window failed: {chain}",
-                                chain = crate::error_chain::ErrorChain(e.as_ref())
+                                chain = ErrorChain(e.as_ref())
                             );
                             sink.count_queue_drops(1);
                         }

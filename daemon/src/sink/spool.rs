@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 
 use super::clickhouse::EncodedWindow;
 use crate::atomic_file::write_atomic;
+use crate::error_chain::ErrorChain;
 
 const MAGIC: &str = "pgo-agent-window 1";
 const SUFFIX: &str = ".window";
@@ -167,7 +168,7 @@ impl Spool {
                 Err(e) => {
                     eprintln!(
                         "pgo-agent: sink: dropping a bad spool file: {chain}",
-                        chain = crate::error_chain::ErrorChain(e.as_ref())
+                        chain = ErrorChain(e.as_ref())
                     );
                     self.pop_front();
                     self.dropped += 1;

@@ -331,7 +331,8 @@ mod tests {
         let err = DwarfInfo::load(&file, Path::new("bomb.elf")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "bomb.elf: section .debug_info (#1, file offset 0x40, size 0x20): cannot read contents: claims 281474976710656 \
+            "bomb.elf: section .debug_info (#1, file offset 0x40, size 0x20): cannot read contents: \
+             claims 281474976710656 \
              uncompressed bytes from 8 compressed, over the limit of 262144"
         );
         // Within the ratio, the (here corrupt) data is decompressed and fails on its own.
