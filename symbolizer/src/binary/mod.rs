@@ -9,6 +9,7 @@
 pub mod disasm;
 pub mod functions;
 pub mod segments;
+pub mod unwind_extents;
 mod view;
 
 use std::collections::HashMap;
