@@ -8,6 +8,7 @@ pub mod clickhouse_cmd;
 pub mod config;
 pub mod convert;
 pub mod convert_pipeline;
+pub mod debuginfod;
 pub mod error_chain;
 pub mod heap;
 pub mod heap_sample;

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod binary;
+pub mod debug_file;
 pub mod dwarf;
 pub mod error;
 pub mod generate;
@@ -24,6 +25,9 @@ pub mod symtab;
 pub mod verify;
 
 pub use binary::{BinaryFunction, FrameLocation, FuncRange, LoadOptions, ProfiledBinary};
+pub use debug_file::{
+    has_symbols_or_dwarf, DebugFile, DebugFileFinder, DebugLookup, DebugRoute, RemoteDebugSource,
+};
 pub use dwarf::discriminator;
 pub use error::SymbolizerError;
 pub use guid::function_guid;
