@@ -310,6 +310,80 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
     assert!(total > 300, "spin sampled {total} times: {per:?}");
 }
 
+/// A program run again and again for ~0.1 s inside a private mount namespace, from a tmpfs
+/// only that namespace sees (a build sandbox, a container). The readers poll every 400 ms
+/// here, so each run has exited before the router reads its first sample: its map_files
+/// and root are gone, and its path does not exist in the daemon's namespace. The shell
+/// that runs it stays alive in the namespace, and its root serves the file.
+#[test]
+fn short_runs_in_a_private_mount_namespace_are_resolved() {
+    let name = "short_runs_in_a_private_mount_namespace_are_resolved";
+    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_sample(name) {
+        return;
+    }
+    if Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("SKIPPED {name}: needs unshare (util-linux)");
+        return;
+    }
+    let spin = spin_binary();
+    let id = ProfiledBinary::load(&spin)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .to_hex();
+    // The mount point exists (empty) in the daemon's namespace too.
+    let mnt = state_dir("ns-tmpfs");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let runs = 30;
+    let script = format!(
+        "mount -t tmpfs none '{dir}' && cp '{spin}' '{dir}/' && \
+         for i in $(seq {runs}); do '{dir}/spin' 0.1 || exit 1; done",
+        dir = mnt.display(),
+        spin = spin.display(),
+    );
+    let state = state_dir("ns");
+    let cfg = config(
+        "[filters]\ncomms = [\"spin\"]\n\
+         [collector]\nreader_poll_interval_ms = 400\nring_wakeup_percent = 0\n",
+    );
+    let daemon = std::thread::spawn({
+        let state = state.clone();
+        move || run_for(&cfg, 8, &state)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let started = std::time::Instant::now();
+    let status = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .status()
+        .unwrap();
+    let took = started.elapsed();
+    let summary = daemon.join().unwrap();
+    assert!(status.success(), "{script}: {status}");
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "{runs} runs took {took:?}: the daemon stopped first"
+    );
+    let r = &summary.router;
+    let samples = summary
+        .binaries
+        .iter()
+        .find(|b| b.build_id == id)
+        .map_or(0, |b| b.samples);
+    eprintln!(
+        "{runs} runs in {took:?}: spin's profile {samples} samples; router: {} samples, \
+         {} filtered, {} unmapped, {} unresolved_binary",
+        r.samples, r.filtered, r.unmapped, r.unresolved_binary
+    );
+    // About 100 samples per run at 997 Hz.
+    assert!(samples > 10 * runs, "spin's profile has {samples} samples");
+    assert!(
+        r.unresolved_binary * 100 <= samples,
+        "{} samples of unresolved binaries, {samples} in spin's profile",
+        r.unresolved_binary
+    );
+}
+
 #[test]
 fn loss_is_counted_and_the_daemon_keeps_running() {
     let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());

@@ -69,18 +69,33 @@ fn scan_one(proc: &Path, pid: u32, out: &mut Vec<PerfEvent>) -> bool {
 
 /// Where to open the file behind a mapping of `pid`, best first:
 /// `/proc/PID/map_files/START-END` (works for deleted files and across mount namespaces
-/// while the mapping exists), `/proc/PID/root/PATH` (containers), then the path itself.
-pub fn binary_candidates(proc: &Path, pid: i32, start: u64, end: u64, path: &str) -> Vec<PathBuf> {
-    let mut out = Vec::with_capacity(3);
+/// while the mapping exists), `/proc/PID/root/PATH` (containers), `/proc/ANCESTOR/root/PATH`
+/// for each of `ancestors` (nearest first: a shell or container init that outlives a
+/// short-lived child in a private mount namespace sees the file there), then the path
+/// itself.
+pub fn binary_candidates(
+    proc: &Path,
+    pid: i32,
+    start: u64,
+    end: u64,
+    path: &str,
+    ancestors: &[u32],
+) -> Vec<PathBuf> {
+    let mut out = Vec::with_capacity(3 + ancestors.len());
+    let rel = path
+        .strip_suffix(" (deleted)")
+        .unwrap_or(path)
+        .strip_prefix('/');
     if pid > 0 {
         let base = proc.join(pid.to_string());
         out.push(base.join("map_files").join(format!("{start:x}-{end:x}")));
-        if let Some(rel) = path
-            .strip_suffix(" (deleted)")
-            .unwrap_or(path)
-            .strip_prefix('/')
-        {
+        if let Some(rel) = rel {
             out.push(base.join("root").join(rel));
+        }
+    }
+    if let Some(rel) = rel {
+        for a in ancestors.iter().filter(|&&a| a > 0 && a as i32 != pid) {
+            out.push(proc.join(a.to_string()).join("root").join(rel));
         }
     }
     if path.starts_with('/') {
@@ -135,7 +150,14 @@ mod tests {
 
     #[test]
     fn candidates_prefer_map_files() {
-        let c = binary_candidates(Path::new("/proc"), 12, 0x1000, 0x3000, "/opt/app (deleted)");
+        let c = binary_candidates(
+            Path::new("/proc"),
+            12,
+            0x1000,
+            0x3000,
+            "/opt/app (deleted)",
+            &[],
+        );
         assert_eq!(
             c,
             vec![
@@ -143,6 +165,37 @@ mod tests {
                 PathBuf::from("/proc/12/root/opt/app"),
                 PathBuf::from("/opt/app (deleted)"),
             ]
+        );
+    }
+
+    #[test]
+    fn candidates_go_through_the_ancestors_roots_before_the_path() {
+        let c = binary_candidates(
+            Path::new("/p"),
+            30,
+            0x1000,
+            0x2000,
+            "/t/prog",
+            &[20, 0, 30, 1],
+        );
+        assert_eq!(
+            c,
+            vec![
+                PathBuf::from("/p/30/map_files/1000-2000"),
+                PathBuf::from("/p/30/root/t/prog"),
+                PathBuf::from("/p/20/root/t/prog"),
+                PathBuf::from("/p/1/root/t/prog"),
+                PathBuf::from("/t/prog"),
+            ]
+        );
+        // No process view (pid 0), or no absolute path (nothing to look up in a root).
+        assert_eq!(
+            binary_candidates(Path::new("/p"), 0, 0, 1, "/t/prog", &[20]),
+            vec![PathBuf::from("/p/20/root/t/prog"), PathBuf::from("/t/prog")]
+        );
+        assert_eq!(
+            binary_candidates(Path::new("/p"), 30, 0, 1, "[vdso]", &[20]),
+            vec![PathBuf::from("/p/30/map_files/0-1")]
         );
     }
 }

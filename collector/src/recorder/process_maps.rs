@@ -240,6 +240,42 @@ impl ElfFacts {
     }
 }
 
+/// The GNU build id in the `PT_NOTE` segments of an ELF image, found by reading only the
+/// ELF header, the program headers and the notes (in a linked file these lie at its start,
+/// usually within its first page, so a memory-mapped file has no other page read).
+/// `None` for bytes that are not ELF and for images without such a note or with an empty
+/// one (a build id only in a section is found by [`ElfFacts::parse`]).
+pub fn build_id_from_program_headers(data: &[u8]) -> Option<BuildId> {
+    use object::elf::{FileHeader32, FileHeader64, ELF_NOTE_GNU, NT_GNU_BUILD_ID};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use object::{Endianness, FileKind};
+
+    fn find<H: FileHeader<Endian = Endianness>>(data: &[u8]) -> Option<BuildId> {
+        let header = H::parse(data).ok()?;
+        let endian = header.endian().ok()?;
+        for ph in header.program_headers(endian, data).ok()? {
+            let Ok(Some(mut notes)) = ph.notes(endian, data) else {
+                continue;
+            };
+            while let Ok(Some(note)) = notes.next() {
+                if note.name() == ELF_NOTE_GNU
+                    && note.n_type(endian) == NT_GNU_BUILD_ID
+                    && !note.desc().is_empty()
+                {
+                    return Some(BuildId(note.desc().to_vec()));
+                }
+            }
+        }
+        None
+    }
+
+    match FileKind::parse(data).ok()? {
+        FileKind::Elf32 => find::<FileHeader32<Endianness>>(data),
+        FileKind::Elf64 => find::<FileHeader64<Endianness>>(data),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +286,17 @@ mod tests {
 7ffd1c9f6000-7ffd1c9f8000 r-xp 00000000 00:00 0                          [vdso]
 7f0000000000-7f0000001000 rwxs 00000000 00:00 0 
 ";
+
+    #[test]
+    fn the_build_id_of_the_program_headers_is_the_one_of_the_sections() {
+        // This test executable: linked with a GNU build id (the toolchain's default).
+        let data = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let facts = ElfFacts::parse(&data);
+        assert!(!facts.build_id.is_empty());
+        assert_eq!(build_id_from_program_headers(&data), Some(facts.build_id));
+        assert_eq!(build_id_from_program_headers(b"#!/bin/sh\n"), None);
+        assert_eq!(build_id_from_program_headers(&data[..40]), None);
+    }
 
     #[test]
     fn parses_maps_lines() {

@@ -23,6 +23,9 @@ pub struct Process {
     pub rescanned: bool,
     /// An exec was seen (its mappings are the new image's, not the parent's).
     pub execed: bool,
+    /// The parent's pid from the FORK record; 0 when unknown (a process from the /proc
+    /// scan, or one whose FORK has not been read).
+    pub ppid: u32,
 }
 
 impl Process {
@@ -68,6 +71,38 @@ impl ProcessTable {
     /// True when no process is known.
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty()
+    }
+
+    /// The ancestors of `pid` the FORK records name, nearest first, at most `max`, skipping
+    /// those known to have exited; `parent_of` gives the parent of a process whose FORK
+    /// was not seen (0 when it is not known either: the walk stops there).
+    pub fn ancestors(
+        &self,
+        pid: u32,
+        max: usize,
+        mut parent_of: impl FnMut(u32) -> u32,
+    ) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut cur = pid;
+        // Each step moves one generation up; a cycle (pids reused) ends at a pid seen.
+        for _ in 0..max.saturating_mul(4) {
+            let known = self.processes.get(&cur);
+            let parent = match known.map_or(0, |p| p.ppid) {
+                0 => parent_of(cur),
+                p => p,
+            };
+            if parent == 0 || parent == pid || out.contains(&parent) {
+                break;
+            }
+            if !self.processes.get(&parent).is_some_and(|p| p.exited) {
+                out.push(parent);
+                if out.len() == max {
+                    break;
+                }
+            }
+            cur = parent;
+        }
+        out
     }
 
     /// Forgets every filter verdict (SIGHUP).
@@ -131,10 +166,13 @@ impl ProcessTable {
                     // Its EXIT came first: it is gone, and a copy of its parent would never
                     // be collected. (An EXIT older than the FORK is another process that
                     // had the pid: replaced below.)
-                    Some(child) if child.exited && child.exit_time >= t.time => {}
+                    Some(child) if child.exited && child.exit_time >= t.time => {
+                        child.ppid = t.ppid;
+                    }
                     // Its COMM/MMAP2 came first: they are newer than the parent's state;
                     // take from the parent only what the child has not replaced.
                     Some(child) if !child.exited => {
+                        child.ppid = t.ppid;
                         if child.comm.is_empty() {
                             child.comm = parent.comm;
                         }
@@ -154,6 +192,7 @@ impl ProcessTable {
                                 comm: parent.comm,
                                 mappings: parent.mappings,
                                 sampled: parent.sampled,
+                                ppid: t.ppid,
                                 ..Process::default()
                             },
                         );
@@ -275,6 +314,45 @@ mod tests {
             comm: comm.into(),
             exec: true,
         })
+    }
+
+    #[test]
+    fn ancestors_from_fork_records_then_from_the_fallback() {
+        // 1 ← 5 (from the /proc scan: no FORK) ← 10 ← 20 (exited) ← 30 ← 40.
+        let mut t = ProcessTable::default();
+        t.entry(5).comm = "init".into();
+        t.apply(&fork(10, 5));
+        t.apply(&fork(20, 10));
+        t.apply(&fork(30, 20));
+        t.apply(&fork(40, 30));
+        t.apply(&exit_at(20, 1));
+        t.apply(&exit_at(40, 2));
+        let asked = std::cell::RefCell::new(Vec::new());
+        let parent_of = |p: u32| {
+            asked.borrow_mut().push(p);
+            match p {
+                5 => 1,
+                _ => 0,
+            }
+        };
+        // An exited process still has its ancestors; an exited ancestor is skipped.
+        assert_eq!(t.ancestors(40, 8, parent_of), [30, 10, 5, 1]);
+        assert_eq!(*asked.borrow(), [5, 1]);
+        assert_eq!(t.ancestors(40, 2, parent_of), [30, 10]);
+        // A process the table does not know: the fallback only.
+        assert_eq!(t.ancestors(5, 8, parent_of), [1]);
+        assert!(t.ancestors(77, 8, parent_of).is_empty());
+        // A FORK read after the child's own records, or after its EXIT, still names the
+        // parent.
+        t.apply(&exec(50, "tool"));
+        t.apply(&fork(50, 30));
+        t.apply(&exit_at(60, 9));
+        t.apply(&fork_at(60, 50, 3));
+        assert_eq!(t.ancestors(60, 8, |_| 0), [50, 30, 10, 5]);
+        // Reused pids that form a cycle end the walk.
+        t.apply(&fork(70, 71));
+        t.apply(&fork(71, 70));
+        assert_eq!(t.ancestors(70, 8, |_| 0), [71]);
     }
 
     #[test]

@@ -18,40 +18,59 @@
 //! counted for it) is skipped once its worker has loaded it and found it so
 //! ([`BinaryRef::mark_code_less`]); such samples are counted in
 //! [`RouterStats::code_less_binary`].
+//!
+//! Where a binary's file is found: through the process's own view of it (its
+//! `/proc/PID/map_files` entry, its root), then through the roots of its living ancestors
+//! (a short-lived program in a private mount namespace, its file on a tmpfs only that
+//! namespace sees, has often exited before its first sample is routed; the shell or
+//! container init that started it is still there), then the path in the daemon's own
+//! namespace ([`binary_candidates`]). The file is looked up when the router applies the
+//! MMAP2 record of an executable mapping of a sampled process, while the process is more
+//! likely alive, and again at its first sample if that failed. A file found at an MMAP2
+//! that no sample reaches is let go at the second [`Router::collect_exited`] after it
+//! (its mapping would keep a deleted file's inode alive).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use collector::live::proc_scan::binary_candidates;
-use collector::recorder::process_maps::{read_maps, ElfFacts, MAX_ELF_BYTES};
+use collector::recorder::process_maps::{
+    build_id_from_program_headers, read_maps, ElfFacts, MAX_ELF_BYTES,
+};
 use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use super::filters::{ProcessFacts, ProcessFilter};
 use super::process_table::ProcessTable;
 
-/// A binary that samples hit: its build id and the bytes to load it from (taken by the
-/// worker that loads it).
+/// A binary that samples hit: its build id and the file's bytes to load it from (a
+/// read-only memory map, taken by the worker that loads it).
 #[derive(Debug)]
 pub struct BinaryRef {
     /// The GNU build id.
     pub build_id: BuildId,
     /// The path as mapped (for reports).
     pub path: String,
-    /// Where the bytes were read from.
+    /// Where the file was opened.
     pub opened_from: PathBuf,
-    /// The file's bytes, until a worker takes them.
-    pub bytes: Mutex<Option<Arc<Vec<u8>>>>,
+    /// The whole file, mapped read-only ([`map_binary`]), until a worker takes it.
+    pub bytes: Mutex<Option<Arc<memmap2::Mmap>>>,
     /// Set by the worker that loaded it when it has no decodable code.
     code_less: AtomicBool,
 }
 
 impl BinaryRef {
-    /// A binary read from `opened_from`, mapped as `path`.
-    pub fn new(build_id: BuildId, path: String, opened_from: PathBuf, bytes: Vec<u8>) -> Self {
+    /// A binary opened at `opened_from` (its map `bytes`), mapped as `path`.
+    pub fn new(
+        build_id: BuildId,
+        path: String,
+        opened_from: PathBuf,
+        bytes: memmap2::Mmap,
+    ) -> Self {
         BinaryRef {
             build_id,
             path,
@@ -160,6 +179,22 @@ pub struct Router {
     sampled_pid: Option<u32>,
 }
 
+/// Maps the whole of `file` read-only: the file's pages are read from the page cache when
+/// they are used, and no copy of them is made in anonymous memory.
+///
+/// The map stays valid after `file` is closed, and keeps its inode alive: a binary that is
+/// replaced the way package managers do it (a new file renamed over the path) or deleted
+/// stays readable through it, unchanged. A file truncated or rewritten in place is not
+/// safe: a read of a page past its new end raises SIGBUS, which ends the daemon, and a
+/// rewrite shows its new bytes. A running program's executable cannot be opened for
+/// writing (ETXTBSY), but a library, or an executable whose processes have exited, can.
+pub fn map_binary(file: &File) -> std::io::Result<memmap2::Mmap> {
+    // SAFETY: the daemon only reads the map. Its bytes can change under it, or vanish
+    // (SIGBUS), only if another process rewrites or truncates the file in place; the
+    // caveat is documented above.
+    unsafe { memmap2::Mmap::map(file) }
+}
+
 /// The worker that owns `build_id` among `workers`.
 pub fn worker_for(build_id: &BuildId, workers: usize) -> usize {
     let mut h = DefaultHasher::new();
@@ -207,10 +242,12 @@ impl Router {
         self.table.clear_verdicts();
     }
 
-    /// Drops exited processes (called at each flush).
+    /// Drops exited processes, and the files found at an MMAP2 that no sample reached
+    /// since the collection before this one (called at each flush).
     pub fn collect_exited(&mut self) {
         self.sampled_pid = None;
         self.table.collect_exited();
+        self.binaries.let_go_of_unrouted();
     }
 
     /// Applies side-band events and routes samples; returns the groups per worker index,
@@ -233,6 +270,9 @@ impl Router {
                     self.stats.side_band += 1;
                     self.sampled_pid = None;
                     self.table.apply(&e);
+                    if let SideBandEvent::Mmap2(m) = &e {
+                        self.resolve_at_mmap(m);
+                    }
                 }
                 PerfEvent::Sample(s) => {
                     self.stats.samples += 1;
@@ -300,6 +340,17 @@ impl Router {
             .into_iter()
             .map(|g| (worker_for(&g.binary.build_id, self.workers), g))
             .collect()
+    }
+
+    /// Looks up the file of a new executable mapping of a sampled process (see the module
+    /// docs), unless it is cached.
+    fn resolve_at_mmap(&mut self, m: &Mmap2Event) {
+        let pid = m.pid as u32;
+        // Only a mapping the process table keeps can be sampled.
+        if self.table.get(pid).and_then(|p| p.mapping_at(m.addr)) != Some(m) || !self.sampled(pid) {
+            return;
+        }
+        self.binaries.resolve_early(&self.proc, m, &self.table);
     }
 
     /// Applies synthesised side-band events (the /proc scan).
@@ -407,7 +458,7 @@ impl Router {
         };
         for &i in &kept {
             let m = &process.mappings[i];
-            match self.binaries.resolve(&self.proc, m) {
+            match self.binaries.resolve(&self.proc, m, s.pid, &self.table) {
                 Some(b) if self.binaries.get(b).is_code_less() => self.stats.code_less_binary += 1,
                 Some(b) => {
                     let id = &self.binaries.get(b).build_id;
@@ -537,13 +588,43 @@ impl FileKey {
     }
 }
 
+/// What a file's lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Found {
+    /// The binary at this index of [`BinaryCache::binaries`].
+    Binary(usize),
+    /// An ELF file that cannot be profiled (too large, not valid, no GNU build id):
+    /// reported once, never looked up again.
+    Rejected,
+    /// No candidate path held the file (none could be opened, or each held another build
+    /// id than the MMAP2's): looked up again at the file's next MMAP2.
+    Unreachable,
+}
+
+impl Found {
+    fn binary(self) -> Option<usize> {
+        match self {
+            Found::Binary(i) => Some(i),
+            Found::Rejected | Found::Unreachable => None,
+        }
+    }
+}
+
 /// Files resolved to binaries: every file ever seen, plus the last few looked up so the
 /// per-sample lookup builds no key (no allocation).
 #[derive(Default)]
 struct BinaryCache {
-    /// Every binary read, in reading order (the maps hold indices into it).
+    /// Every binary found, in finding order (the maps hold indices into it); a slot in
+    /// `free` holds a binary let go of.
     binaries: Vec<Arc<BinaryRef>>,
-    files: HashMap<FileKey, Option<usize>>,
+    /// Per slot of `binaries`: a sample was routed to it.
+    routed: Vec<bool>,
+    /// Slots of `binaries` to reuse.
+    free: Vec<usize>,
+    /// Binaries found at an MMAP2 and not yet routed to: (slot, key, seen by one
+    /// collection already).
+    unrouted: Vec<(usize, FileKey, bool)>,
+    files: HashMap<FileKey, Found>,
     recent: Vec<(FileKey, Option<usize>)>,
     next_recent: usize,
 }
@@ -551,27 +632,48 @@ struct BinaryCache {
 /// Entries of [`BinaryCache::recent`].
 const RECENT_FILES: usize = 8;
 
+/// The most ancestors whose roots are tried for one file.
+const MAX_ANCESTORS: usize = 8;
+
 impl BinaryCache {
-    /// The binary behind mapping `m` of a process under procfs `proc` (read once per file,
-    /// through the process's view of it), or `None` when it has no GNU build id or cannot
-    /// be read.
-    /// Returns its index for [`BinaryCache::get`].
-    fn resolve(&mut self, proc: &Path, m: &Mmap2Event) -> Option<usize> {
-        if let Some(&(_, r)) = self.recent.iter().find(|(k, _)| k.is_of(m)) {
-            return r;
+    /// The binary behind mapping `m` of process `pid` under procfs `proc`, for a sample
+    /// routed to it (looked up once per file, through the process's view of it or its
+    /// ancestors', see [`binary_candidates`]), or `None` when it has no GNU build id or
+    /// cannot be read. Returns its index for [`BinaryCache::get`].
+    fn resolve(
+        &mut self,
+        proc: &Path,
+        m: &Mmap2Event,
+        pid: u32,
+        table: &ProcessTable,
+    ) -> Option<usize> {
+        let found = match self.recent.iter().find(|(k, _)| k.is_of(m)) {
+            Some(&(_, r)) => r,
+            None => self.resolve_uncached(proc, m, pid, table),
+        };
+        if let Some(i) = found {
+            self.routed[i] = true;
         }
+        found
+    }
+
+    fn resolve_uncached(
+        &mut self,
+        proc: &Path,
+        m: &Mmap2Event,
+        pid: u32,
+        table: &ProcessTable,
+    ) -> Option<usize> {
         let key = FileKey::of(m);
         let found = match self.files.get(&key) {
             Some(&r) => r,
             None => {
-                let found = read_binary(proc, m).map(|b| {
-                    self.binaries.push(b);
-                    self.binaries.len() - 1
-                });
+                let found = self.look_up(proc, m, pid, table);
                 self.files.insert(key.clone(), found);
                 found
             }
-        };
+        }
+        .binary();
         if self.recent.len() < RECENT_FILES {
             self.recent.push((key, found));
         } else {
@@ -581,17 +683,99 @@ impl BinaryCache {
         found
     }
 
+    /// Looks up the file behind `m` (a new mapping of a sampled process) unless it is
+    /// known or was rejected: a file unreachable at an earlier lookup is tried again.
+    fn resolve_early(&mut self, proc: &Path, m: &Mmap2Event, table: &ProcessTable) {
+        let key = FileKey::of(m);
+        if matches!(
+            self.files.get(&key),
+            Some(Found::Binary(_) | Found::Rejected)
+        ) {
+            return;
+        }
+        let found = self.look_up(proc, m, m.pid as u32, table);
+        if let Found::Binary(i) = found {
+            self.unrouted.push((i, key.clone(), false));
+        }
+        self.forget_recent(&key);
+        self.files.insert(key, found);
+    }
+
+    /// Lets go of the binaries found at an MMAP2 that no sample has reached since the
+    /// call before this one: their maps are dropped and their files looked up anew
+    /// when they are mapped or sampled again.
+    fn let_go_of_unrouted(&mut self) {
+        let mut unrouted = std::mem::take(&mut self.unrouted);
+        unrouted.retain_mut(|(i, key, seen)| {
+            if self.routed[*i] {
+                return false;
+            }
+            if !*seen {
+                *seen = true;
+                return true;
+            }
+            if let Ok(mut b) = self.binaries[*i].bytes.lock() {
+                b.take();
+            }
+            self.files.remove(key);
+            self.forget_recent(key);
+            self.free.push(*i);
+            false
+        });
+        self.unrouted = unrouted;
+    }
+
+    fn forget_recent(&mut self, key: &FileKey) {
+        self.recent.retain(|(k, _)| k != key);
+        self.next_recent = 0;
+    }
+
+    /// Finds the file behind `m` of process `pid` and keeps its binary in a slot.
+    fn look_up(&mut self, proc: &Path, m: &Mmap2Event, pid: u32, table: &ProcessTable) -> Found {
+        let ancestors = table.ancestors(pid, MAX_ANCESTORS, |p| parent_in_proc(proc, p));
+        match open_binary(proc, m, &ancestors) {
+            Ok(b) => {
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.binaries[i] = b;
+                        self.routed[i] = false;
+                        i
+                    }
+                    None => {
+                        self.binaries.push(b);
+                        self.routed.push(false);
+                        self.binaries.len() - 1
+                    }
+                };
+                Found::Binary(i)
+            }
+            Err(miss) => miss,
+        }
+    }
+
     /// The binary at index `i` (from [`BinaryCache::resolve`]).
     fn get(&self, i: usize) -> &Arc<BinaryRef> {
         &self.binaries[i]
     }
 }
 
-/// Reads the file behind `m` (the first candidate path that holds an ELF file with a GNU
-/// build id matching the MMAP2's, if it carried one).
-fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
+/// The parent of `pid` by `proc/PID/stat`; 0 when it cannot be read.
+fn parent_in_proc(proc: &Path, pid: u32) -> u32 {
+    let Ok(stat) = std::fs::read_to_string(proc.join(pid.to_string()).join("stat")) else {
+        return 0;
+    };
+    // `pid (comm) state ppid ...`: the name may hold spaces and parentheses.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Opens and maps the file behind `m`: the first candidate path ([`binary_candidates`],
+/// with the roots of `ancestors`) that holds an ELF file with a GNU build id matching the
+/// MMAP2's, if it carried one.
+fn open_binary(proc: &Path, m: &Mmap2Event, ancestors: &[u32]) -> Result<Arc<BinaryRef>, Found> {
     // An executable mapping of an ELF file we cannot use is reported once per file (the
-    // cache keeps the `None`): logged and counted in pgo_agent_binaries_rejected_total.
+    // cache keeps the `Rejected`): logged and counted in pgo_agent_binaries_rejected_total.
     let mut rejected: Option<(&'static str, String)> = None;
     let found = binary_candidates(
         proc,
@@ -599,35 +783,46 @@ fn read_binary(proc: &Path, m: &Mmap2Event) -> Option<Arc<BinaryRef>> {
         m.addr,
         m.addr.saturating_add(m.len),
         &m.filename,
+        ancestors,
     )
     .into_iter()
     .find_map(|path| {
-        let len = std::fs::metadata(&path).ok()?.len();
+        let file = File::open(&path).ok()?;
+        let len = file.metadata().ok()?.len();
         if len > MAX_ELF_BYTES {
             rejected.get_or_insert(("too_large", format!("{len} bytes, over {MAX_ELF_BYTES}")));
             return None;
         }
-        let data = std::fs::read(&path).ok()?;
-        let facts = ElfFacts::parse(&data);
-        let id = facts.build_id;
-        if id.is_empty() && data.starts_with(b"\x7fELF") {
-            // A parsed ELF executable always has segments: none means it did not parse.
-            rejected.get_or_insert(if facts.segments.is_empty() {
-                ("invalid_elf", "not a valid ELF file".into())
-            } else {
-                ("no_build_id", "no GNU build id".into())
-            });
-        }
+        let map = map_binary(&file).ok()?;
+        // The notes the program headers list are at the file's start (a page or two);
+        // parsing the whole ELF file reads its section headers, at its end, too.
+        let id = build_id_from_program_headers(&map).unwrap_or_else(|| {
+            let facts = ElfFacts::parse(&map);
+            if facts.build_id.is_empty() && map.starts_with(b"\x7fELF") {
+                // A parsed ELF executable always has segments: none means it did not
+                // parse.
+                rejected.get_or_insert(if facts.segments.is_empty() {
+                    ("invalid_elf", "not a valid ELF file".into())
+                } else {
+                    ("no_build_id", "no GNU build id".into())
+                });
+            }
+            facts.build_id
+        });
         if id.is_empty() || m.build_id.as_ref().is_some_and(|b| *b != id) {
             return None;
         }
-        Some(Arc::new(BinaryRef::new(id, m.filename.clone(), path, data)))
+        Some(Arc::new(BinaryRef::new(id, m.filename.clone(), path, map)))
     });
-    if let (None, Some((reason, what))) = (&found, rejected) {
-        eprintln!("pgo-agent: not profiling {}: {what}", m.filename);
-        exporter::metrics::count_binary_rejected(reason);
+    match (found, rejected) {
+        (Some(b), _) => Ok(b),
+        (None, Some((reason, what))) => {
+            eprintln!("pgo-agent: not profiling {}: {what}", m.filename);
+            exporter::metrics::count_binary_rejected(reason);
+            Err(Found::Rejected)
+        }
+        (None, None) => Err(Found::Unreachable),
     }
-    found
 }
 
 #[cfg(test)]
@@ -685,6 +880,159 @@ mod tests {
         let d = std::env::temp_dir().join(format!("pgo-router-proc-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// A fresh directory for one test's files.
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pgo-router-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn fork(pid: u32, ppid: u32) -> PerfEvent {
+        PerfEvent::SideBand(SideBandEvent::Fork(collector::TaskEvent {
+            pid,
+            ppid,
+            tid: pid,
+            ptid: ppid,
+            time: 0,
+        }))
+    }
+
+    fn exit(pid: u32) -> PerfEvent {
+        PerfEvent::SideBand(SideBandEvent::Exit(collector::TaskEvent {
+            pid,
+            ppid: 1,
+            tid: pid,
+            ptid: 1,
+            time: 1,
+        }))
+    }
+
+    #[test]
+    fn a_file_only_an_ancestor_sees_is_opened_through_its_root() {
+        // A procfs where the sampled process (42) and its parent (41, exited) are gone,
+        // and its grandparent (40) sees the file at /ns-only/prog in its root (a link to
+        // this test's executable); the path does not exist in this namespace.
+        let proc = scratch("ancestors");
+        let bin = proc.join("40/root/ns-only");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(exe(), bin.join("prog")).unwrap();
+        std::fs::write(proc.join("40/stat"), "40 (a (b) c) S 1 40 40 0 -1\n").unwrap();
+        let route = |with_parents: bool| {
+            let mut r = Router::new(&proc, ProcessFilter::default(), RouteBy::LeadingIp, 1, None);
+            let mut events = Vec::new();
+            if with_parents {
+                events.extend([fork(41, 40), fork(42, 41), exit(41)]);
+            }
+            events.extend([
+                mmap(42, 0x10000, "/ns-only/prog"),
+                exit(42),
+                sample(42, 0x10010, &[]),
+            ]);
+            let groups = r.route(events, 0);
+            (groups, r.stats().unresolved_binary)
+        };
+        let (groups, unresolved) = route(true);
+        assert_eq!((groups.len(), unresolved), (1, 0));
+        let b = &groups[0].1.binary;
+        assert_eq!(b.opened_from, bin.join("prog"));
+        assert_eq!(b.path, "/ns-only/prog");
+        let bytes = b.bytes.lock().unwrap().clone().unwrap();
+        assert_eq!(bytes.len() as u64, std::fs::metadata(exe()).unwrap().len());
+        // Without the FORK records no ancestor is known: nothing opens the file.
+        let (groups, unresolved) = route(false);
+        assert_eq!((groups.len(), unresolved), (0, 1));
+        assert_eq!(parent_in_proc(&proc, 40), 1);
+        assert_eq!(parent_in_proc(&proc, 41), 0);
+        std::fs::remove_dir_all(&proc).unwrap();
+    }
+
+    #[test]
+    fn the_file_is_found_at_its_mmap_and_let_go_of_when_no_sample_reaches_it() {
+        let dir = scratch("at-mmap");
+        let (prog, lib) = (dir.join("prog"), dir.join("lib"));
+        let name = |p: &Path| p.to_string_lossy().into_owned();
+        std::os::unix::fs::symlink(exe(), &prog).unwrap();
+        let filter = ProcessFilter::new(FilterConfig {
+            comms: vec!["app".into()],
+            ..FilterConfig::default()
+        });
+        let (pid, other) = (40_000_010u32, 40_000_011u32);
+        let mut r = Router::new(&empty_proc(), filter, RouteBy::LeadingIp, 1, None);
+        // The file is there when the MMAP2 is routed, gone at the sample (the program
+        // exited, its namespace with it): the sample still goes to the binary.
+        assert!(r
+            .route(vec![comm(pid, "app"), mmap(pid, 0x10000, &name(&prog))], 0)
+            .is_empty());
+        std::fs::remove_file(&prog).unwrap();
+        let groups = r.route(vec![sample(pid, 0x10010, &[])], 0);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(r.stats().unresolved_binary, 0);
+        // A process the filter excludes: its files are not looked up at its MMAP2s.
+        std::os::unix::fs::symlink(exe(), &lib).unwrap();
+        r.route(
+            vec![comm(other, "other"), mmap(other, 0x10000, &name(&lib))],
+            0,
+        );
+        assert_eq!(r.binaries.files.len(), 1);
+        // A mapping no sample reaches: its file is let go of at the second collection.
+        r.route(vec![mmap(pid, 0x50000, &name(&lib))], 0);
+        assert_eq!(r.binaries.files.len(), 2);
+        let unrouted = r.binaries.unrouted.last().unwrap().0;
+        let lib_ref = r.binaries.get(unrouted).clone();
+        r.collect_exited();
+        assert!(lib_ref.bytes.lock().unwrap().is_some());
+        r.collect_exited();
+        assert!(lib_ref.bytes.lock().unwrap().is_none());
+        assert_eq!(r.binaries.files.len(), 1);
+        assert_eq!(r.binaries.free, [unrouted]);
+        // The sampled binary stays; the library is found again at a sample, in the slot
+        // let go of.
+        let groups = r.route(
+            vec![sample(pid, 0x10020, &[]), sample(pid, 0x50010, &[])],
+            0,
+        );
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.samples.len(), 2);
+        assert_eq!(r.binaries.binaries.len(), 2);
+        assert!(r.binaries.free.is_empty() && r.binaries.unrouted.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_unreachable_at_its_first_lookup_is_tried_again_at_its_next_mmap() {
+        let dir = scratch("retry");
+        let prog = dir.join("prog");
+        let name = prog.to_string_lossy().into_owned();
+        let (a, b) = (40_000_012u32, 40_000_013u32);
+        let mut r = Router::new(
+            &empty_proc(),
+            ProcessFilter::default(),
+            RouteBy::LeadingIp,
+            1,
+            None,
+        );
+        // Not there at the MMAP2 nor at the sample: unresolved, and not looked up again
+        // for later samples.
+        let groups = r.route(vec![mmap(a, 0x10000, &name), sample(a, 0x10010, &[])], 0);
+        assert!(groups.is_empty());
+        std::os::unix::fs::symlink(exe(), &prog).unwrap();
+        assert!(r.route(vec![sample(a, 0x10010, &[])], 0).is_empty());
+        assert_eq!(r.stats().unresolved_binary, 2);
+        // The next MMAP2 of the file finds it, for every process mapping it.
+        let groups = r.route(
+            vec![
+                mmap(b, 0x10000, &name),
+                sample(b, 0x10010, &[]),
+                sample(a, 0x10010, &[]),
+            ],
+            0,
+        );
+        assert_eq!(groups.len(), 2);
+        assert_eq!(r.stats().unresolved_binary, 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -712,7 +712,7 @@ fn rejection_reason(err: &anyhow::Error) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::router::BinaryRef;
+    use crate::run::router::{map_binary, BinaryRef};
     use collector::{LbrEntry, Sample};
     use unwinder::PerfContent;
 
@@ -747,7 +747,7 @@ mod tests {
                 binary.build_id().unwrap().clone(),
                 name,
                 path.clone(),
-                bytes,
+                map_binary(&std::fs::File::open(&path).unwrap()).unwrap(),
             ));
             let sample = Sample {
                 pid: 1,
