@@ -152,9 +152,41 @@ pub struct OutputConfig {
     /// Bearer token file for the HTTP API (required for a non-loopback listen address).
     #[serde(default)]
     pub token_file: Option<PathBuf>,
-    /// Debug directories searched by build id when symbolizing for HTTP.
+    /// Debug directories searched by build id (and `.gnu_debuglink` names) for the debug
+    /// files of stripped binaries.
     #[serde(default)]
     pub debug_dirs: Vec<PathBuf>,
+    /// debuginfod servers (empty: `DEBUGINFOD_URLS` of the daemon's environment).
+    #[serde(default)]
+    pub debuginfod_urls: Vec<String>,
+    /// Bytes the debuginfod cache (`<state_dir>/debuginfod`) may hold.
+    pub debuginfod_cache_bytes: u64,
+    /// Seconds one debuginfod request may take.
+    pub debuginfod_timeout_secs: u64,
+}
+
+impl OutputConfig {
+    /// The debug-file finder of this configuration: `debug_dirs`, `.gnu_debuglink`, and the
+    /// debuginfod servers (cached under `<state_dir>/debuginfod`) when any are set.
+    /// `state_dir` is the daemon's state directory in effect (`--state-dir` overrides
+    /// `output.state_dir`).
+    pub fn debug_file_finder(&self, state_dir: &Path) -> symbolizer::debug_file::DebugFileFinder {
+        let finder = symbolizer::debug_file::DebugFileFinder::new(self.debug_dirs.clone());
+        let urls = if self.debuginfod_urls.is_empty() {
+            crate::debuginfod::urls_from_env()
+        } else {
+            self.debuginfod_urls.clone()
+        };
+        match crate::debuginfod::DebuginfodClient::from_config(
+            &urls,
+            state_dir.join("debuginfod"),
+            self.debuginfod_cache_bytes,
+            std::time::Duration::from_secs(self.debuginfod_timeout_secs),
+        ) {
+            Some(client) => finder.with_remote(std::sync::Arc::new(client)),
+            None => finder,
+        }
+    }
 }
 
 /// A partial config as a file may give it: every table and option optional. Parsed as a

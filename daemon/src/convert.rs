@@ -27,6 +27,16 @@ pub struct ConvertArgs {
     /// The profiled executable (the one the samples were taken from).
     #[arg(long, value_name = "FILE", required = true)]
     pub binary: PathBuf,
+    /// The binary's symbols and DWARF, when `--binary` is stripped of them (llvm-profgen's
+    /// `--debug-binary`): a `.debug` file (`objcopy --only-keep-debug`) or the unstripped
+    /// build. Code and probes are read from `--binary`; DWARF from this file; symbols from
+    /// `--binary` when it has any (as llvm-profgen 19), else from this file, so a
+    /// `strip -s` binary converts like its unstripped build (llvm-profgen 19 writes an
+    /// empty profile for it). Without this flag, a binary lacking symbols or DWARF gets
+    /// its debug file by build id from `/usr/lib/debug`, its `.gnu_debuglink`, or the
+    /// debuginfod servers of `DEBUGINFOD_URLS`.
+    #[arg(long, value_name = "FILE")]
+    pub debug_binary: Option<PathBuf>,
     /// Where to write the profile.
     #[arg(long, short = 'o', value_name = "FILE", required = true)]
     pub output: PathBuf,
@@ -125,7 +135,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "llvm-sample-profile",
-    "debug-binary",
     "dwp",
     "kernel",
     "perf-event",

@@ -28,8 +28,13 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     // for its first milliseconds.
     let loaded = std::sync::OnceLock::new();
     let counters = std::thread::scope(|scope| {
-        let loading =
-            scope.spawn(|| ProfiledBinary::load(&args.binary).context("loading the binary"));
+        let loading = scope.spawn(|| {
+            crate::binary_loading::load_binary_for(
+                &args.binary,
+                args.debug_binary.as_deref(),
+                !args.skip_symbolization,
+            )
+        });
         read_counters_while_loading(args, || {
             let binary = loading
                 .join()

@@ -332,7 +332,8 @@ fn function_names(o: &Opened, vaddr: u64) -> Vec<String> {
         if !inline.is_empty() {
             return inline.into_iter().rev().map(|f| f.func_name).collect();
         }
-        if let Some(r) = binary.func_range_at(vaddr) {
+        // An address-only binary's ranges (its unwind table's extents) have no names.
+        if let Some(r) = binary.func_range_at(vaddr).filter(|r| !r.name.is_empty()) {
             return vec![r.name.clone()];
         }
     }

@@ -3,6 +3,7 @@
 //! subcommand lives in its own module and calls into the pipeline crates.
 
 pub mod atomic_file;
+pub mod binary_loading;
 pub mod cli;
 pub mod clickhouse_cmd;
 pub mod config;

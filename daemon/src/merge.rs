@@ -145,7 +145,7 @@ pub fn merge_and_write(
 
 /// Loads the binary at `path`, checking its build id against `build_id` (hex) when given.
 pub fn load_binary(path: &Path, build_id: Option<&str>) -> anyhow::Result<ProfiledBinary> {
-    let b = ProfiledBinary::load(path).context("loading the binary")?;
+    let b = crate::binary_loading::load_binary_for(path, None, true)?;
     if let Some(want) = build_id {
         let have = b.build_id().map(|i| i.to_hex()).unwrap_or_default();
         anyhow::ensure!(

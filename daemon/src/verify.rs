@@ -109,7 +109,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 /// Reads the profile, the binary and the samples named in `args` and runs every check.
 pub fn verify_files(args: &VerifyArgs) -> anyhow::Result<VerifyReport> {
     let profile = read_profile(&args.profile)?;
-    let binary = ProfiledBinary::load(&args.binary).context("loading the binary")?;
+    let binary = crate::binary_loading::load_binary_for(&args.binary, None, true)?;
     let counters = match &args.samples {
         Some(path) => Some(read_samples(args, path, &binary)?),
         None => None,

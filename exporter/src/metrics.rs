@@ -620,6 +620,7 @@ mod tests {
             },
             has_pseudo_probes: None,
             symbolization: Symbolization::BinaryNotFound,
+            names: None,
             unwind_errors: errors.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         };
         let m = Metrics::new();

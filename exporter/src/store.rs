@@ -17,8 +17,9 @@ use std::time::UNIX_EPOCH;
 use collector::BuildId;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
+use symbolizer::debug_file::{build_id_candidates, DebugFileFinder};
 use symbolizer::generate::{generate_profile, GenerateOptions};
-use symbolizer::ProfiledBinary;
+use symbolizer::{LoadOptions, ProfiledBinary};
 
 use crate::format::unsymbolized::read_unsymbolized;
 
@@ -96,6 +97,51 @@ pub enum Symbolization {
     BinaryNotFound,
     /// Line (DWARF) contexts are stored symbolized; only the unsymbolized profile is served.
     LineContexts,
+    /// The binary was found, but neither it nor a debug file names its code (stripped, no
+    /// debug file found): the unsymbolized profile (addresses) is served;
+    /// [`ProfileSummary::names`] says what was tried.
+    AddressOnly,
+}
+
+/// Where a binary's names come from, as the list and the worker's summary report it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamesReport {
+    /// `binary` (its own symbols and DWARF), `debug_file` or `address_only`.
+    pub source: String,
+    /// How the debug file was found: `debug_dirs`, `gnu_debuglink` or `debuginfod`
+    /// (`None` for a debug file given by path, or without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    /// The debug file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_file: Option<String>,
+    /// The candidates looked at and why each was not used (when a lookup was made).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<String>,
+}
+
+impl NamesReport {
+    /// The report of `binary`, loaded after `lookup` (if a lookup was made).
+    pub fn of(
+        binary: &ProfiledBinary,
+        lookup: Option<&symbolizer::debug_file::DebugLookup>,
+    ) -> NamesReport {
+        use symbolizer::binary::NameSource;
+        let found = lookup.and_then(|l| l.found.as_ref());
+        let (source, debug_file) = match binary.name_source() {
+            NameSource::Binary => ("binary", None),
+            NameSource::DebugFile(p) => ("debug_file", Some(p.display().to_string())),
+            NameSource::AddressOnly => ("address_only", None),
+        };
+        NamesReport {
+            source: source.to_string(),
+            route: found
+                .filter(|_| debug_file.is_some())
+                .map(|f| f.route.to_string()),
+            debug_file,
+            tried: lookup.map(|l| l.tried.clone()).unwrap_or_default(),
+        }
+    }
 }
 
 /// One entry of `GET /api/v1/profiles`.
@@ -117,6 +163,8 @@ pub struct ProfileSummary {
     pub has_pseudo_probes: Option<bool>,
     /// Whether text/extbinary are served.
     pub symbolization: Symbolization,
+    /// Where the names come from (`None`: binary not found).
+    pub names: Option<NamesReport>,
     /// Samples the unwinder could not use fully, by reason, since the daemon started.
     pub unwind_errors: BTreeMap<String, u64>,
 }
@@ -183,9 +231,9 @@ pub struct RenderedProfile {
 pub struct StoreSettings {
     /// The daemon's state directory.
     pub state_dir: PathBuf,
-    /// Debug directories searched by build id (`<dir>/.build-id/ab/cdef….debug`,
-    /// `<dir>/<hex>`).
-    pub debug_dirs: Vec<PathBuf>,
+    /// Finds binaries (`<dir>/.build-id/ab/cdef….debug`, `<dir>/<hex>` of its debug
+    /// directories, when the recorded path is gone) and their debug files.
+    pub debug_files: DebugFileFinder,
     /// Sampling mode label.
     pub mode: String,
     /// `window_secs * retained_windows`.
@@ -204,10 +252,13 @@ pub struct ProfileQuality {
     pub stale_sample_share: f64,
 }
 
+/// A loaded binary and where its names come from.
+type NamedBinary = (Arc<ProfiledBinary>, NamesReport);
+
 /// See the module docs.
 pub struct ProfileStore {
     settings: StoreSettings,
-    binaries: Mutex<HashMap<BuildId, Option<Arc<ProfiledBinary>>>>,
+    binaries: Mutex<HashMap<BuildId, Option<NamedBinary>>>,
     rendered: Mutex<Vec<(String, RenderedProfile)>>,
     quality: Mutex<HashMap<BuildId, (Vec<u8>, ProfileQuality)>>,
 }
@@ -268,11 +319,18 @@ impl ProfileStore {
     }
 
     fn summarize(&self, id: &BuildId, meta: StateMeta) -> ProfileSummary {
-        let binary = self.binary(id, &meta.path);
-        let symbolization = match (&binary, meta.kind.as_str()) {
+        let found = self.binary_with_names(id, &meta.path);
+        // A binary without names is reported as such whatever its counter kind: its line
+        // contexts could not be named either.
+        let symbolization = match (&found, meta.kind.as_str()) {
+            (Some((b, _)), _) if !b.name_source().has_names() => Symbolization::AddressOnly,
             (_, "line_context") => Symbolization::LineContexts,
             (Some(_), _) => Symbolization::Symbolized,
             (None, _) => Symbolization::BinaryNotFound,
+        };
+        let (binary, names) = match found {
+            Some((b, n)) => (Some(b), Some(n)),
+            None => (None, None),
         };
         ProfileSummary {
             build_id: id.to_hex(),
@@ -286,6 +344,7 @@ impl ProfileStore {
             },
             has_pseudo_probes: binary.map(|b| b.has_pseudo_probes()),
             symbolization,
+            names,
             unwind_errors: meta.unwind_errors,
         }
     }
@@ -329,7 +388,10 @@ impl ProfileStore {
             return Ok(hit);
         }
         let meta = self.meta(id)?;
-        let Some(binary) = self.binary(id, &meta.path) else {
+        let Some(binary) = self
+            .binary(id, &meta.path)
+            .filter(|b| b.name_source().has_names())
+        else {
             return Ok(unsymbolized(raw));
         };
         let text = String::from_utf8_lossy(&raw);
@@ -390,7 +452,10 @@ impl ProfileStore {
     pub fn flamegraph(&self, id: &BuildId) -> Result<Vec<u8>, StoreError> {
         let raw = self.unsymbolized_bytes(id)?;
         let meta = self.meta(id)?;
-        let binary = self.binary(id, &meta.path);
+        // An address-only binary names nothing: frames in hex, as without a binary.
+        let binary = self
+            .binary(id, &meta.path)
+            .filter(|b| b.name_source().has_names());
         let base = binary.as_ref().map_or(0, |b| b.preferred_base());
         let parsed = read_unsymbolized(&String::from_utf8_lossy(&raw), base).map_err(|e| {
             StoreError::Invalid {
@@ -480,22 +545,34 @@ impl ProfileStore {
     }
 
     /// The binary of `id`: `recorded_path` if its build id matches, else a debug directory
-    /// file. Looked up once per build id (a miss is remembered too).
+    /// file; with its debug file when it lacks names ([`ProfiledBinary::load_with_lookup`]).
+    /// Looked up once per build id (a miss is remembered too).
     pub fn binary(&self, id: &BuildId, recorded_path: &str) -> Option<Arc<ProfiledBinary>> {
+        self.binary_with_names(id, recorded_path).map(|(b, _)| b)
+    }
+
+    /// [`ProfileStore::binary`] with the report of where its names come from.
+    pub fn binary_with_names(&self, id: &BuildId, recorded_path: &str) -> Option<NamedBinary> {
         if let Some(hit) = self.binaries.lock().ok()?.get(id) {
             return hit.clone();
         }
         let mut candidates = vec![PathBuf::from(recorded_path)];
-        candidates.extend(debug_file_candidates(&self.settings.debug_dirs, id));
-        let found = candidates
-            .iter()
-            .filter(|p| p.is_file())
-            .find_map(|p| {
-                ProfiledBinary::load(p)
-                    .ok()
-                    .filter(|b| b.build_id() == Some(id))
+        candidates.extend(build_id_candidates(
+            self.settings.debug_files.debug_dirs(),
+            id,
+        ));
+        let found = candidates.iter().filter(|p| p.is_file()).find_map(|p| {
+            let (binary, lookup) = ProfiledBinary::load_with_lookup(
+                p,
+                &self.settings.debug_files,
+                &LoadOptions::default(),
+            )
+            .ok()?;
+            (binary.build_id() == Some(id)).then(|| {
+                let names = NamesReport::of(&binary, lookup.as_ref());
+                (Arc::new(binary), names)
             })
-            .map(Arc::new);
+        });
         if let Ok(mut m) = self.binaries.lock() {
             m.insert(id.clone(), found.clone());
         }
@@ -535,24 +612,6 @@ fn mtime_secs(path: &Path) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Where a binary or its debug file with build id `id` may be found in `debug_dirs`, in
-/// search order: `<dir>/.build-id/ab/cdef….debug` (the GDB layout), then `<dir>/<hex>`.
-pub fn debug_file_candidates(debug_dirs: &[PathBuf], id: &BuildId) -> Vec<PathBuf> {
-    let hex = id.to_hex();
-    let mut out = Vec::with_capacity(2 * debug_dirs.len());
-    for dir in debug_dirs {
-        if hex.len() > 2 {
-            out.push(
-                dir.join(".build-id")
-                    .join(&hex[..2])
-                    .join(format!("{}.debug", &hex[2..])),
-            );
-        }
-        out.push(dir.join(&hex));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,7 +626,7 @@ mod tests {
         }
         let s = ProfileStore::new(StoreSettings {
             state_dir: dir.clone(),
-            debug_dirs: vec![],
+            debug_files: DebugFileFinder::default(),
             mode: "cpu_clock".into(),
             retained_secs: 3600,
         });
@@ -607,7 +666,7 @@ mod tests {
         let id = BuildId::from_hex("abcdef01").unwrap();
         let dirs = [PathBuf::from("/usr/lib/debug"), PathBuf::from("/srv/bin")];
         assert_eq!(
-            debug_file_candidates(&dirs, &id),
+            build_id_candidates(&dirs, &id),
             [
                 PathBuf::from("/usr/lib/debug/.build-id/ab/cdef01.debug"),
                 PathBuf::from("/usr/lib/debug/abcdef01"),

@@ -68,6 +68,18 @@ pub enum SymbolizerError {
         /// What gimli reported, with the unit offset where known.
         what: String,
     },
+    /// The debug file given for a binary belongs to another build.
+    #[error("{path}: the debug file {debug} has build id {debug_id}, the binary {binary_id}")]
+    DebugFileMismatch {
+        /// The binary's path.
+        path: PathBuf,
+        /// The debug file's path.
+        debug: PathBuf,
+        /// The binary's build id, hex.
+        binary_id: String,
+        /// The debug file's build id, hex.
+        debug_id: String,
+    },
     /// A size that drives allocation exceeds its limit.
     #[error("{path}: {what} is {size}, over the limit of {max}")]
     TooLarge {

@@ -24,7 +24,9 @@ pub mod quality;
 pub mod symtab;
 pub mod verify;
 
-pub use binary::{BinaryFunction, FrameLocation, FuncRange, LoadOptions, ProfiledBinary};
+pub use binary::{
+    BinaryFunction, FrameLocation, FuncRange, LazyCode, LoadOptions, ProfiledBinary, SharedBytes,
+};
 pub use debug_file::{
     has_symbols_or_dwarf, DebugFile, DebugFileFinder, DebugLookup, DebugRoute, RemoteDebugSource,
 };

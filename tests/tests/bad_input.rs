@@ -451,7 +451,7 @@ async fn http_rejects_malformed_requests_with_4xx() {
     std::fs::write(state.join(format!("{hex}.unsymbolized")), "0\n0\n").unwrap();
     let app = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
         state_dir: state,
-        debug_dirs: vec![],
+        debug_files: Default::default(),
         mode: "intel_lbr".into(),
         retained_secs: 3600,
     })));
@@ -527,4 +527,83 @@ async fn http_rejects_malformed_requests_with_4xx() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn convert_rejects_bad_debug_files() {
+    let (data, binary) = fixture();
+    let (data, bin) = (s(&data), s(&binary));
+    let out = scratch("debug-out.prof");
+    let out = s(&out);
+    let bytes = std::fs::read(&binary).unwrap();
+    let mut cases = Vec::new();
+    let with_debug = |debug: &str| -> Vec<String> {
+        [
+            "convert",
+            "--perfdata",
+            data,
+            "--binary",
+            bin,
+            "--debug-binary",
+            debug,
+            "-o",
+            out,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let garbage = write(
+        "garbage.debug",
+        b"\x7fELF\x02\x01\x01 not really an ELF file",
+    );
+    let cut = write("cut.debug", &bytes[..bytes.len() / 3]);
+    // Another build: this test executable (it has a GNU build id of its own).
+    let other = std::env::current_exe().unwrap();
+    for (name, debug, expect) in [
+        ("garbage debug file", garbage.clone(), vec![garbage.clone()]),
+        ("truncated debug file", cut.clone(), vec![cut.clone()]),
+        (
+            "debug file of another build",
+            s(&other).to_string(),
+            vec![s(&other).to_string(), "has build id".to_string()],
+        ),
+    ] {
+        let args = with_debug(&debug);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let expect: Vec<&str> = expect.iter().map(String::as_str).collect();
+        cases.push(case(name, &args, &expect));
+    }
+
+    // A stripped binary whose `.eh_frame` (its only function extents) is corrupt: the CIE
+    // version byte (offset 8 of the first CIE) set to 9.
+    if corpus::find_tool("strip").is_some() {
+        let stripped = scratch("stripped").join(binary.file_name().unwrap());
+        std::fs::create_dir_all(stripped.parent().unwrap()).unwrap();
+        let ok = std::process::Command::new("strip")
+            .args(["-s", "-o", s(&stripped), bin])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let mut elf = std::fs::read(&stripped).unwrap();
+        let (at, _) = section_range(&elf, ".eh_frame");
+        elf[at + 8] = 9;
+        std::fs::write(&stripped, &elf).unwrap();
+        cases.push(case(
+            "corrupt .eh_frame of a stripped binary",
+            &[
+                "convert",
+                "--perfdata",
+                data,
+                "--binary",
+                s(&stripped),
+                "--skip-symbolization",
+                "-o",
+                out,
+            ],
+            &[s(&stripped), ".eh_frame", "offset 0x0", "CIE version"],
+        ));
+    }
+    check(&cases);
+    assert!(!Path::new(out).exists(), "no profile is written");
 }

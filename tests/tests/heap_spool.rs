@@ -179,7 +179,7 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
 
     let state = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
         state_dir: state_dir.clone(),
-        debug_dirs: vec![],
+        debug_files: Default::default(),
         mode: "cpu_clock".into(),
         retained_secs: 3600,
     })));

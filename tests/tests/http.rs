@@ -140,7 +140,7 @@ fn fixture() -> Option<Fixture> {
 fn app(state_dir: &Path) -> AppState {
     AppState::new(Arc::new(ProfileStore::new(StoreSettings {
         state_dir: state_dir.to_path_buf(),
-        debug_dirs: vec![],
+        debug_files: Default::default(),
         mode: "intel_lbr".into(),
         retained_secs: 3600,
     })))
@@ -171,6 +171,47 @@ async fn get(
 fn json(body: &[u8]) -> serde_json::Value {
     serde_json::from_slice(body)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)))
+}
+
+/// The list shows aggregates with counted samples; those with none (every sample dropped,
+/// e.g. a library whose samples all fell outside decoded code) are counted in `hidden`,
+/// said why, and listed with `?all=true`; a malformed query is a 400.
+#[tokio::test]
+async fn list_hides_aggregates_without_counted_samples() {
+    let dir = scratch("list-hidden");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (hex, samples) in [("aa01", 7u64), ("bb02", 0), ("cc03", 0)] {
+        let meta = serde_json::json!({
+            "build_id": hex, "path": format!("/nonexistent/{hex}"), "kind": "flat",
+            "samples": samples, "unwind_errors": {"ip_not_code": 3},
+        });
+        std::fs::write(dir.join(format!("{hex}.json")), meta.to_string()).unwrap();
+    }
+    let state = app(&dir);
+    let (s, _, b) = get(&state, "/api/v1/profiles", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let list = json(&b);
+    let ids: Vec<&str> = list["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["build_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["aa01"]);
+    assert_eq!(list["hidden"], 2);
+    assert_eq!(list["hidden_why"], exporter::http::routes::HIDDEN_WHY);
+
+    let (s, _, b) = get(&state, "/api/v1/profiles?all=true", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let list = json(&b);
+    assert_eq!(list["profiles"].as_array().unwrap().len(), 3);
+    assert_eq!(list["hidden"], 0);
+    assert!(list.get("hidden_why").is_none());
+
+    for bad in ["?all=maybe", "?everything=1"] {
+        let (s, _, _) = get(&state, &format!("/api/v1/profiles{bad}"), &[]).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
+    }
 }
 
 #[tokio::test]

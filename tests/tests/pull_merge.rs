@@ -44,7 +44,7 @@ fn write_state(dir: &Path, binary: &ProfiledBinary, bin_path: &Path, events: Vec
 fn serve(rt: &tokio::runtime::Runtime, state_dir: &Path) -> SocketAddr {
     let state = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
         state_dir: state_dir.to_path_buf(),
-        debug_dirs: vec![],
+        debug_files: Default::default(),
         mode: "intel_lbr".into(),
         retained_secs: 3600,
     })));

@@ -780,7 +780,10 @@ fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
     let config = write_config(
         &dir,
         &format!(
-            "cpu_clock_frequency_hz = 4000\n[output]\nflush_interval_secs = 2\n\
+            // No debug directories: where libc6-dbg is installed, the C library's debug
+            // file would be loaded (its DWARF, ~40 MB, is a loaded binary's: outside the
+            // budget, as the config documents), and this test is about the counters.
+            "cpu_clock_frequency_hz = 4000\n[output]\nflush_interval_secs = 2\ndebug_dirs = []\n\
              [aggregation]\nwindow_secs = 3600\nmemory_budget_bytes = {budget}\n\
              [filters]\nexe_path_globs = [\"*/many_paths-*\"]\n"
         ),
@@ -879,6 +882,102 @@ fn per_binary_sample_budget_throttles() {
         .len() as u64;
     assert!(samples <= 300 * windows && samples > 0, "{meta}");
     assert!(over > 0 && offered >= samples + over, "{meta}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Real binaries nobody here built, stripped and large: `clang-19 -c` compiles under the
+/// daemon with the default configuration (cpu-clock here). clang-19 spends its time in
+/// libLLVM.so.19.1 (about 59 MB of code) and libclang-cpp.so.19.1, stripped by Debian:
+/// their samples are counted (decoded from their `.eh_frame` extents, a function when a
+/// sample first reaches it), nothing is dropped as code-less, and the daemon's peak RSS
+/// stays under 128 MiB.
+#[test]
+fn clang_compiles_count_stripped_libraries_within_128_mib() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "clang_compiles_count_stripped_libraries_within_128_mib";
+    if !can_sample(test) {
+        return;
+    }
+    let dir = work_dir("clang");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    // The default configuration: an empty file over the embedded default.
+    let config = dir.join("pgo-agent.toml");
+    std::fs::write(&config, "").unwrap();
+    let source = dir.join("unit.c");
+    let mut text = String::new();
+    for i in 0..300 {
+        text.push_str(&format!(
+            "int f{i}(int *a, int n) {{ int s = 0; for (int i = 0; i < n; i++) \
+             {{ if (a[i] % {m}) s += a[i] * {i}; else s -= a[i] >> 1; }} return s; }}\n",
+            m = i % 7 + 2
+        ));
+    }
+    std::fs::write(&source, text).unwrap();
+    let port = free_port();
+    let mut d = Daemon::spawn(
+        &run_args(&config, &state, Some(port), 120),
+        &[],
+        &dir.join("d.log"),
+    );
+    d.wait_for_log("sampling ");
+    for _ in 0..5 {
+        let ok = Command::new("clang-19")
+            .args(["-O2", "-c", "-o", "/dev/null"])
+            .arg(&source)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "clang-19 -c {}", source.display());
+    }
+    // The samples of the last compile reach the workers within a reader interval or two.
+    std::thread::sleep(Duration::from_secs(2));
+    let metrics = http_get(port, "/metrics").unwrap();
+    let hwm = d.status_bytes("VmHWM:");
+    let (ok, log) = d.stop();
+    assert!(ok, "{log}");
+    let code_less = metric(
+        &metrics,
+        "pgo_agent_events_dropped_total{reason=\"code_less_binary\",stage=\"router\"}",
+    );
+    let mut counted: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    for entry in std::fs::read_dir(&state).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let meta: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            counted.insert(
+                meta["path"].as_str().unwrap_or_default().to_string(),
+                (
+                    meta["samples"].as_u64().unwrap_or(0),
+                    meta["names"]["source"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+            );
+        }
+    }
+    eprintln!(
+        "VmHWM {} KiB; code-less drops {code_less}; {counted:?}",
+        hwm >> 10
+    );
+    for lib in ["libLLVM.so.19", "libclang-cpp.so.19"] {
+        let (samples, names) = counted
+            .iter()
+            .find(|(p, _)| p.contains(lib))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("no aggregate for {lib}: {counted:?}\n{log}"));
+        assert!(samples > 0, "{lib}: {counted:?}");
+        // Debian ships them stripped; where their debug files are installed the names
+        // come from those.
+        assert!(
+            names == "address_only" || names == "debug_file",
+            "{lib}: {names}"
+        );
+    }
+    assert_eq!(code_less, 0.0, "{metrics}");
+    assert!(hwm > 0 && hwm < 128 << 20, "peak RSS {} KiB", hwm >> 10);
     let _ = std::fs::remove_dir_all(dir);
 }
 

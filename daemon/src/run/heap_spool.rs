@@ -359,7 +359,7 @@ impl HeapSpool {
             return Some(b.clone());
         }
         let mut candidates = self.settings.binaries.clone();
-        candidates.extend(exporter::store::debug_file_candidates(
+        candidates.extend(symbolizer::debug_file::build_id_candidates(
             &self.settings.debug_dirs,
             id,
         ));

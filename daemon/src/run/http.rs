@@ -67,8 +67,8 @@ pub fn start(
     let local_addr = listener.local_addr()?;
     let agg = &config.aggregation;
     let store = ProfileStore::new(StoreSettings {
+        debug_files: config.output.debug_file_finder(&state_dir),
         state_dir,
-        debug_dirs: config.output.debug_dirs.clone(),
         mode: mode.name().to_string(),
         retained_secs: agg.window_secs.saturating_mul(agg.retained_windows as u64),
     });
@@ -222,7 +222,7 @@ mod tests {
             .unwrap()
             .into_string()
             .unwrap();
-        assert_eq!(body, r#"{"profiles":[]}"#);
+        assert_eq!(body, r#"{"hidden":0,"profiles":[]}"#);
         server.stop();
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -56,10 +56,10 @@ pub struct RunArgs {
     /// Stop after this many seconds (tests and demos); default: until SIGINT/SIGTERM.
     #[arg(long)]
     pub duration_secs: Option<u64>,
-    /// HTTP listen address (overrides `output.listen_address`; served by the exporter).
-    /// `run` serves on `output.listen_address` when not given; [`run_daemon`] serves only
-    /// when this is set.
-    #[arg(long)]
+    /// HTTP listen address, IP:PORT (overrides `output.listen_address`).
+    // `run` serves on `output.listen_address` when this is not given; `run_daemon` called
+    // directly (tests) serves only when it is set.
+    #[arg(long, value_name = "IP:PORT")]
     pub listen: Option<String>,
 }
 
@@ -254,6 +254,7 @@ pub fn run_daemon(
     let recycler = collector::live::SampleRecycler::default();
     let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
     let mut worker_handles = Vec::new();
+    let debug_files = config.output.debug_file_finder(&state_dir);
     for _ in 0..workers_n {
         let (tx, rx) = bounded::<WorkItem>(1024);
         let settings = WorkerSettings {
@@ -267,6 +268,7 @@ pub fn run_daemon(
             memory_budget_bytes: agg.memory_budget_bytes / workers_n as u64,
             state_dir: state_dir.clone(),
             coalesce_samples: worker::COALESCE_SAMPLES,
+            debug_files: debug_files.clone(),
         };
         let states = restored_states.next().unwrap_or_default();
         worker_txs.push(tx);

@@ -13,9 +13,9 @@
 //!   case) is routed by its lowest and highest address: every address between lies in that
 //!   mapping, so this is the same set, found without a lookup per address.
 //!
-//! A binary with no decodable code (a stripped library: llvm-profgen disassembles only
-//! what its symbol table names, so every address in it is external and nothing is ever
-//! counted for it) is skipped once its worker has loaded it and found it so
+//! A binary with no decodable code (no symbol table, debug file or `.eh_frame` names any
+//! of it, so every address in it is external and nothing is ever counted for it) is
+//! skipped once its worker has loaded it and found it so
 //! ([`BinaryRef::mark_code_less`]); such samples are counted in
 //! [`RouterStats::code_less_binary`].
 //!

@@ -10,10 +10,12 @@ use anyhow::Context;
 use collector::live::SampleRecycler;
 use collector::BuildId;
 use exporter::format::unsymbolized::write_unsymbolized;
+use exporter::store::NamesReport;
+use symbolizer::debug_file::DebugFileFinder;
 use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
-use symbolizer::{LoadOptions, ProfiledBinary};
+use symbolizer::{LazyCode, LoadOptions, ProfiledBinary};
 use unwinder::shard::{BinaryShard, ShardInput, ShardStats};
 use unwinder::window::WindowSettings;
 use unwinder::{CounterKind, CounterSet, UnwindOptions};
@@ -56,6 +58,8 @@ pub struct WorkerSettings {
     /// samples across groups are unwound once (llvm-profgen aggregates identical samples
     /// before unwinding). Costs about 1 KiB per held LBR sample.
     pub coalesce_samples: usize,
+    /// Finds the debug files of binaries that lack symbols or DWARF.
+    pub debug_files: DebugFileFinder,
 }
 
 /// The daemon's [`WorkerSettings::coalesce_samples`]: 4096 LBR samples, about 4 MiB.
@@ -73,6 +77,7 @@ impl WorkerSettings {
             memory_budget_bytes: u64::MAX,
             state_dir,
             coalesce_samples: COALESCE_SAMPLES,
+            debug_files: DebugFileFinder::default(),
         }
     }
 }
@@ -99,10 +104,16 @@ pub struct BinarySummary {
     /// Samples the unwinder could not use fully, by reason (since the daemon started);
     /// the HTTP store reads it for `pgo_agent_unwind_errors_total`.
     pub unwind_errors: std::collections::BTreeMap<&'static str, u64>,
+    /// Where the names of the binary's code came from when the worker loaded it.
+    pub names: NamesReport,
 }
 
 struct Entry {
     binary: Arc<ProfiledBinary>,
+    /// The on-demand code layout the shard unwinds with, when the binary was loaded
+    /// without decoding (no DWARF, no placed probes); `binary` then has no decoded code.
+    lazy: Option<Arc<LazyCode>>,
+    names: NamesReport,
     shard: BinaryShard,
     path: String,
     dirty: bool,
@@ -259,9 +270,16 @@ impl Worker {
         }
     }
 
-    /// The loaded binary of `build_id`.
+    /// The loaded binary of `build_id`. A binary with a [`Worker::lazy_code`] has no
+    /// decoded code of its own.
     pub fn binary(&self, build_id: &BuildId) -> Option<&ProfiledBinary> {
         self.entries.get(build_id).map(|e| &*e.binary)
+    }
+
+    /// The on-demand code layout the shard of `build_id` unwinds with, when its binary
+    /// was loaded without decoding its code.
+    pub fn lazy_code(&self, build_id: &BuildId) -> Option<&LazyCode> {
+        self.entries.get(build_id).and_then(|e| e.lazy.as_deref())
     }
 
     /// Handles one item; flush errors are counted and reported on stderr.
@@ -356,7 +374,11 @@ impl Worker {
             b.take();
         }
         let entry = self.entries.get_mut(&id).expect("inserted above");
-        if entry.binary.code().is_empty() {
+        let code_less = match &entry.lazy {
+            Some(lazy) => lazy.is_empty(),
+            None => entry.binary.code().is_empty(),
+        };
+        if code_less {
             // Nothing in it can ever be counted: the router stops sending its samples
             // here (this group is still fed, for its statistics).
             g.binary.mark_code_less();
@@ -439,15 +461,26 @@ impl Worker {
         let path = Path::new(&state.path);
         let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
         anyhow::ensure!(meta.len() <= 4 << 30, "{} is too large", path.display());
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let binary = ProfiledBinary::from_bytes(path, &bytes, &LoadOptions::default())
-            .with_context(|| format!("loading {}", path.display()))?;
+        let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+        let bytes = super::router::map_binary(&file)
+            .with_context(|| format!("mapping {}", path.display()))?;
+        let (binary, lookup, lazy) = ProfiledBinary::from_shared_bytes_with_lookup(
+            path,
+            Arc::new(bytes),
+            &self.settings.debug_files,
+            &LoadOptions {
+                release_decoded_pages: true,
+                ..LoadOptions::default()
+            },
+        )
+        .with_context(|| format!("loading {}", path.display()))?;
         anyhow::ensure!(
             binary.build_id() == Some(&state.build_id),
             "{} now has another build id",
             path.display()
         );
-        self.entry_for(Arc::new(binary), state.path.clone())
+        let names = NamesReport::of(&binary, lookup.as_ref());
+        self.entry_for(Arc::new(binary), lazy, names, state.path.clone())
     }
 
     /// Keeps the counters within the worker's memory budget: past it, the coldest
@@ -554,15 +587,51 @@ impl Worker {
             }
             .into());
         }
-        let binary =
-            ProfiledBinary::from_bytes(Path::new(&g.binary.path), &bytes, &LoadOptions::default())
-                .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
-        self.entry_for(Arc::new(binary), g.binary.path.clone())
+        // Named by the mapped path: `.gnu_debuglink` candidates are beside it. A binary
+        // without DWARF keeps the map (shared, not copied) in its `LazyCode`, which decodes
+        // the functions samples reach.
+        let (binary, lookup, lazy) = ProfiledBinary::from_shared_bytes_with_lookup(
+            Path::new(&g.binary.path),
+            bytes,
+            &self.settings.debug_files,
+            &LoadOptions {
+                release_decoded_pages: true,
+                ..LoadOptions::default()
+            },
+        )
+        .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
+        let names = NamesReport::of(&binary, lookup.as_ref());
+        if !binary.name_source().has_names() {
+            eprintln!(
+                "pgo-agent: {} ({}) has no symbols and no debug file was found: counted by \
+                 address, served unsymbolized (tried: {})",
+                g.binary.path,
+                g.binary.build_id,
+                names.tried.join("; ")
+            );
+        }
+        // Loading frees as much as it keeps (section copies, the decoder's scratch): give
+        // it back to the kernel, or RSS stays at the load's peak.
+        // SAFETY: malloc_trim only walks the allocator's own free lists.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        self.entry_for(Arc::new(binary), lazy, names, g.binary.path.clone())
     }
 
-    fn entry_for(&self, binary: Arc<ProfiledBinary>, path: String) -> anyhow::Result<Entry> {
+    fn entry_for(
+        &self,
+        binary: Arc<ProfiledBinary>,
+        lazy: Option<Arc<LazyCode>>,
+        names: NamesReport,
+        path: String,
+    ) -> anyhow::Result<Entry> {
+        let layout: Arc<dyn unwinder::CodeLayout + Send + Sync> = match &lazy {
+            Some(lazy) => lazy.clone(),
+            None => binary.clone(),
+        };
         let shard = BinaryShard::new(
-            binary.clone(),
+            layout,
             binary.load_info(),
             self.settings.input,
             self.settings.options.clone(),
@@ -571,6 +640,8 @@ impl Worker {
         )?;
         Ok(Entry {
             binary,
+            lazy,
+            names,
             shard,
             path,
             dirty: false,
@@ -648,6 +719,7 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
         over_budget: s.over_budget,
         profile: dir.join(format!("{}.unsymbolized", id.to_hex())),
         unwind_errors: s.errors_by_reason().into_iter().collect(),
+        names: e.names.clone(),
     }
 }
 
@@ -716,8 +788,7 @@ mod tests {
     use collector::{LbrEntry, Sample};
     use unwinder::PerfContent;
 
-    /// The C library this test process maps (stripped on Debian: no symbol table, so the
-    /// symbolizer decodes no code in it).
+    /// The C library this test process maps (stripped on Debian: no symbol table).
     fn libc_path() -> PathBuf {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let line = maps.lines().find(|l| l.contains("/libc.so")).unwrap();
@@ -725,7 +796,7 @@ mod tests {
     }
 
     #[test]
-    fn fed_samples_go_back_to_the_recycler_and_code_less_binaries_are_marked() {
+    fn fed_samples_go_back_to_the_recycler_and_stripped_libraries_are_decoded() {
         let recycler = SampleRecycler::new(100);
         let mut w = Worker::new(WorkerSettings {
             coalesce_samples: 1,
@@ -770,11 +841,39 @@ mod tests {
                 now_secs: 0,
             }));
             assert_eq!(r.is_code_less(), binary.code().is_empty(), "{path:?}");
-            // This VM's libc has no symbol table: the symbolizer decodes no code in it.
-            assert!(r.is_code_less());
+            // This VM's libc has no symbol table: its code is decoded from the `.eh_frame`
+            // function extents, so it is not marked code-less.
+            assert!(binary.code().len() > 100_000, "{}", binary.code().len());
+            assert!(!r.is_code_less());
             assert_eq!(recycler.len(), 3 * (group + 1));
         }
         let s = &w.summaries()[0];
         assert_eq!((s.offered, s.counted), (6, 0));
+        // Without DWARF the worker unwinds with the on-demand layout: the samples above
+        // reach no code, so (almost) nothing is decoded, and its own binary holds none.
+        let id = BuildId::from_hex(&s.build_id).unwrap();
+        let loaded = w.binary(&id).unwrap();
+        if matches!(
+            loaded.name_source(),
+            symbolizer::binary::NameSource::DebugFile(_)
+        ) {
+            eprintln!("note: a debug file was found for {path:?}: loaded eagerly");
+            return;
+        }
+        let lazy = w.lazy_code(&id).expect("no DWARF: lazy layout");
+        assert!(!lazy.is_empty());
+        assert!(loaded.code().is_empty());
+        let eager = ProfiledBinary::from_bytes(
+            &path,
+            &std::fs::read(&path).unwrap(),
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        assert!(
+            lazy.decoded_instructions() < eager.code().len() / 100,
+            "{} of {}",
+            lazy.decoded_instructions(),
+            eager.code().len()
+        );
     }
 }

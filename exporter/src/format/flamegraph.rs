@@ -23,6 +23,7 @@ pub fn collapsed(
     let name_at = |addr: u64| -> String {
         binary
             .and_then(|b| b.func_range_at(addr))
+            .filter(|r| !r.name.is_empty())
             .map_or_else(|| format!("0x{addr:x}"), |r| r.name.clone())
     };
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();

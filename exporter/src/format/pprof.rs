@@ -188,6 +188,7 @@ impl Builder {
         }
         let name = binary
             .func_range_at(addr)
+            .filter(|r| !r.name.is_empty())
             .map_or_else(|| format!("0x{addr:x}"), |r| r.name.clone());
         let function_id = match self.functions.get(&name) {
             Some(&id) => id,

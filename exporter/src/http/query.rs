@@ -1,5 +1,5 @@
-//! Query and path parameters, parsed by serde (never by hand): [`ProfileQuery`] and the
-//! build id of the path.
+//! Query and path parameters, parsed by serde (never by hand): [`ProfileQuery`],
+//! [`ListQuery`] and the build id of the path.
 
 use collector::BuildId;
 use serde::Deserialize;
@@ -28,6 +28,15 @@ pub struct ProfileQuery {
     /// Window selection (default all).
     #[serde(default)]
     pub window: WindowSelector,
+}
+
+/// `GET /api/v1/profiles?all=true|false`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Also list the aggregates with no counted sample (default false).
+    #[serde(default)]
+    pub all: bool,
 }
 
 /// Parses a path build id: lower- or upper-case hex, 2–128 digits; normalised to lower case.

@@ -6,7 +6,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::query::{parse_build_id, ProfileQuery};
+use super::query::{parse_build_id, ListQuery, ProfileQuery};
 use super::{ApiError, AppState};
 use crate::metrics::QUALITY_BINARIES;
 use crate::store::Symbolization;
@@ -62,10 +62,26 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         .into_response())
 }
 
-/// `GET /api/v1/profiles`.
-pub async fn list_profiles(State(state): State<AppState>) -> Result<Response, ApiError> {
+/// Why `GET /api/v1/profiles` leaves some aggregates out (in its `hidden_why`).
+pub const HIDDEN_WHY: &str = "aggregates with no counted sample in the retained windows: \
+    every sample offered to them was dropped (each one's unwind_errors says why, e.g. \
+    ip_not_code or bad_stack); GET /api/v1/profiles?all=true lists them";
+
+/// `GET /api/v1/profiles[?all=true]`: the aggregates with counted samples, most first;
+/// `hidden` counts the others (listed with `all=true`).
+pub async fn list_profiles(
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let list = blocking(move || Ok(state.store.list()?)).await?;
-    Ok(Json(serde_json::json!({ "profiles": list })).into_response())
+    let (shown, hidden): (Vec<_>, Vec<_>) =
+        list.into_iter().partition(|p| query.all || p.samples > 0);
+    let mut body = serde_json::json!({ "profiles": shown, "hidden": hidden.len() });
+    if !hidden.is_empty() {
+        body["hidden_why"] = HIDDEN_WHY.into();
+    }
+    Ok(Json(body).into_response())
 }
 
 /// `GET /api/v1/profiles/{build_id}?format=..&window=..`.

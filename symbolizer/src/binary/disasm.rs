@@ -44,75 +44,129 @@ pub fn classify(instr: &Instruction) -> u8 {
     }
 }
 
-/// Collects decoded instructions; [`CodeMapBuilder::finish`] sorts them into a [`CodeMap`].
+/// Decodes `[start, end)` where `section` holds the bytes of the section at `section_addr`,
+/// calling `emit(address, size, kind)` for each instruction in address order. An instruction
+/// may run past `end` (into the next symbol), but never past the section's bytes; an
+/// undecodable byte is skipped.
+pub fn decode_range(
+    section: &[u8],
+    section_addr: u64,
+    start: u64,
+    end: u64,
+    mut emit: impl FnMut(u64, u8, u8),
+) {
+    let Some(first) = start.checked_sub(section_addr) else {
+        return;
+    };
+    let Ok(first) = usize::try_from(first) else {
+        return;
+    };
+    if first >= section.len() {
+        return;
+    }
+    let mut decoder = Decoder::with_ip(64, &section[first..], start, DecoderOptions::NONE);
+    let mut instr = Instruction::default();
+    let mut addr = start;
+    while addr < end && decoder.can_decode() {
+        decoder.decode_out(&mut instr);
+        if instr.is_invalid() {
+            // Skip one byte and resynchronise.
+            addr += 1;
+            let pos = (addr - start) as usize;
+            if decoder.set_position(pos).is_err() {
+                break;
+            }
+            decoder.set_ip(addr);
+            continue;
+        }
+        let size = instr.len() as u8;
+        emit(addr, size, classify(&instr));
+        addr += u64::from(size);
+    }
+}
+
+/// Collects decoded instructions; [`CodeMapBuilder::finish`] makes them a [`CodeMap`].
+/// Instructions go straight into the map's columns (10 bytes each): symbols are decoded in
+/// address order, so the columns are usually sorted already; when they are not, `finish`
+/// sorts them.
 #[derive(Default)]
 pub struct CodeMapBuilder {
-    entries: Vec<(u64, u8, u8)>,
+    addrs: Vec<u64>,
+    sizes: Vec<u8>,
+    kinds: Vec<u8>,
+    /// True once an address was pushed at or below the one before.
+    unsorted: bool,
 }
 
 impl CodeMapBuilder {
+    /// Reserves room for the instructions of about `code_bytes` bytes of x86 code (about
+    /// four bytes an instruction), so the columns are not copied as they grow.
+    pub fn reserve_for_code_bytes(&mut self, code_bytes: u64) {
+        let n = usize::try_from(code_bytes / 4).unwrap_or(0);
+        self.addrs.reserve(n);
+        self.sizes.reserve(n);
+        self.kinds.reserve(n);
+    }
+
     /// Decodes `[start, end)` where `section` holds the bytes of the section at `section_addr`.
     /// As in llvm-profgen, an instruction may run past `end` (into the next symbol), but never
     /// past the section's bytes.
     pub fn disassemble(&mut self, section: &[u8], section_addr: u64, start: u64, end: u64) {
-        let Some(first) = start.checked_sub(section_addr) else {
-            return;
-        };
-        let Ok(first) = usize::try_from(first) else {
-            return;
-        };
-        if first >= section.len() {
-            return;
-        }
-        let mut decoder = Decoder::with_ip(64, &section[first..], start, DecoderOptions::NONE);
-        let mut instr = Instruction::default();
-        let mut addr = start;
-        while addr < end && decoder.can_decode() {
-            decoder.decode_out(&mut instr);
-            if instr.is_invalid() {
-                // Skip one byte and resynchronise.
-                addr += 1;
-                let pos = (addr - start) as usize;
-                if decoder.set_position(pos).is_err() {
-                    break;
-                }
-                decoder.set_ip(addr);
-                continue;
-            }
-            let size = instr.len() as u8;
-            self.entries.push((addr, size, classify(&instr)));
-            addr += u64::from(size);
-        }
+        decode_range(section, section_addr, start, end, |addr, size, kind| {
+            self.push(addr, size, kind)
+        });
     }
 
-    /// Adds one instruction (tests).
+    /// Adds one instruction.
     pub fn push(&mut self, addr: u64, size: u8, kind: u8) {
-        self.entries.push((addr, size, kind));
+        if self.addrs.last().is_some_and(|&last| addr <= last) {
+            self.unsorted = true;
+        }
+        self.addrs.push(addr);
+        self.sizes.push(size);
+        self.kinds.push(kind);
     }
 
     /// Sorts by address; of duplicates the first decoded wins.
-    pub fn finish(mut self) -> CodeMap {
-        self.entries.sort_by_key(|e| e.0);
-        self.entries.dedup_by_key(|e| e.0);
-        let mut map = CodeMap {
-            addrs: Vec::with_capacity(self.entries.len()),
-            sizes: Vec::with_capacity(self.entries.len()),
-            kinds: Vec::with_capacity(self.entries.len()),
-            uncond: Vec::new(),
-            buckets: Vec::new(),
-            starts: Vec::new(),
-        };
-        for (addr, size, kind) in self.entries {
-            map.addrs.push(addr);
-            map.sizes.push(size);
-            map.kinds.push(kind);
-            if kind & KIND_UNCOND != 0 {
-                map.uncond.push(addr);
+    pub fn finish(self) -> CodeMap {
+        let (mut addrs, mut sizes, mut kinds) = (self.addrs, self.sizes, self.kinds);
+        if self.unsorted {
+            let mut entries: Vec<(u64, u8, u8)> = addrs
+                .iter()
+                .zip(&sizes)
+                .zip(&kinds)
+                .map(|((&a, &s), &k)| (a, s, k))
+                .collect();
+            entries.sort_by_key(|e| e.0);
+            entries.dedup_by_key(|e| e.0);
+            addrs.clear();
+            sizes.clear();
+            kinds.clear();
+            for (a, s, k) in entries {
+                addrs.push(a);
+                sizes.push(s);
+                kinds.push(k);
             }
         }
-        map.buckets = bucket_index(&map.addrs);
-        map.starts = start_bitmap(&map.addrs);
-        map
+        addrs.shrink_to_fit();
+        sizes.shrink_to_fit();
+        kinds.shrink_to_fit();
+        let uncond = addrs
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, &k)| k & KIND_UNCOND != 0)
+            .map(|(&a, _)| a)
+            .collect();
+        let buckets = bucket_index(&addrs);
+        let starts = start_bitmap(&addrs);
+        CodeMap {
+            addrs,
+            sizes,
+            kinds,
+            uncond,
+            buckets,
+            starts,
+        }
     }
 }
 

@@ -2,19 +2,25 @@
 //! loads it — preferred load layout, disassembled text (it implements the unwinder's
 //! [`CodeLayout`]), functions from DWARF, inline frames per instruction, pseudo probes.
 //!
-//! Everything is decoded at [`ProfiledBinary::load`]; lookups never parse. Inline frames are
+//! Everything is decoded at [`ProfiledBinary::load`]; lookups never parse. A binary without
+//! DWARF and without placed pseudo probes can instead be loaded with a [`LazyCode`] that
+//! decodes its code on demand ([`ProfiledBinary::from_shared_bytes_with_lookup`]). Inline frames are
 //! computed lazily per instruction and cached (thread-safe), like llvm-profgen's
 //! `getCachedFrameLocationStack`.
 
+mod debug_lookup;
 pub mod disasm;
+mod frame_cache;
 pub mod functions;
+pub mod lazy_code;
+pub mod name_source;
 pub mod segments;
 pub mod unwind_extents;
 mod view;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use collector::BuildId;
 use object::elf;
@@ -22,8 +28,11 @@ use object::read::elf::{ElfFile64, FileHeader, ProgramHeader as _, SectionHeader
 use object::{Endianness, Object, ObjectSection};
 use unwinder::{CodeLayout, RangeChecks};
 
+pub use debug_lookup::lacks_names;
 pub use disasm::CodeMap;
 pub use functions::{BinaryFunction, FuncRange, FunctionTable};
+pub use lazy_code::{LazyCode, SharedBytes};
+pub use name_source::NameSource;
 pub use segments::LoadSegments;
 
 use crate::dwarf::{discriminator, DwarfInfo};
@@ -31,7 +40,7 @@ use crate::error::SymbolizerError;
 use crate::probe::{desc::decode_desc_section, ProbeDesc, ProbeFrame, ProbeSection, PseudoProbe};
 use crate::symtab::SymbolTable;
 
-/// Largest binary accepted (the whole file is read into memory).
+/// Largest binary accepted.
 pub const MAX_BINARY_BYTES: u64 = 8 << 30;
 
 /// The symbol whose presence in a data section marks flow-sensitive discriminators
@@ -47,6 +56,13 @@ pub struct LoadOptions {
     pub load_functions_from_symbols: bool,
     /// Ignore pseudo probes even when present (llvm-profgen `--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
+    /// The shared bytes given to [`ProfiledBinary::from_shared_bytes_with_lookup`] are a
+    /// read-only mapping of the file: a [`LazyCode`] over them gives back the pages of each
+    /// extent it decodes (`MADV_DONTNEED`; the kernel maps 64 KiB around each touched page
+    /// of a cached file, so decoding the functions samples reach would otherwise keep
+    /// tens of megabytes of a large library resident). Never set it for bytes on the heap:
+    /// their pages would read back as zeros.
+    pub release_decoded_pages: bool,
 }
 
 /// One inline frame of an instruction, outermost first in a stack (llvm-profgen
@@ -68,12 +84,13 @@ pub struct ProfiledBinary {
     path: PathBuf,
     name: String,
     build_id: Option<BuildId>,
+    names: NameSource,
     segments: LoadSegments,
     code: CodeMap,
     functions: FunctionTable,
     prolog_epilog: Vec<u64>,
     dwarf: DwarfInfo,
-    frame_cache: Vec<OnceLock<Box<[FrameLocation]>>>,
+    frame_cache: frame_cache::FrameCache,
     probes: ProbeSection,
     probe_descs: HashMap<u64, ProbeDesc>,
     has_pseudo_probes: bool,
@@ -103,21 +120,28 @@ impl ProfiledBinary {
         path: &Path,
         options: &LoadOptions,
     ) -> Result<ProfiledBinary, SymbolizerError> {
-        let io = |source| SymbolizerError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let len = std::fs::metadata(path).map_err(io)?.len();
-        if len > MAX_BINARY_BYTES {
-            return Err(SymbolizerError::TooLarge {
-                path: path.to_path_buf(),
-                what: "binary size",
-                size: len,
-                max: MAX_BINARY_BYTES,
-            });
-        }
-        let data = std::fs::read(path).map_err(io)?;
-        Self::from_bytes(path, &data, options)
+        Self::load_split(path, None, options)
+    }
+
+    /// Loads the binary `path` (the file that ran: code, segments, probes) with its names
+    /// and DWARF from the separate `debug` file when one is given (llvm-profgen's
+    /// `--debug-binary`; see [`name_source`]). Both files are memory-mapped, not copied.
+    pub fn load_split(
+        path: &Path,
+        debug: Option<&Path>,
+        options: &LoadOptions,
+    ) -> Result<ProfiledBinary, SymbolizerError> {
+        let data = map_file(path)?;
+        let debug_data = debug.map(|d| map_file(d).map(|m| (d, m))).transpose()?;
+        Self::from_parts(
+            path,
+            &data,
+            debug_data.as_ref().map(|(p, m)| DebugFileBytes {
+                path: p,
+                data: &m[..],
+            }),
+            options,
+        )
     }
 
     /// Loads from bytes already in memory; `path` names the binary in errors and [`Self::name`].
@@ -126,27 +150,60 @@ impl ProfiledBinary {
         data: &[u8],
         options: &LoadOptions,
     ) -> Result<ProfiledBinary, SymbolizerError> {
-        let invalid = |what: String| SymbolizerError::InvalidElf {
-            path: path.to_path_buf(),
-            what,
-        };
-        let kind = object::FileKind::parse(data).map_err(|e| invalid(e.to_string()))?;
-        if kind != object::FileKind::Elf64 {
-            return Err(match kind {
-                object::FileKind::Elf32 => SymbolizerError::UnsupportedArchitecture {
-                    path: path.to_path_buf(),
-                    arch: "32-bit ELF".to_string(),
-                },
-                other => invalid(format!("file kind {other:?}")),
-            });
-        }
-        let file = ElfFile64::<Endianness>::parse(data).map_err(|e| invalid(e.to_string()))?;
+        Self::from_parts(path, data, None, options)
+    }
+
+    /// Loads the binary `data` (named `path`) with its separate debug file, if any.
+    pub fn from_parts(
+        path: &Path,
+        data: &[u8],
+        debug: Option<DebugFileBytes<'_>>,
+        options: &LoadOptions,
+    ) -> Result<ProfiledBinary, SymbolizerError> {
+        Self::load_parts(path, data, debug, options, None).map(|(binary, _)| binary)
+    }
+
+    /// Loads the binary `data` (named `path`, no debug file lookup) without decoding its
+    /// code when a [`LazyCode`] can stand for it: see
+    /// [`ProfiledBinary::from_shared_bytes_with_lookup`].
+    pub fn from_shared_bytes(
+        path: &Path,
+        data: SharedBytes,
+        options: &LoadOptions,
+    ) -> Result<(ProfiledBinary, Option<Arc<LazyCode>>), SymbolizerError> {
+        let bytes: &[u8] = (*data).as_ref();
+        Self::load_parts(path, bytes, None, options, Some(&data))
+    }
+
+    /// [`ProfiledBinary::from_parts`]; with `shared` (the bytes `data` points into), a
+    /// binary without DWARF and without placed pseudo probes is loaded with an empty
+    /// [`CodeMap`] and returned with the [`LazyCode`] that decodes it on demand.
+    fn load_parts(
+        path: &Path,
+        data: &[u8],
+        debug: Option<DebugFileBytes<'_>>,
+        options: &LoadOptions,
+        shared: Option<&SharedBytes>,
+    ) -> Result<(ProfiledBinary, Option<Arc<LazyCode>>), SymbolizerError> {
+        let file = parse_elf(path, data)?;
         let endian = file.endian();
-        if file.elf_header().e_machine(endian) != elf::EM_X86_64 || !file.is_little_endian() {
-            return Err(SymbolizerError::UnsupportedArchitecture {
-                path: path.to_path_buf(),
-                arch: format!("{:?}", file.architecture()),
-            });
+        let debug_file = match debug {
+            Some(d) => Some((parse_elf(d.path, d.data)?, d.path)),
+            None => None,
+        };
+        let build_id = file.build_id().ok().flatten().map(|b| BuildId(b.to_vec()));
+        if let Some((d, dpath)) = &debug_file {
+            let theirs = d.build_id().ok().flatten().map(|b| BuildId(b.to_vec()));
+            if let (Some(ours), Some(theirs)) = (&build_id, theirs) {
+                if *ours != theirs {
+                    return Err(SymbolizerError::DebugFileMismatch {
+                        path: path.to_path_buf(),
+                        debug: dpath.to_path_buf(),
+                        binary_id: ours.to_hex(),
+                        debug_id: theirs.to_hex(),
+                    });
+                }
+            }
         }
 
         // setPreferredTextSegmentAddresses.
@@ -166,23 +223,50 @@ impl ProfiledBinary {
         })?;
         let preferred_base = segments.preferred_base();
 
-        // loadSymbolsFromDWARF.
-        let mut dwarf = DwarfInfo::load(&file, path)?;
-        let symbols = SymbolTable::from_object(&file);
+        // loadSymbolsFromDWARF: from the debug file when it has DWARF.
+        let mut dwarf = match &debug_file {
+            Some((d, dpath)) if d.section_by_name(".debug_info").is_some() => {
+                DwarfInfo::load(d, dpath)?
+            }
+            _ => DwarfInfo::load(&file, path)?,
+        };
+        let chosen =
+            name_source::choose_symbols(&file, path, debug_file.as_ref().map(|(d, p)| (d, *p)))?;
+        let symbols = chosen.table;
         let mut subprograms = dwarf.take_subprograms();
+        let has_dwarf_functions = !subprograms.is_empty() || !dwarf.is_empty();
         if options.load_functions_from_symbols {
+            add_symbol_functions(&mut subprograms, &symbols, &file);
+        }
+        if subprograms.is_empty() && !chosen.source.has_names() {
+            // No names anywhere: the unwind table's extents are the functions, so prologs,
+            // epilogs and function ranges are known for counting. (A binary with symbols
+            // but no DWARF keeps llvm-profgen 19's behaviour: no functions, unless
+            // `load_functions_from_symbols`.)
             add_symbol_functions(&mut subprograms, &symbols, &file);
         }
         let mut functions = FunctionTable::build(subprograms, preferred_base);
 
-        // checkPseudoProbe.
-        let desc_section = file.section_by_name(".pseudo_probe_desc");
-        let probe_section = file.section_by_name(".pseudo_probe");
+        // checkPseudoProbe: the binary's probe sections, else the debug file's (`llvm-strip
+        // -s` removes them from the binary; `objcopy --only-keep-debug` keeps them).
+        let (desc_section, probe_section) = match (
+            file.section_by_name(".pseudo_probe_desc"),
+            file.section_by_name(".pseudo_probe"),
+        ) {
+            (Some(desc), Some(probe)) => (Some((desc, path)), Some((probe, path))),
+            _ => match &debug_file {
+                Some((d, dpath)) => (
+                    d.section_by_name(".pseudo_probe_desc").map(|s| (s, *dpath)),
+                    d.section_by_name(".pseudo_probe").map(|s| (s, *dpath)),
+                ),
+                None => (None, None),
+            },
+        };
         let has_pseudo_probes =
             !options.use_dwarf_correlation && desc_section.is_some() && probe_section.is_some();
 
-        // disassemble.
-        let mut builder = disasm::CodeMapBuilder::default();
+        // disassemble: the decode extents, in section order.
+        let mut extents: Vec<(&[u8], u64, u64, u64)> = Vec::new();
         let mut uses_fs_discriminator = false;
         for section in file.sections() {
             let header = section.elf_section_header();
@@ -209,41 +293,82 @@ impl ProfiledBinary {
             for (i, sym) in sorted.iter().enumerate() {
                 let next = sorted.get(i + 1).map_or(section_end, |s| s.address);
                 functions.note_text_symbol(sym.address, &sym.name);
-                builder.disassemble(bytes, section_addr, sym.address, next);
+                extents.push((bytes, section_addr, sym.address, next));
             }
         }
-        let code = builder.finish();
-        let prolog_epilog = prolog_epilog_addresses(&code, &functions);
 
         // decodePseudoProbe.
+        // Each function's first probe is placed relative to its symbol: without symbols
+        // (address only) the probes cannot be placed, and only the descriptors are read.
         let (probes, probe_descs) = match (has_pseudo_probes, desc_section, probe_section) {
-            (true, Some(desc), Some(probe)) => {
-                let malformed = |section: &'static str, e: crate::probe::DecodeError| {
-                    SymbolizerError::MalformedSection {
-                        path: path.to_path_buf(),
-                        section,
-                        offset: e.offset,
-                        what: e.what,
-                    }
+            (true, Some((desc, desc_path)), Some((probe, probe_path))) => {
+                let malformed =
+                    |path: &Path, section: &'static str, e: crate::probe::DecodeError| {
+                        SymbolizerError::MalformedSection {
+                            path: path.to_path_buf(),
+                            section,
+                            offset: e.offset,
+                            what: e.what,
+                        }
+                    };
+                let descs = decode_desc_section(section_bytes(&desc, desc_path)?)
+                    .map_err(|e| malformed(desc_path, ".pseudo_probe_desc", e))?;
+                let probes = if chosen.source.has_names() {
+                    let starts = symbols.guid_to_address();
+                    ProbeSection::decode(section_bytes(&probe, probe_path)?, &starts)
+                        .map_err(|e| malformed(probe_path, ".pseudo_probe", e))?
+                } else {
+                    ProbeSection::default()
                 };
-                let descs = decode_desc_section(section_bytes(&desc, path)?)
-                    .map_err(|e| malformed(".pseudo_probe_desc", e))?;
-                let starts = symbols.guid_to_address();
-                let probes = ProbeSection::decode(section_bytes(&probe, path)?, &starts)
-                    .map_err(|e| malformed(".pseudo_probe", e))?;
                 (probes, descs)
             }
             _ => (ProbeSection::default(), HashMap::new()),
         };
 
-        let frame_cache = (0..code.len()).map(|_| OnceLock::new()).collect();
-        Ok(ProfiledBinary {
+        let lazy = match shared {
+            Some(shared) if !has_dwarf_functions && probes.probes.is_empty() => {
+                lazy_layout(shared, data, &extents, &functions, has_pseudo_probes).map(|l| {
+                    if options.release_decoded_pages {
+                        // What loading read (headers, `.eh_frame`, symbol tables) is
+                        // not read again.
+                        LazyCode::release(data);
+                    }
+                    l.releasing_decoded_pages(options.release_decoded_pages)
+                })
+            }
+            _ => None,
+        };
+        let (code, prolog_epilog) = if lazy.is_some() {
+            (CodeMap::default(), Vec::new())
+        } else {
+            let mut builder = disasm::CodeMapBuilder::default();
+            builder.reserve_for_code_bytes(
+                file.sections()
+                    .filter(|s| {
+                        s.elf_section_header().sh_flags(endian).0 & elf::SHF_EXECINSTR.0 != 0
+                            && s.name() != Ok(".plt")
+                    })
+                    .map(|s| s.size())
+                    .sum(),
+            );
+            for &(bytes, section_addr, start, end) in &extents {
+                builder.disassemble(bytes, section_addr, start, end);
+            }
+            let code = builder.finish();
+            let prolog_epilog = prolog_epilog_addresses(&code, &functions);
+            (code, prolog_epilog)
+        };
+        drop(extents);
+
+        let frame_cache = frame_cache::FrameCache::new(code.len());
+        let binary = ProfiledBinary {
             path: path.to_path_buf(),
             name: path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            build_id: file.build_id().ok().flatten().map(|b| BuildId(b.to_vec())),
+            build_id,
+            names: chosen.source,
             segments,
             code,
             functions,
@@ -254,7 +379,8 @@ impl ProfiledBinary {
             probe_descs,
             has_pseudo_probes,
             uses_fs_discriminator,
-        })
+        };
+        Ok((binary, lazy.map(Arc::new)))
     }
 
     /// The path the binary was loaded from.
@@ -265,6 +391,11 @@ impl ProfiledBinary {
     /// The file name, which perf MMAP events are matched against (llvm-profgen `getName`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Where the binary's names come from (its own symbols, a debug file, or none).
+    pub fn name_source(&self) -> &NameSource {
+        &self.names
     }
 
     /// The GNU build id, if the binary has one.
@@ -348,7 +479,8 @@ impl ProfiledBinary {
         let Some(i) = self.code.index_of(addr) else {
             return &[];
         };
-        self.frame_cache[i].get_or_init(|| self.symbolize(addr, false).into_boxed_slice())
+        self.frame_cache
+            .get_or_init(i, || self.symbolize(addr, false).into_boxed_slice())
     }
 
     /// `ProfiledBinary::symbolize` for any address, uncached: in probe-discriminator mode
@@ -545,6 +677,68 @@ impl RangeChecks for ProfiledBinary {
     }
 }
 
+/// A separate debug file's bytes, given with a binary to [`ProfiledBinary::from_parts`].
+#[derive(Clone, Copy, Debug)]
+pub struct DebugFileBytes<'a> {
+    /// Its path (named in errors and in [`NameSource::DebugFile`]).
+    pub path: &'a Path,
+    /// Its contents.
+    pub data: &'a [u8],
+}
+
+/// Maps `path` read-only. Only the pages the loader reads become resident (as page cache).
+/// A file truncated while mapped would fault (SIGBUS) on access; binaries are replaced by
+/// renaming a new file over them, which leaves a mapping of the old inode intact.
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, SymbolizerError> {
+    let io = |source| SymbolizerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len > MAX_BINARY_BYTES {
+        return Err(SymbolizerError::TooLarge {
+            path: path.to_path_buf(),
+            what: "binary size",
+            size: len,
+            max: MAX_BINARY_BYTES,
+        });
+    }
+    // SAFETY: the map is read-only and private to this loader, which copies what it keeps;
+    // see the function docs for truncation.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+}
+
+/// Parses `data` as a 64-bit little-endian x86-64 ELF file.
+fn parse_elf<'data>(
+    path: &Path,
+    data: &'data [u8],
+) -> Result<ElfFile64<'data, Endianness>, SymbolizerError> {
+    let invalid = |what: String| SymbolizerError::InvalidElf {
+        path: path.to_path_buf(),
+        what,
+    };
+    let kind = object::FileKind::parse(data).map_err(|e| invalid(e.to_string()))?;
+    if kind != object::FileKind::Elf64 {
+        return Err(match kind {
+            object::FileKind::Elf32 => SymbolizerError::UnsupportedArchitecture {
+                path: path.to_path_buf(),
+                arch: "32-bit ELF".to_string(),
+            },
+            other => invalid(format!("file kind {other:?}")),
+        });
+    }
+    let file = ElfFile64::<Endianness>::parse(data).map_err(|e| invalid(e.to_string()))?;
+    let endian = file.endian();
+    if file.elf_header().e_machine(endian) != elf::EM_X86_64 || !file.is_little_endian() {
+        return Err(SymbolizerError::UnsupportedArchitecture {
+            path: path.to_path_buf(),
+            arch: format!("{:?}", file.architecture()),
+        });
+    }
+    Ok(file)
+}
+
 fn section_bytes<'data>(
     section: &object::read::elf::ElfSection64<'data, '_, Endianness>,
     path: &Path,
@@ -554,6 +748,45 @@ fn section_bytes<'data>(
         section: crate::error::section_label(section),
         what: e.to_string(),
     })
+}
+
+/// The [`LazyCode`] of the decode `extents` (section bytes, section address, start, end)
+/// of `data`; `None` when a section's bytes are not in `data` or [`LazyCode::new`] refuses.
+fn lazy_layout(
+    shared: &SharedBytes,
+    data: &[u8],
+    extents: &[(&[u8], u64, u64, u64)],
+    functions: &FunctionTable,
+    has_pseudo_probes: bool,
+) -> Option<LazyCode> {
+    let base = data.as_ptr() as usize;
+    let mut plans = Vec::with_capacity(extents.len());
+    for &(bytes, section_addr, start, end) in extents {
+        let section_offset = (bytes.as_ptr() as usize).checked_sub(base)?;
+        let bytes_end = section_offset.checked_add(bytes.len())?;
+        if bytes_end > data.len() {
+            return None;
+        }
+        // As `CodeMapBuilder::disassemble`: nothing before the section or past its bytes.
+        let Some(first) = start.checked_sub(section_addr) else {
+            continue;
+        };
+        let Some(first) = usize::try_from(first).ok().filter(|&f| f < bytes.len()) else {
+            continue;
+        };
+        plans.push(lazy_code::ExtentPlan {
+            start,
+            end: end.min(section_addr + bytes.len() as u64),
+            offset: section_offset + first,
+            bytes_end,
+        });
+    }
+    let ranges = functions
+        .ranges()
+        .iter()
+        .map(|r| (r.start, r.end))
+        .collect();
+    LazyCode::new(shared.clone(), plans, ranges, has_pseudo_probes)
 }
 
 /// `PrologEpilogTracker`: each function-range start and the instruction after it (found as
@@ -604,6 +837,7 @@ fn add_symbol_functions(
     for sym in symbols.symbols() {
         let in_text = sym.section.is_some_and(|s| exec_sections.contains(&s));
         if sym.is_function && sym.size > 0 && in_text && !is_covered(sym.address) {
+            // Unnamed extents (a stripped binary's unwind table) share the empty name.
             subprograms.push((
                 sym.name.clone(),
                 vec![(sym.address, sym.address + sym.size)],

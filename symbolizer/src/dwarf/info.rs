@@ -51,9 +51,11 @@ struct Subroutine {
     is_subprogram: bool,
 }
 
+/// A line-table row as LLVM keeps it (`DWARFDebugLine::Row`: 32-bit line and
+/// discriminator): 8 bytes, as there is one per row of every unit.
 #[derive(Clone, Copy, Debug)]
 struct Row {
-    line: u64,
+    line: u32,
     discriminator: u32,
 }
 
@@ -132,7 +134,8 @@ impl DwarfInfo {
         loop {
             let node = &unit.nodes[node_id as usize];
             let (line, discriminator) = match inner {
-                None => row_at(&unit.sequences, addr).map_or((0, 0), |r| (r.line, r.discriminator)),
+                None => row_at(&unit.sequences, addr)
+                    .map_or((0, 0), |r| (u64::from(r.line), r.discriminator)),
                 Some(callee) => (callee.call_line, callee.call_discriminator),
             };
             frames.push(RawFrame {
@@ -231,7 +234,7 @@ impl Loader<'_, '_> {
         }
         info.die_map = die_map.finish();
         info.sequences = self.units.line_sequences(index, |row| Row {
-            line: row.line().map_or(0, |l| l.get()),
+            line: row.line().map_or(0, |l| l.get() as u32),
             discriminator: row.discriminator() as u32,
         })?;
         let ranges = self.units.address_ranges(index, &info.die_map);

@@ -78,23 +78,9 @@ impl std::fmt::Debug for MemProfBinary {
 }
 
 impl MemProfBinary {
-    /// Reads and loads `path`.
+    /// Maps and loads `path`.
     pub fn load(path: &Path) -> Result<MemProfBinary, MemProfSymbolizeError> {
-        let io = |source| SymbolizerError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let len = std::fs::metadata(path).map_err(io)?.len();
-        if len > MAX_BINARY_BYTES {
-            return Err(SymbolizerError::TooLarge {
-                path: path.to_path_buf(),
-                what: "binary size",
-                size: len,
-                max: MAX_BINARY_BYTES,
-            }
-            .into());
-        }
-        let data = std::fs::read(path).map_err(io)?;
+        let data = crate::binary::map_file(path)?;
         Self::from_bytes(path, &data)
     }
 

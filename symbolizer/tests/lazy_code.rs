@@ -1,0 +1,300 @@
+//! [`LazyCode`] against the eager [`ProfiledBinary`]: for stripped binaries (one built here
+//! with clang-19 and `strip -s`, and this machine's C library), every
+//! [`CodeLayout`]/[`RangeChecks`] answer of the on-demand layout equals the eager one, and
+//! a query decodes only the extents it reaches.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use object::{Object, ObjectSection, SectionKind};
+use symbolizer::{LazyCode, LoadOptions, ProfiledBinary, SharedBytes};
+use unwinder::{CodeLayout, RangeChecks, EXTERNAL_ADDR};
+
+/// Functions of several shapes: leaves, loops, calls, tail calls, a `noreturn` ending,
+/// a switch (jump table), recursion.
+fn program() -> String {
+    let mut src = String::from(
+        "#include <stdio.h>\n#include <stdlib.h>\n\
+         __attribute__((noreturn, noinline)) void die(int c) { fprintf(stderr, \"%d\\n\", c); exit(c); }\n\
+         __attribute__((noinline)) int rec(int n) { return n < 2 ? n : rec(n - 1) + rec(n - 2); }\n\
+         __attribute__((noinline)) int sw(int k) { switch (k & 7) { case 0: return 3; case 1: return rec(k);\n\
+           case 2: return k * 9; case 3: return k ^ 5; case 4: return rec(k & 3) + 1; case 5: return 11;\n\
+           case 6: return k - 1; default: die(k); } }\n",
+    );
+    for i in 0..40 {
+        src.push_str(&format!(
+            "__attribute__((noinline)) int f{i}(int *a, int n) {{ int t = {i};\n\
+             for (int j = 0; j < n; j++) t += a[j] * {m} + sw(j + {i});\n\
+             if (t == {i}) die(t);\n\
+             return t; }}\n",
+            m = i * 3 + 1
+        ));
+    }
+    src.push_str("int main(int argc, char **argv) { int n = argc > 1 ? atoi(argv[1]) : 10;\n");
+    src.push_str("  int *a = calloc(n, sizeof(int)); long s = 0;\n");
+    for i in 0..40 {
+        src.push_str(&format!("  s += f{i}(a, n);\n"));
+    }
+    src.push_str("  printf(\"%ld\\n\", s); return 0; }\n");
+    src
+}
+
+/// The stripped binary built with clang-19, or `None` (test skipped) without clang-19.
+fn stripped_binary() -> Option<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("symbolizer-lazy-code-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("prog.c");
+    std::fs::write(&src, program()).unwrap();
+    let out = dir.join("prog");
+    let status = match Command::new("clang-19")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+    {
+        Ok(s) => s,
+        Err(_) => {
+            eprintln!("SKIPPED: clang-19 not found");
+            return None;
+        }
+    };
+    assert!(status.success(), "clang-19 failed");
+    let stripped = dir.join("prog.stripped");
+    let status = Command::new("strip")
+        .arg("-s")
+        .arg(&out)
+        .arg("-o")
+        .arg(&stripped)
+        .status()
+        .expect("strip runs");
+    assert!(status.success());
+    Some(stripped)
+}
+
+/// The eager and the lazy load of `path`, without a debug file lookup. The lazy one reads a
+/// mapping of the file and gives back the pages it decoded (as the daemon does): the
+/// answers must not change when they are read again from the file.
+fn both(path: &Path) -> (ProfiledBinary, Arc<LazyCode>) {
+    let bytes = std::fs::read(path).unwrap();
+    let eager = ProfiledBinary::from_bytes(path, &bytes, &LoadOptions::default()).unwrap();
+    let file = std::fs::File::open(path).unwrap();
+    // SAFETY: a read-only map of a test file nothing truncates.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let shared: SharedBytes = Arc::new(map);
+    let options = LoadOptions {
+        release_decoded_pages: true,
+        ..LoadOptions::default()
+    };
+    let (binary, lazy) = ProfiledBinary::from_shared_bytes(path, shared, &options).unwrap();
+    assert!(binary.code().is_empty());
+    assert_eq!(binary.preferred_base(), eager.preferred_base());
+    assert_eq!(binary.name_source(), eager.name_source());
+    let lazy = lazy.expect("no DWARF, no probes: lazy");
+    assert!(!lazy.is_empty());
+    assert!(!eager.code().is_empty());
+    (eager, lazy)
+}
+
+/// The executable sections of `path` other than `.plt`: `[address, end)`.
+fn code_sections(path: &Path) -> Vec<(u64, u64)> {
+    let bytes = std::fs::read(path).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    file.sections()
+        .filter(|s| s.kind() == SectionKind::Text && s.name() != Ok(".plt"))
+        .map(|s| (s.address(), s.address() + s.size()))
+        .collect()
+}
+
+/// Compares the point queries at `addr`.
+fn same_at(eager: &ProfiledBinary, lazy: &LazyCode, addr: u64) {
+    assert_eq!(lazy.is_code(addr), eager.is_code(addr), "is_code {addr:#x}");
+    assert_eq!(lazy.is_call(addr), eager.is_call(addr), "is_call {addr:#x}");
+    assert_eq!(
+        lazy.is_return(addr),
+        eager.is_return(addr),
+        "is_return {addr:#x}"
+    );
+    assert_eq!(
+        lazy.is_transfer(addr),
+        eager.is_transfer(addr),
+        "is_transfer {addr:#x}"
+    );
+    assert_eq!(
+        lazy.previous_instruction(addr),
+        eager.previous_instruction(addr),
+        "previous_instruction {addr:#x}"
+    );
+    assert_eq!(
+        lazy.call_before_return_address(addr),
+        eager.call_before_return_address(addr),
+        "call_before_return_address {addr:#x}"
+    );
+    assert_eq!(
+        lazy.is_prolog_or_epilog(addr),
+        eager.is_prolog_or_epilog(addr),
+        "is_prolog_or_epilog {addr:#x}"
+    );
+    assert_eq!(
+        lazy.function_range(addr),
+        eager.function_range(addr),
+        "function_range {addr:#x}"
+    );
+    assert_eq!(
+        lazy.inline_context_equal(addr, addr),
+        eager.inline_context_equal(addr, addr),
+        "inline_context_equal {addr:#x}"
+    );
+    assert_eq!(
+        lazy.block_probe_anchor(addr),
+        eager.block_probe_anchor(addr)
+    );
+}
+
+/// Spans (bytes) of the `range_crosses_uncond_branch` checks.
+const SPANS: &[u64] = &[1, 2, 3, 5, 8, 16, 40, 100, 256, 1000, 4096];
+
+fn same_ranges_from(eager: &ProfiledBinary, lazy: &LazyCode, addr: u64) {
+    for &k in SPANS {
+        assert_eq!(
+            lazy.range_crosses_uncond_branch(addr, addr + k),
+            eager.range_crosses_uncond_branch(addr, addr + k),
+            "range_crosses_uncond_branch({addr:#x}, +{k})"
+        );
+        assert_eq!(
+            lazy.is_valid_fall_through_range(addr, addr + k),
+            eager.is_valid_fall_through_range(addr, addr + k),
+        );
+    }
+    assert_eq!(
+        lazy.range_crosses_uncond_branch(addr, addr),
+        eager.range_crosses_uncond_branch(addr, addr)
+    );
+}
+
+fn same_everywhere_else(eager: &ProfiledBinary, lazy: &LazyCode) {
+    assert_eq!(lazy.has_pseudo_probes(), eager.has_pseudo_probes());
+    assert!(lazy.code_bitmap().is_none());
+    assert!(lazy.range_checks().is_some());
+    assert_eq!(
+        lazy.call_before_return_address(EXTERNAL_ADDR),
+        Some(EXTERNAL_ADDR)
+    );
+    for addr in [0, 1, 2, u64::MAX, u64::MAX - 1] {
+        same_at(eager, lazy, addr);
+    }
+    let addrs = eager.code().addresses();
+    let (first, last) = (addrs[0], *addrs.last().unwrap());
+    for addr in [first - 1, first, last, last + 1, last + 100] {
+        same_at(eager, lazy, addr);
+        same_ranges_from(eager, lazy, addr);
+    }
+    for r in eager.function_table().ranges() {
+        same_at(eager, lazy, r.start);
+        same_at(eager, lazy, r.end);
+    }
+}
+
+#[test]
+fn stripped_clang_binary_matches_the_eager_layout_at_every_address() {
+    let Some(path) = stripped_binary() else {
+        return;
+    };
+    let (eager, lazy) = both(&path);
+    let sections = code_sections(&path);
+    assert!(!sections.is_empty());
+    let mut checked = 0u64;
+    for &(lo, hi) in &sections {
+        for addr in lo.saturating_sub(16)..hi + 16 {
+            same_at(&eager, &lazy, addr);
+            same_ranges_from(&eager, &lazy, addr);
+            checked += 1;
+        }
+    }
+    same_everywhere_else(&eager, &lazy);
+    assert!(checked > 1000, "{checked}");
+    // Every extent was reached: all instructions decoded, as many as eagerly.
+    assert_eq!(lazy.decoded_instructions(), eager.code().len());
+    assert!(!eager.prolog_epilog_addresses().is_empty());
+    assert!(eager.function_table().ranges().len() > 40);
+
+    // The unstripped binary has DWARF: loaded eagerly, no lazy layout.
+    let full = path.with_file_name("prog");
+    let bytes: SharedBytes = Arc::new(std::fs::read(&full).unwrap());
+    let (binary, lazy) =
+        ProfiledBinary::from_shared_bytes(&full, bytes, &LoadOptions::default()).unwrap();
+    assert!(lazy.is_none());
+    assert!(!binary.code().is_empty());
+}
+
+const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+
+#[test]
+fn stripped_libc_matches_the_eager_layout() {
+    let path = Path::new(LIBC);
+    if !path.exists() {
+        eprintln!("SKIPPED: no {LIBC}");
+        return;
+    }
+    let (eager, lazy) = both(path);
+    if eager.name_source().has_names() {
+        eprintln!("note: {LIBC} has symbols here");
+    }
+    let text = code_sections(path)
+        .into_iter()
+        .max_by_key(|(lo, hi)| hi - lo)
+        .unwrap();
+    // A contiguous 256 KiB window in the middle of the largest code section.
+    let mid = text.0 + (text.1 - text.0) / 2;
+    let window = mid.saturating_sub(128 << 10)..(mid + (128 << 10)).min(text.1);
+    for addr in window {
+        same_at(&eager, &lazy, addr);
+        if addr % 4 == 0 {
+            same_ranges_from(&eager, &lazy, addr);
+        }
+    }
+    // Every instruction start, and the byte after it.
+    for &addr in eager.code().addresses() {
+        same_at(&eager, &lazy, addr);
+        same_at(&eager, &lazy, addr + 1);
+        for k in [1, 7, 64, 2048] {
+            assert_eq!(
+                lazy.range_crosses_uncond_branch(addr, addr + k),
+                eager.range_crosses_uncond_branch(addr, addr + k),
+                "range_crosses_uncond_branch({addr:#x}, +{k})"
+            );
+        }
+    }
+    same_everywhere_else(&eager, &lazy);
+    assert_eq!(lazy.decoded_instructions(), eager.code().len());
+}
+
+#[test]
+fn a_query_decodes_only_the_extents_it_reaches() {
+    let path = Path::new(LIBC);
+    if !path.exists() {
+        eprintln!("SKIPPED: no {LIBC}");
+        return;
+    }
+    let (eager, lazy) = both(path);
+    let total = eager.code().len();
+    assert!(total > 100_000, "{total}");
+    assert!(lazy.extent_count() > 1000, "{}", lazy.extent_count());
+    assert_eq!(lazy.decoded_instructions(), 0);
+    let addrs = eager.code().addresses();
+    let probe = addrs[addrs.len() / 2];
+    assert!(lazy.is_code(probe));
+    assert_eq!(lazy.decoded_extents(), 1);
+    let one = lazy.decoded_instructions();
+    assert!(one > 0 && one < total / 100, "{one} of {total}");
+    // A neighbouring query in the same function decodes nothing more.
+    let next = addrs[addrs.len() / 2 + 1];
+    if lazy.function_range(probe) == lazy.function_range(next) {
+        assert!(lazy.is_code(next));
+        assert_eq!(lazy.decoded_instructions(), one);
+    }
+    assert!(lazy.previous_instruction(probe).is_some());
+    assert!(lazy.decoded_extents() <= 2);
+    assert!(lazy.decoded_instructions() < total / 50);
+}

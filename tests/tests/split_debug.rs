@@ -1,0 +1,260 @@
+//! `convert` on stripped binaries with their symbols and DWARF in a separate file, against
+//! llvm-profgen 19 and against the unstripped build, on every corpus program and build.
+//!
+//! From each corpus binary: a `strip --strip-debug` copy (symbols kept), a `strip -s` copy
+//! (symbols gone; GNU strip keeps `.eh_frame`, `.pseudo_probe` and the build id) and the
+//! `objcopy --only-keep-debug` file. Each copy keeps the program's file name (the perf
+//! MMAP events name it). Then, for the context-sensitive and the flat (`--ignore-stack-samples`)
+//! profile with llvm-profgen's default flags, text format, canonicalised by
+//! `llvm-profdata-19 merge --sample --text`:
+//!
+//! * `--binary <strip-debug> --debug-binary <.debug>`: ours equals llvm-profgen-19's with
+//!   the same flags;
+//! * `--binary <strip -s> --debug-binary <.debug>`: ours equals llvm-profgen-19's on the
+//!   unstripped build (llvm-profgen 19 itself writes an empty profile for this pair: it
+//!   decodes only what the binary's own `.symtab` names);
+//! * the same `strip -s` binary found its debug file through `.gnu_debuglink` without
+//!   `--debug-binary`;
+//! * counting needs no names: `--skip-symbolization` of the `strip -s` binary alone equals
+//!   that of the unstripped one for probe builds (contexts are call-site addresses); a
+//!   `strip -s` binary without a debug file is refused for a symbolized profile, with the
+//!   candidates tried in the message.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use e2e::corpus::{self, Variant};
+use e2e::support::{llvm, pgo_agent, read_text};
+
+const TOOLS: &[&str] = &[
+    "clang-19",
+    "llvm-profgen-19",
+    "llvm-profdata-19",
+    "strip",
+    "objcopy",
+];
+
+/// `llvm-profdata-19 merge --sample --text`.
+fn canonical(profile: &Path) -> String {
+    let out = profile.with_extension("canonical.txt");
+    llvm(
+        "llvm-profdata-19",
+        &[
+            "merge",
+            "--sample",
+            "--text",
+            profile.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    read_text(&out)
+}
+
+fn run(tool: &str, args: &[&str]) {
+    let out = Command::new(tool).args(args).output().expect(tool);
+    assert!(
+        out.status.success(),
+        "{tool} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The copies of one corpus binary: `<dir>/{full,strip-debug,strip-all,debuglink}/<name>`
+/// and `<dir>/<name>.debug`.
+struct Copies {
+    full: PathBuf,
+    strip_debug: PathBuf,
+    strip_all: PathBuf,
+    debuglink: PathBuf,
+    debug: PathBuf,
+}
+
+fn copies(binary: &Path, dir: &Path) -> Copies {
+    let name = binary.file_name().unwrap();
+    let at = |sub: &str| {
+        let d = dir.join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        d.join(name)
+    };
+    let c = Copies {
+        full: at("full"),
+        strip_debug: at("strip-debug"),
+        strip_all: at("strip-all"),
+        debuglink: at("debuglink"),
+        debug: dir.join(format!("{}.debug", name.to_string_lossy())),
+    };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    std::fs::copy(binary, &c.full).unwrap();
+    run(
+        "strip",
+        &["--strip-debug", "-o", &s(&c.strip_debug), &s(binary)],
+    );
+    run("strip", &["-s", "-o", &s(&c.strip_all), &s(binary)]);
+    run("objcopy", &["--only-keep-debug", &s(binary), &s(&c.debug)]);
+    // The debuglink copy finds `<name>.debug` beside it.
+    let beside = c.debuglink.with_file_name(c.debug.file_name().unwrap());
+    std::fs::copy(&c.debug, &beside).unwrap();
+    run(
+        "objcopy",
+        &[
+            &format!("--add-gnu-debuglink={}", s(&beside)),
+            &s(&c.strip_all),
+            &s(&c.debuglink),
+        ],
+    );
+    c
+}
+
+fn assert_same(what: &str, ours: &str, theirs: &str) {
+    assert!(
+        ours == theirs,
+        "{what}: profiles differ\n--- expected\n{theirs}\n--- pgo-agent\n{ours}"
+    );
+}
+
+fn split_debug(name: &str, variant: Variant) {
+    if !corpus::tools_available("split_debug", TOOLS) {
+        return;
+    }
+    let program = corpus::program(name, variant).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = corpus::target_dir()
+        .join("split-debug")
+        .join(std::process::id().to_string())
+        .join(format!("{name}-{variant}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = copies(&program.binary, &dir);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let script = s(&rec.perf_script);
+
+    for (mode, extra) in [("cs", None), ("flat", Some("--ignore-stack-samples"))] {
+        let out = |stem: &str| dir.join(format!("{stem}.{mode}.txt"));
+        let args = |binary: &Path, debug: Option<&Path>, output: &Path| -> Vec<String> {
+            let mut v = vec![
+                "--perfscript".to_string(),
+                script.clone(),
+                "--binary".into(),
+                s(binary),
+                "--format=text".into(),
+                "--output".into(),
+                s(output),
+            ];
+            if let Some(d) = debug {
+                v.extend(["--debug-binary".into(), s(d)]);
+            }
+            v.extend(extra.map(str::to_string));
+            v
+        };
+        let ours = |binary: &Path, debug: Option<&Path>, output: &Path| {
+            let mut v = vec!["convert".to_string()];
+            v.extend(args(binary, debug, output));
+            pgo_agent(&v);
+            canonical(output)
+        };
+        let theirs = |binary: &Path, debug: Option<&Path>, output: &Path| {
+            llvm("llvm-profgen-19", &args(binary, debug, output));
+            canonical(output)
+        };
+
+        let unstripped = theirs(&c.full, None, &out("llvm.full"));
+        assert!(
+            !unstripped.trim().is_empty(),
+            "{name} ({variant}, {mode}): llvm-profgen-19 wrote an empty profile"
+        );
+        let what = |case: &str| format!("{name} ({variant}, {mode}) {case}");
+        assert_same(
+            &what("--strip-debug binary + --debug-binary, against llvm-profgen-19"),
+            &ours(&c.strip_debug, Some(&c.debug), &out("ours.strip-debug")),
+            &theirs(&c.strip_debug, Some(&c.debug), &out("llvm.strip-debug")),
+        );
+        assert_same(
+            &what("strip -s binary + --debug-binary, against the unstripped build"),
+            &ours(&c.strip_all, Some(&c.debug), &out("ours.strip-all")),
+            &unstripped,
+        );
+        assert_same(
+            &what("strip -s binary with .gnu_debuglink, against the unstripped build"),
+            &ours(&c.debuglink, None, &out("ours.debuglink")),
+            &unstripped,
+        );
+    }
+
+    // Counting by address needs no names: the unsymbolized counters of the strip -s binary
+    // alone equal the unstripped build's (probe contexts are call-site addresses).
+    if variant == Variant::Probe {
+        let raw = |binary: &Path, stem: &str| {
+            let output = dir.join(format!("{stem}.raw"));
+            pgo_agent(&[
+                "convert",
+                "--perfscript",
+                &script,
+                "--binary",
+                &s(binary),
+                "--skip-symbolization",
+                "--output",
+                &s(&output),
+            ]);
+            read_text(&output)
+        };
+        let full = raw(&c.full, "full");
+        assert!(full.lines().count() > 3, "{name}: {full}");
+        assert_same(
+            &format!("{name} ({variant}) unsymbolized counters of the strip -s binary alone"),
+            &raw(&c.strip_all, "strip-all"),
+            &full,
+        );
+    }
+
+    // Without a debug file a symbolized profile is refused, naming what was tried.
+    let argv: Vec<String> = [
+        "pgo-agent",
+        "convert",
+        "--perfscript",
+        &script,
+        "--binary",
+        &s(&c.strip_all),
+        "--output",
+        &s(&dir.join("refused.prof")),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let err = daemon::execute(daemon::parse_args(argv).unwrap()).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("has no symbol table and no debug file was found")
+            && msg.contains(".gnu_debuglink")
+            && msg.contains("/usr/lib/debug/.build-id/"),
+        "{msg}"
+    );
+    assert!(!dir.join("refused.prof").exists());
+}
+
+macro_rules! split_debug_tests {
+    ($($test:ident: $name:literal, $variant:ident;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                split_debug($name, Variant::$variant);
+            }
+        )*
+    };
+}
+
+split_debug_tests! {
+    loop_count_probe: "loop_count", Probe;
+    loop_count_lines: "loop_count", Lines;
+    recursion_probe: "recursion", Probe;
+    recursion_lines: "recursion", Lines;
+    inline_tail_probe: "inline_tail", Probe;
+    inline_tail_lines: "inline_tail", Lines;
+    virtual_calls_probe: "virtual_calls", Probe;
+    virtual_calls_lines: "virtual_calls", Lines;
+    interp_probe: "interp", Probe;
+    interp_lines: "interp", Lines;
+    unroll_probe: "unroll", Probe;
+    unroll_lines: "unroll", Lines;
+    shlib_user_probe: "shlib_user", Probe;
+    shlib_user_lines: "shlib_user", Lines;
+}
