@@ -51,6 +51,7 @@ pub fn start(
     listen: &str,
     config: &Config,
     state_dir: PathBuf,
+    debug_files: symbolizer::debug_file::DebugFileFinder,
     mode: SamplingMode,
     counters: LiveCounters,
 ) -> anyhow::Result<HttpServer> {
@@ -67,7 +68,7 @@ pub fn start(
     let local_addr = listener.local_addr()?;
     let agg = &config.aggregation;
     let store = ProfileStore::new(StoreSettings {
-        debug_files: config.output.debug_file_finder(&state_dir),
+        debug_files,
         state_dir,
         mode: mode.name().to_string(),
         retained_secs: agg.window_secs.saturating_mul(agg.retained_windows as u64),
@@ -178,6 +179,7 @@ mod tests {
             "0.0.0.0:0",
             &config,
             dir.clone(),
+            Default::default(),
             SamplingMode::CpuClock,
             counters.clone(),
         )
@@ -191,6 +193,7 @@ mod tests {
             "localhost",
             &config,
             dir.clone(),
+            Default::default(),
             SamplingMode::CpuClock,
             counters.clone(),
         )
@@ -206,6 +209,7 @@ mod tests {
             "0.0.0.0:0",
             &config,
             dir.clone(),
+            Default::default(),
             SamplingMode::CpuClock,
             counters,
         )

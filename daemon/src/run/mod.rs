@@ -315,6 +315,7 @@ pub fn run_daemon(
             listen,
             config,
             state_dir.clone(),
+            debug_files.clone(),
             mode,
             counters,
         )?),
