@@ -15,9 +15,11 @@ use crate::error::SymbolizerError;
 /// (function names, probe placement) or `.debug_info` (function ranges, lines, inline
 /// frames). Such a binary's debug file is looked for.
 pub fn lacks_names(data: &[u8]) -> bool {
-    let Ok(file) = object::File::parse(data) else {
-        return false;
-    };
+    object::File::parse(data).is_ok_and(|file| file_lacks_names(&file))
+}
+
+/// [`lacks_names`] of a parsed file.
+fn file_lacks_names(file: &object::File<'_>) -> bool {
     let has_dwarf = file
         .section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0 && s.file_range().is_some());
@@ -69,13 +71,17 @@ impl ProfiledBinary {
         options: &LoadOptions,
         shared: Option<&SharedBytes>,
     ) -> Result<(ProfiledBinary, Option<DebugLookup>, Option<Arc<LazyCode>>), SymbolizerError> {
-        let id = object::File::parse(data).ok().and_then(|f| {
-            f.build_id()
-                .ok()
-                .flatten()
-                .map(|b| collector::BuildId(b.to_vec()))
-        });
-        let Some(id) = id.filter(|_| lacks_names(data)) else {
+        // Parsed once for both questions: which build id, and whether names are missing.
+        let id = object::File::parse(data)
+            .ok()
+            .filter(file_lacks_names)
+            .and_then(|f| {
+                f.build_id()
+                    .ok()
+                    .flatten()
+                    .map(|b| collector::BuildId(b.to_vec()))
+            });
+        let Some(id) = id else {
             let (binary, lazy) = Self::load_parts(path, data, None, options, shared)?;
             return Ok((binary, None, lazy));
         };
