@@ -55,7 +55,13 @@ pub fn load_binary(
     debug: Option<&Path>,
     need_names: bool,
 ) -> anyhow::Result<ProfiledBinary> {
-    let options = LoadOptions::default();
+    // Code decoded as samples reach it, from the file's memory map: the tools' memory
+    // and time grow with the code the profile touches, not with the binary.
+    let options = LoadOptions {
+        lazy_code: true,
+        release_decoded_pages: true,
+        ..LoadOptions::default()
+    };
     let loaded = match debug {
         Some(d) => ProfiledBinary::load_split(binary, Some(d), &options)?,
         None => {

@@ -166,8 +166,8 @@ pub fn truth_block_counts(
             binary: binary.name().to_string(),
         });
     }
-    let sites = binary
-        .probes()
+    let probes = binary.probes();
+    let sites = probes
         .iter()
         .filter(|p| p.kind == ProbeKind::Block)
         .map(|p| ProbeSite {

@@ -437,8 +437,8 @@ fn check_probes(path: &Path) -> ProfiledBinary {
 fn pseudo_probes_match_llvm_profgen_decoding() {
     let bin = check_probes(&built().probe);
     // An inlined call probe: context caller → callee, leaf appended on request.
-    let inlined = bin
-        .probes()
+    let probes = bin.probes();
+    let inlined = probes
         .iter()
         .find(|p| p.kind.is_call() && bin.probe_inline_node(p).parent.is_some())
         .expect("an inlined call probe");

@@ -42,7 +42,13 @@ fn program() -> String {
 
 /// The stripped binary built with clang-19, or `None` (test skipped) without clang-19.
 fn stripped_binary() -> Option<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("symbolizer-lazy-code-{}", std::process::id()));
+    // A directory per call: the tests run on parallel threads of one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "symbolizer-lazy-code-{}-{call}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("prog.c");
     std::fs::write(&src, program()).unwrap();
@@ -108,7 +114,7 @@ fn code_sections(path: &Path) -> Vec<(u64, u64)> {
 }
 
 /// Compares the point queries at `addr`.
-fn same_at(eager: &ProfiledBinary, lazy: &LazyCode, addr: u64) {
+fn same_at<L: CodeLayout + RangeChecks>(eager: &ProfiledBinary, lazy: &L, addr: u64) {
     assert_eq!(lazy.is_code(addr), eager.is_code(addr), "is_code {addr:#x}");
     assert_eq!(lazy.is_call(addr), eager.is_call(addr), "is_call {addr:#x}");
     assert_eq!(
@@ -155,7 +161,7 @@ fn same_at(eager: &ProfiledBinary, lazy: &LazyCode, addr: u64) {
 /// Spans (bytes) of the `range_crosses_uncond_branch` checks.
 const SPANS: &[u64] = &[1, 2, 3, 5, 8, 16, 40, 100, 256, 1000, 4096];
 
-fn same_ranges_from(eager: &ProfiledBinary, lazy: &LazyCode, addr: u64) {
+fn same_ranges_from<L: CodeLayout>(eager: &ProfiledBinary, lazy: &L, addr: u64) {
     for &k in SPANS {
         assert_eq!(
             lazy.range_crosses_uncond_branch(addr, addr + k),
@@ -173,7 +179,7 @@ fn same_ranges_from(eager: &ProfiledBinary, lazy: &LazyCode, addr: u64) {
     );
 }
 
-fn same_everywhere_else(eager: &ProfiledBinary, lazy: &LazyCode) {
+fn same_everywhere_else<L: CodeLayout + RangeChecks>(eager: &ProfiledBinary, lazy: &L) {
     assert_eq!(lazy.has_pseudo_probes(), eager.has_pseudo_probes());
     assert!(lazy.code_bitmap().is_none());
     assert!(lazy.range_checks().is_some());
@@ -207,12 +213,12 @@ fn stripped_clang_binary_matches_the_eager_layout_at_every_address() {
     let mut checked = 0u64;
     for &(lo, hi) in &sections {
         for addr in lo.saturating_sub(16)..hi + 16 {
-            same_at(&eager, &lazy, addr);
-            same_ranges_from(&eager, &lazy, addr);
+            same_at(&eager, &*lazy, addr);
+            same_ranges_from(&eager, &*lazy, addr);
             checked += 1;
         }
     }
-    same_everywhere_else(&eager, &lazy);
+    same_everywhere_else(&eager, &*lazy);
     assert!(checked > 1000, "{checked}");
     // Every extent was reached: all instructions decoded, as many as eagerly.
     assert_eq!(lazy.decoded_instructions(), eager.code().len());
@@ -226,6 +232,84 @@ fn stripped_clang_binary_matches_the_eager_layout_at_every_address() {
         ProfiledBinary::from_shared_bytes(&full, bytes, &LoadOptions::default()).unwrap();
     assert!(lazy.is_none());
     assert!(!binary.code().is_empty());
+}
+
+/// `LoadOptions::lazy_code` (the command-line tools' load): a binary with DWARF, and one
+/// with pseudo probes too, decoded on demand inside the `ProfiledBinary`, answer every
+/// code, range, instruction and inline-frame query as the eager load does, and read only
+/// the line tables of the units asked about.
+#[test]
+fn lazy_code_binaries_with_dwarf_and_probes_match_the_eager_load() {
+    let Some(stripped) = stripped_binary() else {
+        return;
+    };
+    let dwarf = stripped.with_file_name("prog");
+    let probes = stripped.with_file_name("prog.probes");
+    let status = Command::new("clang-19")
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-fpseudo-probe-for-profiling",
+        ])
+        .arg(stripped.with_file_name("prog.c"))
+        .arg("-o")
+        .arg(&probes)
+        .status()
+        .expect("clang-19 runs");
+    assert!(status.success());
+    for path in [dwarf, probes] {
+        let eager = ProfiledBinary::load(&path).unwrap();
+        let lazy_options = LoadOptions {
+            lazy_code: true,
+            release_decoded_pages: true,
+            ..LoadOptions::default()
+        };
+        let lazy = ProfiledBinary::load_split(&path, None, &lazy_options).unwrap();
+        assert!(lazy.code().is_empty() && !eager.code().is_empty());
+        let code = lazy.lazy_code().expect("decoded on demand");
+        assert_eq!(code.decoded_instructions(), 0, "{path:?}");
+        assert_eq!(lazy.has_pseudo_probes(), eager.has_pseudo_probes());
+        assert_eq!(lazy.probes(), eager.probes());
+        // One function's queries decode one extent and read one unit's lines.
+        let f = eager.function_table().ranges()[3].clone();
+        same_at(&eager, &lazy, f.start);
+        assert_eq!(lazy.inline_frames(f.start), eager.inline_frames(f.start));
+        assert!(!eager.inline_frames(f.start).is_empty(), "{path:?}");
+        // (The prolog check looks at the instructions before the start: one more extent.)
+        assert!(code.decoded_extents() <= 3, "{}", code.decoded_extents());
+        assert_eq!(lazy.dwarf_units_with_lines(), 1);
+        for &(lo, hi) in &code_sections(&path) {
+            for addr in lo.saturating_sub(16)..hi + 16 {
+                same_at(&eager, &lazy, addr);
+                same_ranges_from(&eager, &lazy, addr);
+                assert_eq!(lazy.inline_frames(addr), eager.inline_frames(addr));
+                assert_eq!(lazy.instruction_size(addr), eager.instruction_size(addr));
+                assert_eq!(lazy.instruction_kind(addr), eager.instruction_kind(addr));
+                let (a, b): (Vec<_>, Vec<_>) = (
+                    lazy.instructions_in(addr, addr + 40).collect(),
+                    eager.instructions_in(addr, addr + 40).collect(),
+                );
+                assert_eq!(a, b, "instructions_in({addr:#x}, +40)");
+            }
+            let (a, b): (Vec<_>, Vec<_>) = (
+                lazy.instructions_in(lo, hi).collect(),
+                eager.instructions_in(lo, hi).collect(),
+            );
+            assert_eq!(a, b);
+        }
+        same_everywhere_else(&eager, &lazy);
+        assert_eq!(code.decoded_instructions(), eager.code().len());
+        // Ranges over many functions are decoded, not guessed, for an exact answer.
+        let (first, last) = (
+            eager.code().addresses()[0],
+            *eager.code().addresses().last().unwrap(),
+        );
+        assert_eq!(
+            lazy.range_crosses_uncond_branch(first, last),
+            eager.range_crosses_uncond_branch(first, last)
+        );
+    }
 }
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
@@ -249,15 +333,15 @@ fn stripped_libc_matches_the_eager_layout() {
     let mid = text.0 + (text.1 - text.0) / 2;
     let window = mid.saturating_sub(128 << 10)..(mid + (128 << 10)).min(text.1);
     for addr in window {
-        same_at(&eager, &lazy, addr);
+        same_at(&eager, &*lazy, addr);
         if addr % 4 == 0 {
-            same_ranges_from(&eager, &lazy, addr);
+            same_ranges_from(&eager, &*lazy, addr);
         }
     }
     // Every instruction start, and the byte after it.
     for &addr in eager.code().addresses() {
-        same_at(&eager, &lazy, addr);
-        same_at(&eager, &lazy, addr + 1);
+        same_at(&eager, &*lazy, addr);
+        same_at(&eager, &*lazy, addr + 1);
         for k in [1, 7, 64, 2048] {
             assert_eq!(
                 lazy.range_crosses_uncond_branch(addr, addr + k),
@@ -266,7 +350,7 @@ fn stripped_libc_matches_the_eager_layout() {
             );
         }
     }
-    same_everywhere_else(&eager, &lazy);
+    same_everywhere_else(&eager, &*lazy);
     assert_eq!(lazy.decoded_instructions(), eager.code().len());
 }
 

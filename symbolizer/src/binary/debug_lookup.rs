@@ -88,12 +88,15 @@ impl ProfiledBinary {
         let mut lookup = finder.find(&id, path, data);
         if let Some(found) = &lookup.found {
             let loaded = map_file(&found.path).and_then(|debug| {
+                let debug = Arc::new(debug);
+                let debug_shared: SharedBytes = debug.clone();
                 Self::load_parts(
                     path,
                     data,
                     Some(DebugFileBytes {
                         path: &found.path,
                         data: &debug,
+                        shared: Some(&debug_shared).filter(|_| options.lazy_code),
                     }),
                     options,
                     shared,
@@ -117,7 +120,17 @@ impl ProfiledBinary {
         finder: &DebugFileFinder,
         options: &LoadOptions,
     ) -> Result<(ProfiledBinary, Option<DebugLookup>), SymbolizerError> {
-        let data = map_file(path)?;
-        Self::from_bytes_with_lookup(path, &data, finder, options)
+        let data: Arc<memmap2::Mmap> = Arc::new(map_file(path)?);
+        let shared: SharedBytes = data.clone();
+        // Shared bytes make `lookup_and_load` return a no-DWARF binary's code apart from
+        // it; only with `lazy_code` does the binary keep that code itself.
+        Self::lookup_and_load(
+            path,
+            &data,
+            finder,
+            options,
+            options.lazy_code.then_some(&shared),
+        )
+        .map(|(binary, lookup, _)| (binary, lookup))
     }
 }

@@ -52,7 +52,11 @@ pub(crate) struct ExtentPlan {
 /// The decoded instructions of one extent: offsets from its start, sorted.
 #[derive(Debug, Default)]
 struct Decoded {
+    /// Dense index of the first instruction: extents are numbered in the order they are
+    /// decoded, so the indices of decoded instructions are `0..decoded_instructions()`.
+    base: usize,
     offsets: Box<[u32]>,
+    sizes: Box<[u8]>,
     kinds: Box<[u8]>,
     /// Offsets of the instructions in llvm-profgen's `UncondBranchAddrSet`.
     uncond: Box<[u32]>,
@@ -87,6 +91,9 @@ pub struct LazyCode {
     decoded: AtomicUsize,
     /// Give back the pages of each decoded extent ([`LazyCode::releasing_decoded_pages`]).
     release_pages: bool,
+    /// Decode every extent a range spans ([`LazyCode::with_exact_ranges`]) instead of
+    /// answering `true` past [`MAX_RANGE_EXTENTS`].
+    exact_ranges: bool,
 }
 
 impl std::fmt::Debug for LazyCode {
@@ -135,7 +142,70 @@ impl LazyCode {
             second_last: OnceLock::new(),
             decoded: AtomicUsize::new(0),
             release_pages: false,
+            exact_ranges: false,
         })
+    }
+
+    /// With `exact`, [`CodeLayout::range_crosses_uncond_branch`] decodes every extent a
+    /// range spans, so every answer equals the eager one (`convert`, whose output must be
+    /// llvm-profgen's); without it a range over more than [`MAX_RANGE_EXTENTS`] extents is
+    /// answered `true` undecoded (the daemon, which bounds the work one sample costs).
+    pub(crate) fn with_exact_ranges(mut self, exact: bool) -> LazyCode {
+        self.exact_ranges = exact;
+        self
+    }
+
+    /// An upper bound on the dense instruction indices ([`LazyCode::dense_index`]): the
+    /// bytes the extents span.
+    pub(crate) fn index_capacity(&self) -> usize {
+        self.extents
+            .iter()
+            .map(|e| (e.plan.end - e.plan.start) as usize)
+            .sum()
+    }
+
+    /// The dense index of the instruction starting at `addr`: unique, below
+    /// [`LazyCode::index_capacity`], assigned when its extent is decoded.
+    pub(crate) fn dense_index(&self, addr: u64) -> Option<usize> {
+        let (k, j) = self.index_of(addr)?;
+        Some(self.decode(k).base + j)
+    }
+
+    /// The kind bits ([`super::disasm`]`::KIND_*`) of the instruction at `addr`; 0 when
+    /// none starts there.
+    pub(crate) fn kind(&self, addr: u64) -> u8 {
+        self.index_of(addr).map_or(0, |p| self.kind_at(p))
+    }
+
+    /// The byte size of the instruction at `addr`.
+    pub(crate) fn size(&self, addr: u64) -> Option<u32> {
+        let (k, j) = self.index_of(addr)?;
+        Some(u32::from(self.decode(k).sizes[j]))
+    }
+
+    /// Instructions with `start <= addr <= end_inclusive`, as (address, byte size), in
+    /// address order (the eager [`super::CodeMap::instructions_in`]).
+    pub(crate) fn instructions_in(
+        &self,
+        start: u64,
+        end_inclusive: u64,
+    ) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let first = self.extents.partition_point(|e| e.plan.end <= start);
+        self.extents[first..]
+            .iter()
+            .enumerate()
+            .take_while(move |(_, e)| e.plan.start <= end_inclusive)
+            .flat_map(move |(n, e)| {
+                let d = self.decode(first + n);
+                let plan_start = e.plan.start;
+                let lo = start.saturating_sub(plan_start);
+                let from = d.offsets.partition_point(|&o| u64::from(o) < lo);
+                d.offsets[from..]
+                    .iter()
+                    .zip(&d.sizes[from..])
+                    .map(move |(&o, &s)| (plan_start + u64::from(o), u32::from(s)))
+                    .take_while(move |(a, _)| *a <= end_inclusive)
+            })
     }
 
     /// With `release`, the pages of each extent's bytes are given back once it is decoded
@@ -190,23 +260,27 @@ impl LazyCode {
         e.decoded.get_or_init(|| {
             let p = e.plan;
             let bytes = &(*self.data).as_ref()[p.offset..p.bytes_end];
-            let (mut offsets, mut kinds, mut uncond) = (Vec::new(), Vec::new(), Vec::new());
-            decode_range(bytes, p.start, p.start, p.end, |addr, _size, kind| {
+            let (mut offsets, mut sizes, mut kinds, mut uncond) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            decode_range(bytes, p.start, p.start, p.end, |addr, size, kind| {
                 let off = (addr - p.start) as u32;
                 offsets.push(off);
+                sizes.push(size);
                 kinds.push(kind);
                 if kind & KIND_UNCOND != 0 {
                     uncond.push(off);
                 }
             });
-            self.decoded.fetch_add(offsets.len(), Ordering::Relaxed);
+            let base = self.decoded.fetch_add(offsets.len(), Ordering::Relaxed);
             if self.release_pages {
                 // Decoding read at most one instruction (15 bytes) past the extent's end.
                 let read = (p.end - p.start) as usize + 15;
                 Self::release(&bytes[..read.min(bytes.len())]);
             }
             Box::new(Decoded {
+                base,
                 offsets: offsets.into_boxed_slice(),
+                sizes: sizes.into_boxed_slice(),
                 kinds: kinds.into_boxed_slice(),
                 uncond: uncond.into_boxed_slice(),
             })
@@ -317,7 +391,7 @@ impl CodeLayout for LazyCode {
             if plan.start >= end {
                 break;
             }
-            if n == MAX_RANGE_EXTENTS {
+            if n == MAX_RANGE_EXTENTS && !self.exact_ranges {
                 // See `MAX_RANGE_EXTENTS`: the range spans whole functions.
                 return true;
             }

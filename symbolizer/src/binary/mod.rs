@@ -35,9 +35,12 @@ pub use lazy_code::{LazyCode, SharedBytes};
 pub use name_source::NameSource;
 pub use segments::LoadSegments;
 
+use crate::dwarf::sections::SectionBytes;
 use crate::dwarf::{discriminator, DwarfInfo};
 use crate::error::SymbolizerError;
-use crate::probe::{desc::decode_desc_section, ProbeDesc, ProbeFrame, ProbeSection, PseudoProbe};
+use crate::probe::{
+    desc::decode_desc_section, InlineNodeId, ProbeDesc, ProbeFrame, ProbeStore, PseudoProbe,
+};
 use crate::symtab::SymbolTable;
 
 /// Largest binary accepted.
@@ -63,6 +66,14 @@ pub struct LoadOptions {
     /// tens of megabytes of a large library resident). Never set it for bytes on the heap:
     /// their pages would read back as zeros.
     pub release_decoded_pages: bool,
+    /// Decode the code on demand whatever the binary has (DWARF, placed pseudo probes):
+    /// the binary keeps a [`LazyCode`] over the file's memory map and answers every code
+    /// query from it, exactly as the eager load would (`convert`: its memory and time grow
+    /// with the code the samples reach, not with the file). Needs shared bytes
+    /// ([`ProfiledBinary::load_split`] maps the file; [`ProfiledBinary::from_bytes`]
+    /// ignores it). [`ProfiledBinary::code`] is then empty and
+    /// [`ProfiledBinary::prolog_epilog_addresses`] unlisted.
+    pub lazy_code: bool,
 }
 
 /// One inline frame of an instruction, outermost first in a stack (llvm-profgen
@@ -87,11 +98,13 @@ pub struct ProfiledBinary {
     names: NameSource,
     segments: LoadSegments,
     code: CodeMap,
+    /// The code decoded on demand ([`LoadOptions::lazy_code`]); `code` is then empty.
+    lazy: Option<Arc<LazyCode>>,
     functions: FunctionTable,
     prolog_epilog: Vec<u64>,
     dwarf: DwarfInfo,
     frame_cache: frame_cache::FrameCache,
-    probes: ProbeSection,
+    probes: ProbeStore,
     probe_descs: HashMap<u64, ProbeDesc>,
     has_pseudo_probes: bool,
     uses_fs_discriminator: bool,
@@ -104,7 +117,7 @@ impl std::fmt::Debug for ProfiledBinary {
             .field("build_id", &self.build_id)
             .field("instructions", &self.code.len())
             .field("functions", &self.functions.functions().len())
-            .field("probes", &self.probes.probes.len())
+            .field("probes", &self.probes.len())
             .finish()
     }
 }
@@ -131,17 +144,26 @@ impl ProfiledBinary {
         debug: Option<&Path>,
         options: &LoadOptions,
     ) -> Result<ProfiledBinary, SymbolizerError> {
-        let data = map_file(path)?;
-        let debug_data = debug.map(|d| map_file(d).map(|m| (d, m))).transpose()?;
-        Self::from_parts(
+        let data: Arc<memmap2::Mmap> = Arc::new(map_file(path)?);
+        let shared: SharedBytes = data.clone();
+        let debug_data = debug
+            .map(|d| map_file(d).map(|m| (d, Arc::new(m))))
+            .transpose()?;
+        let debug_shared: Option<SharedBytes> = debug_data
+            .as_ref()
+            .map(|(_, m)| -> SharedBytes { m.clone() });
+        Self::load_parts(
             path,
             &data,
             debug_data.as_ref().map(|(p, m)| DebugFileBytes {
                 path: p,
                 data: &m[..],
+                shared: debug_shared.as_ref().filter(|_| options.lazy_code),
             }),
             options,
+            options.lazy_code.then_some(&shared),
         )
+        .map(|(binary, _)| binary)
     }
 
     /// Loads from bytes already in memory; `path` names the binary in errors and [`Self::name`].
@@ -187,6 +209,7 @@ impl ProfiledBinary {
     ) -> Result<(ProfiledBinary, Option<Arc<LazyCode>>), SymbolizerError> {
         let file = parse_elf(path, data)?;
         let endian = file.endian();
+        let debug_shared = debug.and_then(|d| d.shared);
         let debug_file = match debug {
             Some(d) => Some((parse_elf(d.path, d.data)?, d.path)),
             None => None,
@@ -224,11 +247,17 @@ impl ProfiledBinary {
         let preferred_base = segments.preferred_base();
 
         // loadSymbolsFromDWARF: from the debug file when it has DWARF.
-        let mut dwarf = match &debug_file {
-            Some((d, dpath)) if d.section_by_name(".debug_info").is_some() => {
-                DwarfInfo::load(d, dpath)?
+        let mut dwarf = match (&debug_file, debug_shared) {
+            (Some((d, dpath)), owner) if d.section_by_name(".debug_info").is_some() => {
+                match owner {
+                    Some(owner) => DwarfInfo::load_lazy_lines(d, dpath, owner)?,
+                    None => DwarfInfo::load(d, dpath)?,
+                }
             }
-            _ => DwarfInfo::load(&file, path)?,
+            _ => match shared.filter(|_| options.lazy_code) {
+                Some(owner) => DwarfInfo::load_lazy_lines(&file, path, owner)?,
+                None => DwarfInfo::load(&file, path)?,
+            },
         };
         let chosen =
             name_source::choose_symbols(&file, path, debug_file.as_ref().map(|(d, p)| (d, *p)))?;
@@ -314,19 +343,25 @@ impl ProfiledBinary {
                 let descs = decode_desc_section(section_bytes(&desc, desc_path)?)
                     .map_err(|e| malformed(desc_path, ".pseudo_probe_desc", e))?;
                 let probes = if chosen.source.has_names() {
-                    let starts = symbols.guid_to_address();
-                    ProbeSection::decode(section_bytes(&probe, probe_path)?, &starts)
+                    // Kept as a range of the file's map when there is one, else copied.
+                    let owner = if probe_path == path {
+                        shared
+                    } else {
+                        debug_shared
+                    };
+                    let bytes = SectionBytes::keep(section_bytes(&probe, probe_path)?, owner);
+                    ProbeStore::index(bytes, symbols.guid_to_address())
                         .map_err(|e| malformed(probe_path, ".pseudo_probe", e))?
                 } else {
-                    ProbeSection::default()
+                    ProbeStore::default()
                 };
                 (probes, descs)
             }
-            _ => (ProbeSection::default(), HashMap::new()),
+            _ => (ProbeStore::default(), HashMap::new()),
         };
 
         let lazy = match shared {
-            Some(shared) if !has_dwarf_functions && probes.probes.is_empty() => {
+            Some(shared) if options.lazy_code || (!has_dwarf_functions && probes.is_empty()) => {
                 lazy_layout(shared, data, &extents, &functions, has_pseudo_probes).map(|l| {
                     if options.release_decoded_pages {
                         // What loading read (headers, `.eh_frame`, symbol tables) is
@@ -334,10 +369,13 @@ impl ProfiledBinary {
                         LazyCode::release(data);
                     }
                     l.releasing_decoded_pages(options.release_decoded_pages)
+                        .with_exact_ranges(options.lazy_code)
                 })
             }
             _ => None,
         };
+        let lazy = lazy.map(Arc::new);
+        let internal = lazy.clone().filter(|_| options.lazy_code);
         let (code, prolog_epilog) = if lazy.is_some() {
             (CodeMap::default(), Vec::new())
         } else {
@@ -360,7 +398,9 @@ impl ProfiledBinary {
         };
         drop(extents);
 
-        let frame_cache = frame_cache::FrameCache::new(code.len());
+        let frame_cache = frame_cache::FrameCache::new(
+            internal.as_ref().map_or(code.len(), |l| l.index_capacity()),
+        );
         let binary = ProfiledBinary {
             path: path.to_path_buf(),
             name: path
@@ -371,6 +411,7 @@ impl ProfiledBinary {
             names: chosen.source,
             segments,
             code,
+            lazy: internal,
             functions,
             prolog_epilog,
             dwarf,
@@ -380,7 +421,7 @@ impl ProfiledBinary {
             has_pseudo_probes,
             uses_fs_discriminator,
         };
-        Ok((binary, lazy.map(Arc::new)))
+        Ok((binary, lazy))
     }
 
     /// The path the binary was loaded from.
@@ -435,12 +476,43 @@ impl ProfiledBinary {
         start: u64,
         end_inclusive: u64,
     ) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.code.instructions_in(start, end_inclusive)
+        let (eager, lazy) = match &self.lazy {
+            Some(lazy) => (None, Some(lazy.instructions_in(start, end_inclusive))),
+            None => (Some(self.code.instructions_in(start, end_inclusive)), None),
+        };
+        eager
+            .into_iter()
+            .flatten()
+            .chain(lazy.into_iter().flatten())
     }
 
     /// The byte size of the instruction at `addr`, if one starts there.
     pub fn instruction_size(&self, addr: u64) -> Option<u32> {
-        self.code.size(addr)
+        match &self.lazy {
+            Some(lazy) => lazy.size(addr),
+            None => self.code.size(addr),
+        }
+    }
+
+    /// The kind bits (`disasm::KIND_*`) of the instruction at `addr`; 0 when none starts
+    /// there.
+    pub fn instruction_kind(&self, addr: u64) -> u8 {
+        match &self.lazy {
+            Some(lazy) => lazy.kind(addr),
+            None => self.code.kind(addr),
+        }
+    }
+
+    /// Compilation units whose line table has been read (all of them unless loaded with
+    /// [`LoadOptions::lazy_code`]).
+    pub fn dwarf_units_with_lines(&self) -> usize {
+        self.dwarf.units_with_lines()
+    }
+
+    /// The code decoded on demand, when the binary was loaded with
+    /// [`LoadOptions::lazy_code`].
+    pub fn lazy_code(&self) -> Option<&LazyCode> {
+        self.lazy.as_deref()
     }
 
     /// The function range containing `addr` (`start <= addr < end`).
@@ -476,7 +548,11 @@ impl ProfiledBinary {
     /// `addr` is not an instruction start or has no debug info (llvm-profgen
     /// `getCachedFrameLocationStack(addr)` without probe discriminators).
     pub fn inline_frames(&self, addr: u64) -> &[FrameLocation] {
-        let Some(i) = self.code.index_of(addr) else {
+        let index = match &self.lazy {
+            Some(lazy) => lazy.dense_index(addr),
+            None => self.code.index_of(addr),
+        };
+        let Some(i) = index else {
             return &[];
         };
         self.frame_cache
@@ -518,9 +594,25 @@ impl ProfiledBinary {
         self.has_pseudo_probes
     }
 
-    /// All decoded probes, sorted by address.
-    pub fn probes(&self) -> &[PseudoProbe] {
-        &self.probes.probes
+    /// All probes, sorted by address (decodes every function's probes; queries by
+    /// address or node decode only the functions they reach).
+    pub fn probes(&self) -> Vec<&PseudoProbe> {
+        self.probes.all()
+    }
+
+    /// The probes of inline-tree node `node`, sorted by address.
+    pub fn node_probes(&self, node: InlineNodeId) -> Vec<&PseudoProbe> {
+        self.probes.node_probes(node)
+    }
+
+    /// The inline-tree nodes that own at least one probe, sorted.
+    pub fn nodes_with_probes(&self) -> &[InlineNodeId] {
+        self.probes.nodes_with_probes()
+    }
+
+    /// The probe store (counts of probes and of those decoded so far).
+    pub fn probe_store(&self) -> &ProbeStore {
+        &self.probes
     }
 
     /// The probes at `addr`, in decode order.
@@ -535,12 +627,12 @@ impl ProfiledBinary {
 
     /// The inline tree node of `probe`.
     pub fn probe_inline_node(&self, probe: &PseudoProbe) -> &crate::probe::InlineTreeNode {
-        self.probes.tree.node(probe.node)
+        self.probes.tree().node(probe.node)
     }
 
     /// The probe inline forest.
     pub fn probe_inline_tree(&self) -> &crate::probe::ProbeInlineTree {
-        &self.probes.tree
+        self.probes.tree()
     }
 
     /// llvm-profgen `getInlineContextForProbe`: caller → callee frames (function name,
@@ -552,9 +644,10 @@ impl ProfiledBinary {
         include_leaf: bool,
     ) -> Vec<ProbeFrame<'_>> {
         let mut raw = Vec::new();
-        let mut node = self.probes.tree.node(probe.node);
+        let tree = self.probes.tree();
+        let mut node = tree.node(probe.node);
         while let Some(parent) = node.parent {
-            let caller = self.probes.tree.node(parent);
+            let caller = tree.node(parent);
             raw.push(ProbeFrame {
                 func_name: self.probe_func_name(caller.guid),
                 probe_index: node.site,
@@ -607,27 +700,39 @@ impl ProfiledBinary {
 
 impl CodeLayout for ProfiledBinary {
     fn is_code(&self, addr: u64) -> bool {
-        self.code.contains(addr)
+        match &self.lazy {
+            Some(lazy) => lazy.is_code(addr),
+            None => self.code.contains(addr),
+        }
     }
 
     fn is_call(&self, addr: u64) -> bool {
-        self.code.kind(addr) & disasm::KIND_CALL != 0
+        self.instruction_kind(addr) & disasm::KIND_CALL != 0
     }
 
     fn is_return(&self, addr: u64) -> bool {
-        self.code.kind(addr) & disasm::KIND_RETURN != 0
+        self.instruction_kind(addr) & disasm::KIND_RETURN != 0
     }
 
     fn range_crosses_uncond_branch(&self, start: u64, end: u64) -> bool {
-        self.code.range_crosses_uncond_branch(start, end)
+        match &self.lazy {
+            Some(lazy) => lazy.range_crosses_uncond_branch(start, end),
+            None => self.code.range_crosses_uncond_branch(start, end),
+        }
     }
 
     fn previous_instruction(&self, addr: u64) -> Option<u64> {
-        self.code.previous_instruction(addr)
+        match &self.lazy {
+            Some(lazy) => lazy.previous_instruction(addr),
+            None => self.code.previous_instruction(addr),
+        }
     }
 
     fn is_prolog_or_epilog(&self, addr: u64) -> bool {
-        self.prolog_epilog.binary_search(&addr).is_ok()
+        match &self.lazy {
+            Some(lazy) => lazy.is_prolog_or_epilog(addr),
+            None => self.prolog_epilog.binary_search(&addr).is_ok(),
+        }
     }
 
     fn has_pseudo_probes(&self) -> bool {
@@ -647,6 +752,9 @@ impl CodeLayout for ProfiledBinary {
     }
 
     fn call_before_return_address(&self, ret: u64) -> Option<u64> {
+        if let Some(lazy) = &self.lazy {
+            return lazy.call_before_return_address(ret);
+        }
         if ret == unwinder::EXTERNAL_ADDR {
             return Some(unwinder::EXTERNAL_ADDR);
         }
@@ -654,6 +762,9 @@ impl CodeLayout for ProfiledBinary {
     }
 
     fn code_bitmap(&self) -> Option<unwinder::CodeBitmap<'_>> {
+        if self.lazy.is_some() {
+            return None;
+        }
         let (base, words) = self.code.start_bitmap()?;
         Some(unwinder::CodeBitmap { base, words })
     }
@@ -669,7 +780,9 @@ impl CodeLayout for ProfiledBinary {
 
 impl RangeChecks for ProfiledBinary {
     fn is_transfer(&self, addr: u64) -> bool {
-        self.code.kind(addr) & (disasm::KIND_BRANCH | disasm::KIND_CALL | disasm::KIND_RETURN) != 0
+        self.instruction_kind(addr)
+            & (disasm::KIND_BRANCH | disasm::KIND_CALL | disasm::KIND_RETURN)
+            != 0
     }
 
     fn function_range(&self, addr: u64) -> Option<(u64, u64)> {
@@ -678,12 +791,25 @@ impl RangeChecks for ProfiledBinary {
 }
 
 /// A separate debug file's bytes, given with a binary to [`ProfiledBinary::from_parts`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct DebugFileBytes<'a> {
     /// Its path (named in errors and in [`NameSource::DebugFile`]).
     pub path: &'a Path,
     /// Its contents.
     pub data: &'a [u8],
+    /// The memory map `data` lies in, when the binary is loaded with
+    /// [`LoadOptions::lazy_code`]: its line tables are then read when first used.
+    pub shared: Option<&'a SharedBytes>,
+}
+
+impl std::fmt::Debug for DebugFileBytes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DebugFileBytes")
+            .field("path", &self.path)
+            .field("len", &self.data.len())
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
 }
 
 /// Maps `path` read-only. Only the pages the loader reads become resident (as page cache).

@@ -5,7 +5,11 @@
 //! * per unit, the subroutine DIEs (`DW_TAG_subprogram`, `DW_TAG_inlined_subroutine`) with
 //!   their name, `DW_AT_decl_line`, `DW_AT_call_line`, `DW_AT_GNU_discriminator` and parent,
 //!   plus an address → deepest-DIE map (LLVM `DWARFUnit::updateAddressDieMap`);
-//! * per unit, the line table's sequences (address, line, discriminator).
+//! * per unit, the line table's sequences (address, line, discriminator): read at load, or
+//!   ([`DwarfInfo::load_lazy_lines`]) checked at load and read again when an address of the
+//!   unit is first looked up, from `.debug_line` in the file's memory map. A line table
+//!   costs 16 bytes a row read, about ten times its encoded size, and a profile looks up
+//!   the units of the code samples reach.
 //!
 //! [`DwarfInfo::inlining_info`] then reproduces LLVM 19 `DWARFContext::getInliningInfoForAddress`
 //! with linkage names: innermost frame first; the innermost frame's line and discriminator come
@@ -14,12 +18,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use object::Object;
 
 use super::interval::{IntervalMap, IntervalMapBuilder};
-use super::sections::DebugSections;
-use super::unit_set::{dwarf_error, row_at, unit_map, LineSequence, UnitSet};
+use super::sections::{DebugSections, SectionBytes};
+use super::unit_set::{dwarf_error, row_at, sequences_of, unit_map, LineSequence, UnitSet};
+use crate::binary::SharedBytes;
 use crate::error::SymbolizerError;
 
 /// Most frames [`DwarfInfo::inlining_info`] returns for one address (innermost first). Real
@@ -63,8 +69,25 @@ struct Row {
 struct UnitInfo {
     nodes: Vec<Subroutine>,
     die_map: IntervalMap<u32>,
-    /// Sorted by high PC (LLVM `Sequence::orderByHighPC`).
-    sequences: Vec<LineSequence<Row>>,
+    /// Sorted by high PC (LLVM `Sequence::orderByHighPC`); set at load, or on first use
+    /// from [`DwarfInfo::lines`].
+    sequences: OnceLock<Vec<LineSequence<Row>>>,
+    /// Where the line program is in [`LineSource::debug_line`] (lazy lines only).
+    program: Option<(gimli::DebugLineOffset, u8)>,
+}
+
+/// The `.debug_line` section the lazily read line tables come from.
+#[derive(Debug)]
+struct LineSource {
+    debug_line: SectionBytes,
+    endian: gimli::RunTimeEndian,
+}
+
+fn line_row(row: &gimli::LineRow) -> Row {
+    Row {
+        line: row.line().map_or(0, |l| l.get() as u32),
+        discriminator: row.discriminator() as u32,
+    }
 }
 
 /// DWARF facts of one binary; see the module docs.
@@ -74,6 +97,7 @@ pub struct DwarfInfo {
     names: Vec<String>,
     units: Vec<UnitInfo>,
     unit_map: IntervalMap<u32>,
+    lines: Option<Arc<LineSource>>,
 }
 
 impl DwarfInfo {
@@ -83,15 +107,67 @@ impl DwarfInfo {
         file: &impl Object<'data>,
         path: &Path,
     ) -> Result<DwarfInfo, SymbolizerError> {
+        Self::load_from(file, path, None)
+    }
+
+    /// [`DwarfInfo::load`], with the line tables read when first used (see the module
+    /// docs) from `owner`, the memory map of `file`'s bytes (a compressed `.debug_line` is
+    /// kept decompressed). Every line table is still read once at load, so a malformed one
+    /// fails here as in [`DwarfInfo::load`].
+    pub fn load_lazy_lines<'data>(
+        file: &impl Object<'data>,
+        path: &Path,
+        owner: &SharedBytes,
+    ) -> Result<DwarfInfo, SymbolizerError> {
+        Self::load_from(file, path, Some(owner))
+    }
+
+    fn load_from<'data>(
+        file: &impl Object<'data>,
+        path: &Path,
+        owner: Option<&SharedBytes>,
+    ) -> Result<DwarfInfo, SymbolizerError> {
         let sections = DebugSections::load(file, path)?;
         let dwarf = sections.dwarf().map_err(|e| dwarf_error(path, e, None))?;
+        let lines = owner.and_then(|owner| {
+            Some(Arc::new(LineSource {
+                debug_line: sections.keep(gimli::SectionId::DebugLine, owner)?,
+                endian: sections.endian(),
+            }))
+        });
         Loader {
             units: UnitSet::read(&dwarf, path)?,
             path,
             names: HashMap::new(),
-            info: DwarfInfo::default(),
+            info: DwarfInfo {
+                lines,
+                ..DwarfInfo::default()
+            },
         }
         .run()
+    }
+
+    /// The line sequences of unit `u`, read on first use when the lines are lazy.
+    fn lines<'s>(&'s self, u: &'s UnitInfo) -> &'s [LineSequence<Row>] {
+        u.sequences.get_or_init(|| {
+            let (Some(source), Some((offset, address_size))) = (&self.lines, u.program) else {
+                return Vec::new();
+            };
+            let debug_line = gimli::DebugLine::new(source.debug_line.bytes(), source.endian);
+            // Read once already at load: an error cannot arise here.
+            debug_line
+                .program(offset, address_size, None, None)
+                .and_then(|program| sequences_of(program, line_row))
+                .unwrap_or_default()
+        })
+    }
+
+    /// Units whose line table has been read.
+    pub fn units_with_lines(&self) -> usize {
+        self.units
+            .iter()
+            .filter(|u| u.sequences.get().is_some())
+            .count()
     }
 
     /// Subprograms in DIE order: (linkage name else short name, ranges), including ones with
@@ -134,7 +210,7 @@ impl DwarfInfo {
         loop {
             let node = &unit.nodes[node_id as usize];
             let (line, discriminator) = match inner {
-                None => row_at(&unit.sequences, addr)
+                None => row_at(self.lines(unit), addr)
                     .map_or((0, 0), |r| (u64::from(r.line), r.discriminator)),
                 Some(callee) => (callee.call_line, callee.call_discriminator),
             };
@@ -233,10 +309,12 @@ impl Loader<'_, '_> {
             });
         }
         info.die_map = die_map.finish();
-        info.sequences = self.units.line_sequences(index, |row| Row {
-            line: row.line().map_or(0, |l| l.get() as u32),
-            discriminator: row.discriminator() as u32,
-        })?;
+        if self.info.lines.is_some() {
+            self.units.check_line_rows(index)?;
+            info.program = self.units.line_program_ref(index);
+        } else {
+            info.sequences = OnceLock::from(self.units.line_sequences(index, line_row)?);
+        }
         let ranges = self.units.address_ranges(index, &info.die_map);
         Ok((info, ranges))
     }
@@ -268,9 +346,11 @@ mod tests {
             units: vec![UnitInfo {
                 nodes,
                 die_map: die_map.finish(),
-                sequences: Vec::new(),
+                sequences: OnceLock::from(Vec::new()),
+                program: None,
             }],
             unit_map: unit_map.finish(),
+            lines: None,
         }
     }
 

@@ -9,7 +9,49 @@ use std::path::Path;
 use gimli::{EndianSlice, RunTimeEndian, SectionId};
 use object::{Object, ObjectSection};
 
+use crate::binary::SharedBytes;
 use crate::error::SymbolizerError;
+
+/// A debug section's bytes kept past loading: a range of the file's shared memory map, or
+/// (decompressed, or not in the map) a copy.
+#[derive(Clone)]
+pub(crate) enum SectionBytes {
+    /// `bytes[range]`.
+    Mapped(SharedBytes, std::ops::Range<usize>),
+    /// Owned.
+    Owned(std::sync::Arc<[u8]>),
+}
+
+impl SectionBytes {
+    /// `data` kept: a range of `owner` when it lies in it, else a copy.
+    pub(crate) fn keep(data: &[u8], owner: Option<&SharedBytes>) -> SectionBytes {
+        if let Some(owner) = owner {
+            let map: &[u8] = (**owner).as_ref();
+            let (base, ptr) = (map.as_ptr() as usize, data.as_ptr() as usize);
+            if ptr >= base && ptr + data.len() <= base + map.len() {
+                let start = ptr - base;
+                return SectionBytes::Mapped(owner.clone(), start..start + data.len());
+            }
+        }
+        SectionBytes::Owned(std::sync::Arc::from(data))
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            SectionBytes::Mapped(map, range) => &(**map).as_ref()[range.clone()],
+            SectionBytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
+impl std::fmt::Debug for SectionBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SectionBytes::Mapped(_, range) => write!(f, "Mapped({range:?})"),
+            SectionBytes::Owned(bytes) => write!(f, "Owned({} bytes)", bytes.len()),
+        }
+    }
+}
 
 /// The byte slices gimli reads the sections through.
 pub(crate) type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
@@ -65,6 +107,17 @@ impl<'data> DebugSections<'data> {
             }
         }
         Ok(DebugSections { data, endian })
+    }
+
+    /// The byte order of the sections.
+    pub(crate) fn endian(&self) -> RunTimeEndian {
+        self.endian
+    }
+
+    /// Section `id` kept past loading: a range of `owner` when its bytes lie in it (an
+    /// uncompressed section of the file `owner` maps), else a copy; `None` when absent.
+    pub(crate) fn keep(&self, id: SectionId, owner: &SharedBytes) -> Option<SectionBytes> {
+        Some(SectionBytes::keep(self.data.get(&id)?, Some(owner)))
     }
 
     /// gimli's view of the sections.

@@ -56,6 +56,52 @@ pub(crate) fn row_at<R>(sequences: &[LineSequence<R>], addr: u64) -> Option<&R> 
     seq.rows.get(j)
 }
 
+/// `program`'s rows as sequences sorted by high PC (see [`UnitSet::line_sequences`]).
+pub(crate) fn sequences_of<T: gimli::Reader, R>(
+    program: gimli::IncompleteLineProgram<T>,
+    mut row: impl FnMut(&gimli::LineRow) -> R,
+) -> Result<Vec<LineSequence<R>>, gimli::Error> {
+    let mut rows = program.rows();
+    let mut sequences = Vec::new();
+    let mut addresses: Vec<u64> = Vec::new();
+    let mut current: Vec<R> = Vec::new();
+    while let Some((_, line_row)) = rows.next_row()? {
+        if line_row.end_sequence() {
+            if let Some(&low) = addresses.first() {
+                if low < line_row.address() {
+                    let (mut addresses, mut rows) =
+                        (std::mem::take(&mut addresses), std::mem::take(&mut current));
+                    // Kept for the binary's life: no room to grow.
+                    addresses.shrink_to_fit();
+                    rows.shrink_to_fit();
+                    sequences.push(LineSequence {
+                        low,
+                        high: line_row.address(),
+                        addresses,
+                        rows,
+                    });
+                }
+            }
+            addresses.clear();
+            current.clear();
+            continue;
+        }
+        addresses.push(line_row.address());
+        current.push(row(line_row));
+    }
+    sequences.sort_by_key(|s| s.high);
+    Ok(sequences)
+}
+
+/// Reads every row of `program` and keeps none: the errors [`sequences_of`] would meet.
+pub(crate) fn check_rows<T: gimli::Reader>(
+    program: gimli::IncompleteLineProgram<T>,
+) -> Result<(), gimli::Error> {
+    let mut rows = program.rows();
+    while rows.next_row()?.is_some() {}
+    Ok(())
+}
+
 /// Address → unit index, from each unit's ranges: of overlapping units the lowest offset
 /// wins (LLVM `DWARFDebugAranges`), so they are inserted last first.
 pub(crate) fn unit_map(unit_ranges: &[Vec<(u64, u64)>]) -> IntervalMap<u32> {
@@ -187,36 +233,27 @@ impl<'a, 'd> UnitSet<'a, 'd> {
     pub(crate) fn line_sequences<R>(
         &self,
         index: usize,
-        mut row: impl FnMut(&gimli::LineRow) -> R,
+        row: impl FnMut(&gimli::LineRow) -> R,
     ) -> Result<Vec<LineSequence<R>>, gimli::Error> {
-        let Some(program) = self.units[index].line_program.clone() else {
-            return Ok(Vec::new());
-        };
-        let mut rows = program.rows();
-        let mut sequences = Vec::new();
-        let mut addresses: Vec<u64> = Vec::new();
-        let mut current: Vec<R> = Vec::new();
-        while let Some((_, line_row)) = rows.next_row()? {
-            if line_row.end_sequence() {
-                if let Some(&low) = addresses.first() {
-                    if low < line_row.address() {
-                        sequences.push(LineSequence {
-                            low,
-                            high: line_row.address(),
-                            addresses: std::mem::take(&mut addresses),
-                            rows: std::mem::take(&mut current),
-                        });
-                    }
-                }
-                addresses.clear();
-                current.clear();
-                continue;
-            }
-            addresses.push(line_row.address());
-            current.push(row(line_row));
+        match self.units[index].line_program.clone() {
+            Some(program) => sequences_of(program, row),
+            None => Ok(Vec::new()),
         }
-        sequences.sort_by_key(|s| s.high);
-        Ok(sequences)
+    }
+
+    /// Reads unit `index`'s line table and keeps nothing ([`check_rows`]).
+    pub(crate) fn check_line_rows(&self, index: usize) -> Result<(), gimli::Error> {
+        match self.units[index].line_program.clone() {
+            Some(program) => check_rows(program),
+            None => Ok(()),
+        }
+    }
+
+    /// Where unit `index`'s line program is: its `.debug_line` offset and address size
+    /// (what [`gimli::DebugLine::program`] needs to read it again without the unit).
+    pub(crate) fn line_program_ref(&self, index: usize) -> Option<(gimli::DebugLineOffset, u8)> {
+        let program = self.units[index].line_program.as_ref()?;
+        Some((program.header().offset(), program.header().address_size()))
     }
 
     /// LLVM `DWARFDie::findRecursively`: the first of `attrs` on the DIE, else on the DIEs it

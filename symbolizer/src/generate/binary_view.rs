@@ -54,8 +54,11 @@ pub trait BinaryView {
     fn uses_fs_discriminator(&self) -> bool;
     /// The binary has `.pseudo_probe` and `.pseudo_probe_desc`.
     fn has_pseudo_probes(&self) -> bool;
-    /// All probes, sorted by address.
-    fn probes(&self) -> &[PseudoProbe];
+    /// The probes of inline-tree node `node`, sorted by address
+    /// (`MCDecodedPseudoProbeInlineTree::getProbes`).
+    fn node_probes(&self, node: InlineNodeId) -> Vec<&PseudoProbe>;
+    /// The inline-tree nodes that own at least one probe, sorted.
+    fn nodes_with_probes(&self) -> Vec<InlineNodeId>;
     /// Probes at `addr` (block and call probes), in decode order.
     fn probes_at(&self, addr: u64) -> &[PseudoProbe];
     /// The first call probe at call instruction `addr` (`getCallProbeForAddr`).
@@ -114,7 +117,7 @@ impl BinaryView for ProfiledBinary {
     }
 
     fn branch_class(&self, addr: u64) -> BranchClass {
-        let kind = self.code().kind(addr);
+        let kind = self.instruction_kind(addr);
         if kind & KIND_CALL != 0 {
             BranchClass::Call
         } else if kind & KIND_BRANCH != 0 && kind & KIND_UNCOND != 0 {
@@ -134,8 +137,12 @@ impl BinaryView for ProfiledBinary {
         ProfiledBinary::has_pseudo_probes(self)
     }
 
-    fn probes(&self) -> &[PseudoProbe] {
-        ProfiledBinary::probes(self)
+    fn node_probes(&self, node: InlineNodeId) -> Vec<&PseudoProbe> {
+        ProfiledBinary::node_probes(self, node)
+    }
+
+    fn nodes_with_probes(&self) -> Vec<InlineNodeId> {
+        ProfiledBinary::nodes_with_probes(self).to_vec()
     }
 
     fn probes_at(&self, addr: u64) -> &[PseudoProbe] {

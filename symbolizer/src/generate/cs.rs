@@ -106,7 +106,6 @@ pub fn generate_cs_probe_trie<B: BinaryView>(
     opts: &GenerateOptions,
 ) -> ContextTrie {
     let mut trie = ContextTrie::new();
-    let node_probes = probes_by_node(binary);
     let inferrer = opts
         .infer_missing_frames
         .then(|| MissingFrameInferrer::new(binary, counters));
@@ -114,27 +113,10 @@ pub fn generate_cs_probe_trie<B: BinaryView>(
     keys.sort();
     for key in keys {
         let cc = &counters.contexts[key];
-        populate_body_with_probes(
-            &mut trie,
-            binary,
-            key,
-            cc,
-            opts,
-            &node_probes,
-            inferrer.as_ref(),
-        );
+        populate_body_with_probes(&mut trie, binary, key, cc, opts, inferrer.as_ref());
         populate_boundary_with_probes(&mut trie, binary, key, cc, opts, inferrer.as_ref());
     }
     trie
-}
-
-/// Probes of each inline-tree node (`MCDecodedPseudoProbeInlineTree::getProbes`).
-fn probes_by_node<B: BinaryView>(binary: &B) -> HashMap<InlineNodeId, Vec<&PseudoProbe>> {
-    let mut map: HashMap<InlineNodeId, Vec<&PseudoProbe>> = HashMap::new();
-    for p in binary.probes() {
-        map.entry(p.node).or_default().push(p);
-    }
-    map
 }
 
 fn populate_body_with_probes<B: BinaryView>(
@@ -143,7 +125,6 @@ fn populate_body_with_probes<B: BinaryView>(
     key: &[u64],
     cc: &ContextCounters,
     opts: &GenerateOptions,
-    node_probes: &HashMap<InlineNodeId, Vec<&PseudoProbe>>,
     infer: Option<&MissingFrameInferrer>,
 ) {
     let ranges = find_disjoint_ranges(&cc.ranges);
@@ -176,12 +157,10 @@ fn populate_body_with_probes<B: BinaryView>(
     }
     // Zero-fill every probe of each sampled frame: 0 = cold, absent = unknown.
     for (tree_node, nodes) in frame_samples {
-        let Some(probes) = node_probes.get(&tree_node) else {
-            continue;
-        };
+        let probes = binary.node_probes(tree_node);
         for node in nodes {
             let f = trie.samples_mut(node);
-            for p in probes {
+            for p in &probes {
                 f.add_body_samples(LineLocation::new(p.index, p.discriminator), 0);
             }
         }

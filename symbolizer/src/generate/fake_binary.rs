@@ -71,8 +71,14 @@ impl BinaryView for FakeBinary {
     fn has_pseudo_probes(&self) -> bool {
         !self.probes.is_empty()
     }
-    fn probes(&self) -> &[PseudoProbe] {
-        &self.probes
+    fn node_probes(&self, node: InlineNodeId) -> Vec<&PseudoProbe> {
+        self.probes.iter().filter(|p| p.node == node).collect()
+    }
+    fn nodes_with_probes(&self) -> Vec<InlineNodeId> {
+        let mut nodes: Vec<InlineNodeId> = self.probes.iter().map(|p| p.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
     }
     fn probes_at(&self, addr: u64) -> &[PseudoProbe] {
         let lo = self.probes.partition_point(|p| p.address < addr);

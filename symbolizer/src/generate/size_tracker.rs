@@ -10,13 +10,12 @@
 //! of the longest matching suffix of its stack; failing that, the first-child chain below
 //! the deepest match (`getFuncSizeForContext`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use unwinder::{CounterKind, CounterSet};
 
 use super::binary_view::BinaryView;
 use crate::guid::function_guid;
-use crate::probe::InlineNodeId;
 use crate::profile::LineLocation;
 
 /// LLVM's `FunctionSamples::getCallSiteHash`: the key of a child in every context trie
@@ -190,10 +189,7 @@ type ProbePath = Vec<(String, LineLocation)>;
 /// last top-level inline-tree node of its GUID, as `TopLevelProbeFrameMap` keeps it), the
 /// leaf-first probe contexts of every node of its tree that owns probes.
 fn probe_contexts_by_top_level<B: BinaryView>(binary: &B) -> HashMap<String, Vec<ProbePath>> {
-    let mut with_probes: BTreeSet<InlineNodeId> = BTreeSet::new();
-    for p in binary.probes() {
-        with_probes.insert(p.node);
-    }
+    let with_probes = binary.nodes_with_probes();
     // guid → site (sequence) of its last top-level node.
     let mut last_top: HashMap<u64, u32> = HashMap::new();
     let mut out: HashMap<String, Vec<ProbePath>> = HashMap::new();

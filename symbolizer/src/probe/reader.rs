@@ -23,6 +23,11 @@ impl<'a> ByteReader<'a> {
         ByteReader { data, pos: 0 }
     }
 
+    /// A reader of `data` positioned at `pos` (offsets stay those of `data`).
+    pub fn at(data: &'a [u8], pos: usize) -> Self {
+        ByteReader { data, pos }
+    }
+
     /// Current offset.
     pub fn offset(&self) -> usize {
         self.pos

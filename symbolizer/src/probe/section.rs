@@ -139,7 +139,18 @@ impl ProbeSection {
     }
 }
 
-struct Decoder<'a, 'm> {
+/// What decoding a top-level record depends on from the records before it: the address
+/// the first probe's delta is taken from, and whether an absolute probe address was seen
+/// (after which function starts no longer reset the delta base).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RecordState {
+    pub(crate) last_addr: u64,
+    pub(crate) addr_based: bool,
+}
+
+/// The `.pseudo_probe` decoder (LLVM `MCPseudoProbeDecoder::buildAddress2ProbeMap`), one
+/// top-level record at a time.
+pub(crate) struct Decoder<'a, 'm> {
     r: ByteReader<'a>,
     func_starts: &'m HashMap<u64, u64>,
     last_addr: u64,
@@ -147,7 +158,62 @@ struct Decoder<'a, 'm> {
     out: ProbeSection,
 }
 
-impl Decoder<'_, '_> {
+impl<'a, 'm> Decoder<'a, 'm> {
+    /// A decoder at offset `offset` of `data` in `state`.
+    pub(crate) fn at(
+        data: &'a [u8],
+        offset: usize,
+        state: RecordState,
+        func_starts: &'m HashMap<u64, u64>,
+    ) -> Self {
+        Decoder {
+            r: ByteReader::at(data, offset),
+            func_starts,
+            last_addr: state.last_addr,
+            addr_based: state.addr_based,
+            out: ProbeSection::default(),
+        }
+    }
+
+    /// The state the next record is decoded in.
+    pub(crate) fn state(&self) -> RecordState {
+        RecordState {
+            last_addr: self.last_addr,
+            addr_based: self.addr_based,
+        }
+    }
+
+    /// The offset of the next record.
+    pub(crate) fn offset(&self) -> usize {
+        self.r.offset()
+    }
+
+    /// True when every record was decoded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.r.is_empty()
+    }
+
+    /// Decodes the next top-level record: its nodes join the tree, its probes (decode
+    /// order, sentinels left out) the probe list.
+    pub(crate) fn record(&mut self) -> Result<(), DecodeError> {
+        self.body(None, 0)
+    }
+
+    /// Nodes created so far.
+    pub(crate) fn node_count(&self) -> usize {
+        self.out.tree.nodes().len()
+    }
+
+    /// Takes the probes decoded so far.
+    pub(crate) fn take_probes(&mut self) -> Vec<PseudoProbe> {
+        std::mem::take(&mut self.out.probes)
+    }
+
+    /// The inline forest built so far.
+    pub(crate) fn into_tree(self) -> ProbeInlineTree {
+        self.out.tree
+    }
+
     fn body(&mut self, parent: Option<InlineNodeId>, depth: usize) -> Result<(), DecodeError> {
         if depth > MAX_INLINE_DEPTH {
             return Err(DecodeError {
