@@ -126,11 +126,11 @@ run_timed() {
 # (not the work): a file written with small writes (awk's here, perf script's stdio) is
 # held in 4 KiB pages, one read from disk (or written in large writes, as `pgo-agent
 # record` writes) in large folios on kernels with large-folio page caches (ext4 from
-# Linux 6.16, xfs, ...), which a mapping maps 2 MiB at a time. Mapping the 295 MB
-# recording touch by touch cost ~70 ms of CPU time in 4 KiB pages, ~27 ms in large
-# folios, unmapping it 25 ms against 1 ms. So each input is dropped from the page cache
+# Linux 6.16, xfs, ...), which a mapping maps 2 MiB at a time and touches and unmaps
+# faster (bench/README.md, "Page cache"). So each input is dropped from the page cache
 # and read once, sequentially, before the runs: both tools read it as a read from disk
-# leaves it, whatever wrote it. (README: the ratios for a file held in 4 KiB pages.)
+# leaves it, whatever wrote it. (bench/README.md also gives the ratio for a file held in
+# 4 KiB pages.)
 echo "== putting the inputs in the page cache as a read from disk leaves them" >&2
 for in in "$SCRIPT" "$CYCLES_SCRIPT"; do
   sync "$in"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the README's "Profile quality" table: per corpus program (probe build, recorded by
+# Prints the "Profile quality" table of docs/correctness.md: per corpus program (probe build, recorded by
 # the software LBR recorder), the weighted relative block-count delta against the
 # recorder's ground truth for llvm-profgen-19 and for pgo-agent (symbolizer::quality), with
 # llvm-profgen's default flags (CS) and --ignore-stack-samples (flat), and the verdict of

@@ -4,10 +4,8 @@
 //! Where the page cache holds files in large folios (ext4 from Linux 6.16, xfs), the size
 //! of the writes decides the size of the folios a new file is cached in: 8 KiB writes (the
 //! standard buffered writer's) leave it in small ones, 1 MiB writes in large ones, which a
-//! reader that maps the file (`convert`, llvm-profgen) maps 2 MiB at a time. On the convert
-//! benchmark's 295 MB recording, touching every cache line of the mapped file took 57 to
-//! 62 ms after 8 KiB writes and 29 to 30 ms after 1 MiB writes; unmapping it 17 to 31 ms
-//! against 1 to 2 ms.
+//! reader that maps the file (`convert`, llvm-profgen) maps 2 MiB at a time, and touches and
+//! unmaps it faster (figures in bench/README.md, "Page cache").
 
 use std::io::{BufWriter, Write};
 

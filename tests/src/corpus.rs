@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use collector::recorder::{self, GroundTruth, RecordOptions, RecordStats};
 
-/// Every corpus program, in the order the README lists them.
+/// Every corpus program, in the order tests/programs/README.md lists them.
 pub const PROGRAM_NAMES: &[&str] = &[
     "loop_count",
     "recursion",

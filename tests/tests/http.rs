@@ -643,7 +643,7 @@ fn live_daemon_prometheus_and_pull() {
     );
     // cpu-clock samples reach the probes of the sampled blocks: the profile has body
     // samples. (Which of the two loops leads is not asserted: on this VM cpu-clock samples
-    // are biased towards cold_work, for perf as well; see README.)
+    // are biased towards cold_work, for perf as well; see FAQ.md.)
     let listing = String::from_utf8_lossy(&show.stdout);
     let lines: Vec<&str> = listing.lines().collect();
     let total_of = |name: &str| -> u64 {

@@ -334,8 +334,8 @@ impl<'a> Aggregator<'a> {
             // may be counted in parts and the parts merged. Small parts, taken by the
             // threads as they finish the previous one, keep every thread busy to the end.
             // A thread frees the samples of the parts it counted: they were allocated on
-            // the threads that prepared them, and freeing them all here took a fifth as
-            // long as counting them.
+            // the threads that prepared them, and freeing them all here would serialise a
+            // large share of the work (docs/performance.md).
             let mut rest = samples.into_iter();
             let parts: Vec<Mutex<Vec<(PerfSample, u64)>>> = std::iter::from_fn(|| {
                 let part: Vec<_> = rest.by_ref().take(UNWIND_PART).collect();

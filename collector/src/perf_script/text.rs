@@ -74,9 +74,9 @@ impl ScriptText {
     /// Gives the text back to the system. A mapping's pages are dropped a slice at a time
     /// (`MADV_DONTNEED`: the page tables' entries go, the file's pages stay in the page
     /// cache), then the mapping, empty by then, is unmapped once. Unmapping it in slices,
-    /// with a pause between them, had left a quarter of both cores idle for about 50 ms
-    /// while the other threads allocated (per-thread timelines of `convert`); dropping the
-    /// pages first leaves no such gap.
+    /// with a pause between them, leaves the cores partly idle while the other threads
+    /// allocate (they wait on the memory-map lock; per-thread timelines of `convert`);
+    /// dropping the pages first leaves no such gap.
     pub fn release(self) {
         let Bytes::Mapped(map) = self.bytes else {
             return;

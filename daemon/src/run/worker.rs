@@ -148,9 +148,8 @@ pub const BUDGET_CHECK_SAMPLES: u64 = 4096;
 /// daemon's whole RSS: a flush briefly holds more copies of a binary's counters (the merged
 /// windows, the rendered profile's context map and strings), the size estimate is
 /// approximate, and the rest of the daemon (rings, queues, loaded binaries, allocator
-/// slack) needs room too. Measured by tests/tests/service.rs (a debug build, whose own
-/// baseline is ~15 MiB of a 32 MiB budget, 150k contexts evicted): peak RSS 33-40 MiB at
-/// 1/6, 29-31 MiB at 1/12, 27.5-28.5 MiB at 1/16.
+/// slack) needs room too. tests/tests/service.rs checks the bound; bench/README.md ("Memory
+/// budget") gives the peak RSS it measures for several shares.
 pub const COUNTER_SHARE_OF_BUDGET: u64 = 16;
 
 /// For a `memory_budget_bytes`, the counters' share (above it, the coldest contexts are

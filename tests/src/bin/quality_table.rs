@@ -1,4 +1,4 @@
-//! Prints the README's profile-quality table: per corpus program (probe build), the
+//! Prints the profile-quality table of docs/correctness.md: per corpus program (probe build), the
 //! weighted relative block-count delta (`symbolizer::quality`) of llvm-profgen-19's and
 //! pgo-agent's profiles against the recorder's ground truth, both with llvm-profgen's
 //! default flags (CS: pre-inlined nested profile) and flat (`--ignore-stack-samples`), plus
