@@ -562,12 +562,15 @@ impl ProfileStore {
             id,
         ));
         let found = candidates.iter().filter(|p| p.is_file()).find_map(|p| {
-            let (binary, lookup) = ProfiledBinary::load_with_lookup(
-                p,
-                &self.settings.debug_files,
-                &LoadOptions::default(),
-            )
-            .ok()?;
+            // Decoded as the served profile's contexts reach the code (exact answers, as
+            // `convert`'s).
+            let options = LoadOptions {
+                lazy_code: true,
+                release_decoded_pages: true,
+                ..LoadOptions::default()
+            };
+            let (binary, lookup) =
+                ProfiledBinary::load_with_lookup(p, &self.settings.debug_files, &options).ok()?;
             (binary.build_id() == Some(id)).then(|| {
                 let names = NamesReport::of(&binary, lookup.as_ref());
                 (Arc::new(binary), names)

@@ -274,7 +274,7 @@ pub fn tally_samples<'a>(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ScriptTally<'a>, PerfScriptError> {
-    tally_shared(text, name, threads, progress, false)
+    tally_shared(text, name, threads, progress, false, false)
 }
 
 /// The perf script `text`, read as [`tally_samples`] reads it (errors name the file). Some
@@ -285,7 +285,14 @@ pub fn tally_script<'a>(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ScriptTally<'a>, PerfScriptError> {
-    tally_samples(text.bytes(), text.name(), threads, progress)
+    tally_shared(
+        text.bytes(),
+        text.name(),
+        threads,
+        progress,
+        false,
+        text.is_mapped(),
+    )
 }
 
 /// [`tally_samples`]; `share_at_once`: the first scanning thread to check gives away half
@@ -296,8 +303,16 @@ fn tally_shared<'a>(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
     share_at_once: bool,
+    drop_read_pages: bool,
 ) -> Result<ScriptTally<'a>, PerfScriptError> {
-    merge_scans(scan_all(text, name, threads, progress, share_at_once)?)
+    merge_scans(scan_all(
+        text,
+        name,
+        threads,
+        progress,
+        share_at_once,
+        drop_read_pages,
+    )?)
 }
 
 /// What the scanning threads read: the script's type and each range's scan, by start.
@@ -315,6 +330,7 @@ fn scan_all<'a>(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
     share_at_once: bool,
+    drop_read_pages: bool,
 ) -> Result<Scanned<'a>, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let threads = threads.max(1);
@@ -329,7 +345,15 @@ fn scan_all<'a>(
         let _member = queue.join();
         while let Some(range) = queue.take() {
             let start = range.start;
-            let scan = scan_chunk(text, range, name, script_type, progress, &queue);
+            let scan = scan_chunk(
+                text,
+                range,
+                name,
+                script_type,
+                progress,
+                &queue,
+                drop_read_pages,
+            );
             scanned
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -731,8 +755,14 @@ fn scan_chunk<'a>(
     script_type: PerfScriptType,
     progress: &(dyn Fn(u64) + Sync),
     queue: &ScanQueue,
+    drop_read_pages: bool,
 ) -> Result<ChunkScan<'a>, PerfScriptError> {
     let start = range.start;
+    // With `drop_read_pages` (`text` is a file mapping), the pages read are given back as
+    // the scan moves on: a mapped script would otherwise stay resident whole while the
+    // rest of `convert` runs. Bytes read again later (kept sample texts) come back from
+    // the page cache.
+    let mut read_pages = super::text::ReadPages::new(text, start, drop_read_pages);
     let mut chunk = &text[range];
     let mut units = UnitCursor::new(chunk, name, script_type, 0)?;
     let mut stats = PerfScriptStats::default();
@@ -745,6 +775,7 @@ fn scan_chunk<'a>(
     let mut may_share = true;
     loop {
         let pos = units.position();
+        read_pages.read_to(start + pos);
         if may_share && queue.is_hungry() {
             let end = start + chunk.len();
             match queue.share(start + pos, end, |middle| {
@@ -1131,6 +1162,31 @@ mod tests {
         assert_eq!(next_arena_capacity(Some(64 << 20), 100 << 20), 100 << 20);
     }
 
+    /// A mapped script larger than the pages a scan keeps resident (its read pages are
+    /// given back as it moves on) tallies as its bytes do, also once parsed.
+    #[test]
+    fn a_large_mapped_script_tallies_as_its_bytes() {
+        let dir = std::env::temp_dir().join(format!("tally-large-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("large.perfscript");
+        let one = script();
+        let text = one.repeat((24 << 20) / one.len() + 1);
+        std::fs::write(&path, &text).unwrap();
+        let name = path.display().to_string();
+        let file = ScriptText::open(&path).unwrap();
+        assert!(file.is_mapped());
+        for threads in [1, 2] {
+            let read = tally_script(&file, threads, &|_| {}).unwrap();
+            let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
+            assert_eq!(read, expected, "{threads} threads");
+            let (pieces, stats) = read.parse_all();
+            let (want_pieces, want_stats) = expected.parse_all();
+            assert_eq!(folded(pieces), folded(want_pieces));
+            assert_eq!(stats, want_stats);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// A script read from its file tallies as its bytes do; an error names the file.
     #[test]
     fn a_script_file_tallies_as_its_bytes() {
@@ -1257,7 +1313,7 @@ mod tests {
         let text = one.repeat((5 << 20) / one.len() + 1);
         let (expected, expected_stats) = folded_reader_events(text.as_bytes());
         for threads in [1, 2] {
-            let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true).unwrap();
+            let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true, false).unwrap();
             let (pieces, stats) = tally.parse_all();
             assert_eq!(folded(pieces), expected, "{threads} threads");
             assert_eq!(stats, expected_stats, "{threads} threads");
@@ -1265,7 +1321,7 @@ mod tests {
         // An error after a cut names its line in the whole input.
         let mut bad = text.clone();
         bad += "\t 60\n\t 70\n";
-        let err = tally_shared(bad.as_bytes(), "in", 1, &|_| {}, true).unwrap_err();
+        let err = tally_shared(bad.as_bytes(), "in", 1, &|_| {}, true, false).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -1283,7 +1339,7 @@ mod tests {
         let text = line.repeat((5 << 20) / line.len() + 1);
         let (expected, expected_stats) = folded_reader_events(text.as_bytes());
         for threads in [1, 2] {
-            let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true).unwrap();
+            let tally = tally_shared(text.as_bytes(), "t", threads, &|_| {}, true, false).unwrap();
             assert_eq!(tally.script_type, PerfScriptType::LbrOnly);
             let (pieces, stats) = tally.parse_all();
             assert_eq!(folded(pieces), expected, "{threads} threads");

@@ -95,12 +95,63 @@ impl ScriptText {
         }
     }
 
+    /// True when the text is a file mapping (its pages can be given back and read again).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.bytes, Bytes::Mapped(_))
+    }
+
     /// The whole text.
     pub fn bytes(&self) -> &[u8] {
         match &self.bytes {
             Bytes::Mapped(m) => m,
             Bytes::Owned(v) => v,
         }
+    }
+}
+
+/// Bytes a reader keeps resident behind its position: texts it compares against lie
+/// mostly within them.
+const READ_LAG: usize = 1 << 20;
+
+/// The pages of a mapped text a sequential reader has passed, given back
+/// [`DROP_SLICE`] bytes at a time (see [`ScriptText::release`]).
+pub(crate) struct ReadPages {
+    base: *const u8,
+    len: usize,
+    /// Offset up to which pages were given back (page-aligned from `base`).
+    dropped_to: usize,
+    enabled: bool,
+}
+
+impl ReadPages {
+    /// For a reader of `text` starting at offset `from`; `enabled` only when `text` is a
+    /// whole file mapping ([`ScriptText::is_mapped`]): other memory would read back as
+    /// zeros.
+    pub(crate) fn new(text: &[u8], from: usize, enabled: bool) -> ReadPages {
+        const PAGE: usize = 4096;
+        ReadPages {
+            base: text.as_ptr(),
+            len: text.len(),
+            dropped_to: from.next_multiple_of(PAGE),
+            enabled: enabled && (text.as_ptr() as usize).is_multiple_of(PAGE),
+        }
+    }
+
+    /// The reader is at offset `pos`: pages more than [`READ_LAG`] behind it go.
+    pub(crate) fn read_to(&mut self, pos: usize) {
+        const PAGE: usize = 4096;
+        if !self.enabled {
+            return;
+        }
+        let to = (pos.saturating_sub(READ_LAG) & !(PAGE - 1)).min(self.len & !(PAGE - 1));
+        if to < self.dropped_to + DROP_SLICE {
+            return;
+        }
+        // SAFETY: `[dropped_to, to)` lies in the file mapping `new` was given (enabled only
+        // for one, starting page-aligned); both ends are page-aligned; the reader reads any
+        // byte of it again from the page cache if it needs it.
+        unsafe { drop_pages(self.base.add(self.dropped_to), to - self.dropped_to) };
+        self.dropped_to = to;
     }
 }
 

@@ -108,11 +108,20 @@ pub struct BinarySummary {
     pub names: NamesReport,
 }
 
+/// How the workers load binaries: from the file's memory map, code decoded a function at
+/// a time as samples reach it, line tables read per unit on first use, probes per
+/// function (memory grows with the code samples touch, not with the file), the pages
+/// read given back, and the work one sample's range checks can cost bounded.
+const LOAD_OPTIONS: LoadOptions = LoadOptions {
+    load_functions_from_symbols: false,
+    use_dwarf_correlation: false,
+    release_decoded_pages: true,
+    lazy_code: true,
+    bounded_range_checks: true,
+};
+
 struct Entry {
     binary: Arc<ProfiledBinary>,
-    /// The on-demand code layout the shard unwinds with, when the binary was loaded
-    /// without decoding (no DWARF, no placed probes); `binary` then has no decoded code.
-    lazy: Option<Arc<LazyCode>>,
     names: NamesReport,
     shard: BinaryShard,
     path: String,
@@ -269,16 +278,16 @@ impl Worker {
         }
     }
 
-    /// The loaded binary of `build_id`. A binary with a [`Worker::lazy_code`] has no
-    /// decoded code of its own.
+    /// The loaded binary of `build_id`.
     pub fn binary(&self, build_id: &BuildId) -> Option<&ProfiledBinary> {
         self.entries.get(build_id).map(|e| &*e.binary)
     }
 
-    /// The on-demand code layout the shard of `build_id` unwinds with, when its binary
-    /// was loaded without decoding its code.
+    /// The on-demand code of the binary of `build_id`.
     pub fn lazy_code(&self, build_id: &BuildId) -> Option<&LazyCode> {
-        self.entries.get(build_id).and_then(|e| e.lazy.as_deref())
+        self.entries
+            .get(build_id)
+            .and_then(|e| e.binary.lazy_code())
     }
 
     /// Handles one item; flush errors are counted and reported on stderr.
@@ -373,10 +382,7 @@ impl Worker {
             b.take();
         }
         let entry = self.entries.get_mut(&id).expect("inserted above");
-        let code_less = match &entry.lazy {
-            Some(lazy) => lazy.is_empty(),
-            None => entry.binary.code().is_empty(),
-        };
+        let code_less = !entry.binary.has_code();
         if code_less {
             // Nothing in it can ever be counted: the router stops sending its samples
             // here (this group is still fed, for its statistics).
@@ -463,14 +469,11 @@ impl Worker {
         let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
         let bytes = super::router::map_binary(&file)
             .with_context(|| format!("mapping {}", path.display()))?;
-        let (binary, lookup, lazy) = ProfiledBinary::from_shared_bytes_with_lookup(
+        let (binary, lookup, _) = ProfiledBinary::from_shared_bytes_with_lookup(
             path,
             Arc::new(bytes),
             &self.settings.debug_files,
-            &LoadOptions {
-                release_decoded_pages: true,
-                ..LoadOptions::default()
-            },
+            &LOAD_OPTIONS,
         )
         .with_context(|| format!("loading {}", path.display()))?;
         anyhow::ensure!(
@@ -479,7 +482,7 @@ impl Worker {
             path.display()
         );
         let names = NamesReport::of(&binary, lookup.as_ref());
-        self.entry_for(Arc::new(binary), lazy, names, state.path.clone())
+        self.entry_for(Arc::new(binary), names, state.path.clone())
     }
 
     /// Keeps the counters within the worker's memory budget: past it, the coldest
@@ -586,17 +589,13 @@ impl Worker {
             }
             .into());
         }
-        // Named by the mapped path: `.gnu_debuglink` candidates are beside it. A binary
-        // without DWARF keeps the map (shared, not copied) in its `LazyCode`, which decodes
-        // the functions samples reach.
-        let (binary, lookup, lazy) = ProfiledBinary::from_shared_bytes_with_lookup(
+        // Named by the mapped path: `.gnu_debuglink` candidates are beside it. The binary
+        // keeps the map (shared, not copied) and decodes the functions samples reach.
+        let (binary, lookup, _) = ProfiledBinary::from_shared_bytes_with_lookup(
             Path::new(&g.binary.path),
             bytes,
             &self.settings.debug_files,
-            &LoadOptions {
-                release_decoded_pages: true,
-                ..LoadOptions::default()
-            },
+            &LOAD_OPTIONS,
         )
         .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
         let names = NamesReport::of(&binary, lookup.as_ref());
@@ -615,20 +614,16 @@ impl Worker {
         unsafe {
             libc::malloc_trim(0);
         }
-        self.entry_for(Arc::new(binary), lazy, names, g.binary.path.clone())
+        self.entry_for(Arc::new(binary), names, g.binary.path.clone())
     }
 
     fn entry_for(
         &self,
         binary: Arc<ProfiledBinary>,
-        lazy: Option<Arc<LazyCode>>,
         names: NamesReport,
         path: String,
     ) -> anyhow::Result<Entry> {
-        let layout: Arc<dyn unwinder::CodeLayout + Send + Sync> = match &lazy {
-            Some(lazy) => lazy.clone(),
-            None => binary.clone(),
-        };
+        let layout: Arc<dyn unwinder::CodeLayout + Send + Sync> = binary.clone();
         let shard = BinaryShard::new(
             layout,
             binary.load_info(),
@@ -639,7 +634,6 @@ impl Worker {
         )?;
         Ok(Entry {
             binary,
-            lazy,
             names,
             shard,
             path,
@@ -848,18 +842,11 @@ mod tests {
         }
         let s = &w.summaries()[0];
         assert_eq!((s.offered, s.counted), (6, 0));
-        // Without DWARF the worker unwinds with the on-demand layout: the samples above
-        // reach no code, so (almost) nothing is decoded, and its own binary holds none.
+        // The worker decodes on demand: the samples above reach no code, so (almost)
+        // nothing is decoded.
         let id = BuildId::from_hex(&s.build_id).unwrap();
         let loaded = w.binary(&id).unwrap();
-        if matches!(
-            loaded.name_source(),
-            symbolizer::binary::NameSource::DebugFile(_)
-        ) {
-            eprintln!("note: a debug file was found for {path:?}: loaded eagerly");
-            return;
-        }
-        let lazy = w.lazy_code(&id).expect("no DWARF: lazy layout");
+        let lazy = w.lazy_code(&id).expect("decoded on demand");
         assert!(!lazy.is_empty());
         assert!(loaded.code().is_empty());
         let eager = ProfiledBinary::from_bytes(

@@ -74,6 +74,11 @@ pub struct LoadOptions {
     /// ignores it). [`ProfiledBinary::code`] is then empty and
     /// [`ProfiledBinary::prolog_epilog_addresses`] unlisted.
     pub lazy_code: bool,
+    /// With [`LoadOptions::lazy_code`]: a range check over more than
+    /// [`lazy_code::MAX_RANGE_EXTENTS`] functions is answered `true` without decoding them
+    /// (the daemon, which bounds the work one sample can cost); otherwise every answer is
+    /// the eager one (the command-line tools, whose output must be llvm-profgen's).
+    pub bounded_range_checks: bool,
 }
 
 /// One inline frame of an instruction, outermost first in a stack (llvm-profgen
@@ -276,6 +281,18 @@ impl ProfiledBinary {
         }
         let mut functions = FunctionTable::build(subprograms, preferred_base);
 
+        // What the DWARF pass read (all of `.debug_info`, every line table once) is not
+        // read again but per unit: its pages go now, not at the end of the load.
+        let release_read = || {
+            if options.release_decoded_pages {
+                LazyCode::release(data);
+                if let Some(d) = debug.filter(|d| d.shared.is_some()) {
+                    LazyCode::release(d.data);
+                }
+            }
+        };
+        release_read();
+
         // checkPseudoProbe: the binary's probe sections, else the debug file's (`llvm-strip
         // -s` removes them from the binary; `objcopy --only-keep-debug` keeps them).
         let (desc_section, probe_section) = match (
@@ -369,14 +386,19 @@ impl ProfiledBinary {
                         LazyCode::release(data);
                     }
                     l.releasing_decoded_pages(options.release_decoded_pages)
-                        .with_exact_ranges(options.lazy_code)
+                        .with_exact_ranges(!options.bounded_range_checks)
                 })
             }
             _ => None,
         };
         let lazy = lazy.map(Arc::new);
-        let internal = lazy.clone().filter(|_| options.lazy_code);
-        let (code, prolog_epilog) = if lazy.is_some() {
+        // With `lazy_code` the binary answers from it itself; otherwise it is returned
+        // apart, for a binary that answers as one without code.
+        let (internal, lazy) = match options.lazy_code {
+            true => (lazy, None),
+            false => (None, lazy),
+        };
+        let (code, prolog_epilog) = if lazy.is_some() || internal.is_some() {
             (CodeMap::default(), Vec::new())
         } else {
             let mut builder = disasm::CodeMapBuilder::default();
@@ -507,6 +529,14 @@ impl ProfiledBinary {
     /// [`LoadOptions::lazy_code`]).
     pub fn dwarf_units_with_lines(&self) -> usize {
         self.dwarf.units_with_lines()
+    }
+
+    /// True when the binary has code to count samples in (decoded or to decode).
+    pub fn has_code(&self) -> bool {
+        match &self.lazy {
+            Some(lazy) => !lazy.is_empty(),
+            None => !self.code.is_empty(),
+        }
     }
 
     /// The code decoded on demand, when the binary was loaded with
@@ -798,7 +828,9 @@ pub struct DebugFileBytes<'a> {
     /// Its contents.
     pub data: &'a [u8],
     /// The memory map `data` lies in, when the binary is loaded with
-    /// [`LoadOptions::lazy_code`]: its line tables are then read when first used.
+    /// [`LoadOptions::lazy_code`]: its line tables are then read when first used. With
+    /// [`LoadOptions::release_decoded_pages`] it must be a read-only file mapping: the
+    /// pages the load read are given back.
     pub shared: Option<&'a SharedBytes>,
 }
 
