@@ -622,6 +622,7 @@ mod tests {
             symbolization: Symbolization::BinaryNotFound,
             names: None,
             unwind_errors: errors.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            freshness: Default::default(),
         };
         let m = Metrics::new();
         m.observe_store(&[

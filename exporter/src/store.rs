@@ -8,11 +8,22 @@
 //! cached; rendered profiles are cached by ETag (MD5 of the unsymbolized bytes + format).
 //! A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
 //! symbolized strings, are served as the unsymbolized profile and listed as such.
+//!
+//! Fresh reads: with a [`LiveSource`] (the daemon's workers), the list and the profiles
+//! serve what the workers hold now rather than what the last flush wrote. The workers'
+//! aggregate of a binary holds everything counted since the start *and* the windows
+//! restored from the state directory (it is what the next flush writes, replacing the
+//! files), so an aggregate is served from the workers or from its files, never the sum of
+//! both: no count is served twice. A build id no worker holds (a restored aggregate whose
+//! binary was not loaded again, one evicted for memory, a worker that did not answer in
+//! time) is served from its files. Snapshots are kept [`LIVE_SNAPSHOT_TTL`], so a burst of
+//! requests asks the workers once; every entry says where its counts come from and how
+//! old they are ([`Freshness`]). The quality gauges keep reading the flushed files.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use collector::BuildId;
 use md5::{Digest, Md5};
@@ -27,6 +38,9 @@ use crate::format::unsymbolized::read_unsymbolized;
 pub const MAX_STATE_FILE_BYTES: u64 = 512 << 20;
 /// Rendered profiles kept in the cache.
 pub const RENDER_CACHE_ENTRIES: usize = 32;
+/// How long a snapshot of the workers' aggregates is served before the workers are asked
+/// again (a burst of requests asks them once).
+pub const LIVE_SNAPSHOT_TTL: Duration = Duration::from_secs(1);
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +86,7 @@ pub enum StoreError {
 }
 
 /// The `<hex>.json` metadata the daemon's workers write (extra fields are ignored).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct StateMeta {
     /// Build id, hex.
     pub build_id: String,
@@ -85,6 +99,12 @@ pub struct StateMeta {
     /// Samples the unwinder could not use fully, by reason (absent in older files).
     #[serde(default)]
     pub unwind_errors: BTreeMap<String, u64>,
+    /// Where the worker that counted the samples found the binary's names.
+    #[serde(default)]
+    pub names: Option<NamesReport>,
+    /// Whether that binary has a `.pseudo_probe` section (absent in older files).
+    #[serde(default)]
+    pub has_pseudo_probes: Option<bool>,
 }
 
 /// Whether the host can symbolize a profile, and why not.
@@ -167,15 +187,75 @@ pub struct ProfileSummary {
     pub names: Option<NamesReport>,
     /// Samples the unwinder could not use fully, by reason, since the daemon started.
     pub unwind_errors: BTreeMap<String, u64>,
+    /// Where the counts come from and how old they are (`source`, `updated_unix_secs`,
+    /// `age_secs` in the JSON entry).
+    #[serde(flatten)]
+    pub freshness: Freshness,
 }
 
-/// The window range of a served aggregate: all retained windows up to the last flush.
+/// The window range of a served aggregate: all retained windows up to
+/// [`Freshness::updated_unix_secs`].
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct WindowRange {
     /// Seconds covered at most (`window_secs * retained_windows`).
     pub retained_secs: u64,
-    /// Unix time of the last flush (file modification time).
+    /// Unix time of the last flush (file modification time; 0: not flushed yet).
     pub last_flush_unix_secs: u64,
+}
+
+/// Where a served aggregate's counts come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AggregateSource {
+    /// The state directory: the aggregate as the last flush wrote it (no [`LiveSource`],
+    /// or no worker holds it now).
+    #[default]
+    StateDir,
+    /// The workers' memory, at [`Freshness::updated_unix_secs`]: everything counted until
+    /// then, the restored windows included (what the next flush writes).
+    Workers,
+}
+
+/// How current a served aggregate is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Freshness {
+    /// Where the counts come from.
+    pub source: AggregateSource,
+    /// Unix time the counts were taken: the workers' snapshot, or the last flush (file
+    /// modification time).
+    pub updated_unix_secs: u64,
+    /// Seconds from then to the response: how old the served aggregate is.
+    pub age_secs: u64,
+}
+
+impl Freshness {
+    fn at(source: AggregateSource, updated_unix_secs: u64) -> Freshness {
+        Freshness {
+            source,
+            updated_unix_secs,
+            age_secs: unix_now().saturating_sub(updated_unix_secs),
+        }
+    }
+}
+
+/// One aggregate as the daemon's workers hold it now.
+#[derive(Clone, Debug)]
+pub struct LiveAggregate {
+    /// Its metadata (what the next flush writes to `<hex>.json`).
+    pub meta: StateMeta,
+    /// Its unsymbolized profile (what the next flush writes to `<hex>.unsymbolized`).
+    pub unsymbolized: Arc<Vec<u8>>,
+}
+
+/// The aggregates the daemon's workers hold now, between flushes (fresh reads; see the
+/// module docs). Implemented by the daemon over its workers; calls block briefly.
+pub trait LiveSource: Send + Sync {
+    /// The metadata of every aggregate held now (workers that do not answer in time are
+    /// left out: their aggregates are served from their files).
+    fn list(&self) -> Vec<StateMeta>;
+    /// The aggregate of `id` held now; `None` when no worker holds it (or its worker did
+    /// not answer in time).
+    fn get(&self, id: &BuildId) -> Option<LiveAggregate>;
 }
 
 /// The output formats of `GET /api/v1/profiles/{build_id}`.
@@ -222,8 +302,10 @@ pub struct RenderedProfile {
     pub bytes: Arc<Vec<u8>>,
     /// Strong ETag (quoted): MD5 of the unsymbolized aggregate and the format.
     pub etag: String,
-    /// Unix time of the aggregate's last flush.
+    /// Unix time of the aggregate's last flush (0: not flushed yet).
     pub last_flush_unix_secs: u64,
+    /// Where the served counts come from and how old they are.
+    pub freshness: Freshness,
 }
 
 /// Where the store reads from and how it labels what it serves.
@@ -255,12 +337,27 @@ pub struct ProfileQuality {
 /// A loaded binary and where its names come from.
 type NamedBinary = (Arc<ProfiledBinary>, NamesReport);
 
+/// A snapshot of the live source: when it was taken (for [`LIVE_SNAPSHOT_TTL`]), its Unix
+/// time, and what it held.
+type Snapshot<T> = (Instant, u64, T);
+
+/// One aggregate as served: the unsymbolized bytes, its metadata when already known (the
+/// workers'; the state directory's is read only when needed), how current it is.
+struct Aggregate {
+    raw: Arc<Vec<u8>>,
+    meta: Option<StateMeta>,
+    freshness: Freshness,
+}
+
 /// See the module docs.
 pub struct ProfileStore {
     settings: StoreSettings,
     binaries: Mutex<HashMap<BuildId, Option<NamedBinary>>>,
     rendered: Mutex<Vec<(String, RenderedProfile)>>,
     quality: Mutex<HashMap<BuildId, (Vec<u8>, ProfileQuality)>>,
+    live: Option<Arc<dyn LiveSource>>,
+    live_list: Mutex<Option<Snapshot<Arc<Vec<StateMeta>>>>>,
+    live_aggregates: Mutex<HashMap<BuildId, Snapshot<Option<LiveAggregate>>>>,
 }
 
 impl ProfileStore {
@@ -271,6 +368,81 @@ impl ProfileStore {
             binaries: Mutex::new(HashMap::new()),
             rendered: Mutex::new(Vec::new()),
             quality: Mutex::new(HashMap::new()),
+            live: None,
+            live_list: Mutex::new(None),
+            live_aggregates: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Serves what `live` holds now over the files of the state directory (fresh reads;
+    /// see the module docs).
+    pub fn with_live(mut self, live: Arc<dyn LiveSource>) -> ProfileStore {
+        self.live = Some(live);
+        self
+    }
+
+    /// The metadata of every aggregate the live source holds, as of a snapshot at most
+    /// [`LIVE_SNAPSHOT_TTL`] old, with its Unix time (empty without a live source).
+    fn live_list(&self) -> (u64, Arc<Vec<StateMeta>>) {
+        let Some(live) = &self.live else {
+            return (0, Arc::default());
+        };
+        // Held while the workers are asked: concurrent requests wait for this snapshot.
+        let mut cached = self.live_list.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((taken, unix, list)) = &*cached {
+            if taken.elapsed() < LIVE_SNAPSHOT_TTL {
+                return (*unix, list.clone());
+            }
+        }
+        let list = Arc::new(live.list());
+        let unix = unix_now();
+        *cached = Some((Instant::now(), unix, list.clone()));
+        (unix, list)
+    }
+
+    /// The aggregate of `id` the live source holds, as of a snapshot at most
+    /// [`LIVE_SNAPSHOT_TTL`] old, with its Unix time.
+    fn live_aggregate(&self, id: &BuildId) -> Option<(u64, LiveAggregate)> {
+        let live = self.live.as_ref()?;
+        let mut cached = self
+            .live_aggregates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Expired snapshots go (a profile's bytes are not kept past their use).
+        cached.retain(|_, (taken, _, _)| taken.elapsed() < LIVE_SNAPSHOT_TTL);
+        if let Some((_, unix, agg)) = cached.get(id) {
+            return agg.clone().map(|a| (*unix, a));
+        }
+        let agg = live.get(id);
+        let unix = unix_now();
+        cached.insert(id.clone(), (Instant::now(), unix, agg.clone()));
+        agg.map(|a| (unix, a))
+    }
+
+    /// The aggregate of `id` as served: the workers' when they hold it, else the state
+    /// directory's.
+    fn aggregate(&self, id: &BuildId) -> Result<Aggregate, StoreError> {
+        if let Some((unix, live)) = self.live_aggregate(id) {
+            return Ok(Aggregate {
+                raw: live.unsymbolized,
+                meta: Some(live.meta),
+                freshness: Freshness::at(AggregateSource::Workers, unix),
+            });
+        }
+        let path = self.path(id, "unsymbolized");
+        let raw = read_bounded(&path, id)?;
+        Ok(Aggregate {
+            raw: Arc::new(raw),
+            meta: None,
+            freshness: Freshness::at(AggregateSource::StateDir, mtime_secs(&path)),
+        })
+    }
+
+    /// The metadata of `agg`, the aggregate of `id`.
+    fn meta_of(&self, id: &BuildId, agg: &Aggregate) -> Result<StateMeta, StoreError> {
+        match &agg.meta {
+            Some(m) => Ok(m.clone()),
+            None => self.meta(id),
         }
     }
 
@@ -279,14 +451,26 @@ impl ProfileStore {
         &self.settings
     }
 
-    /// Every aggregate in the state directory, most samples first.
+    /// Every aggregate, most samples first: those the workers hold now (with a live
+    /// source), then the others of the state directory.
     pub fn list(&self) -> Result<Vec<ProfileSummary>, StoreError> {
         let dir = &self.settings.state_dir;
         let rd = std::fs::read_dir(dir).map_err(|source| StoreError::Io {
             path: dir.clone(),
             source,
         })?;
+        let (unix, live) = self.live_list();
         let mut out = Vec::new();
+        let mut held = HashSet::new();
+        for meta in live.iter() {
+            let Some(id) = BuildId::from_hex(&meta.build_id) else {
+                continue;
+            };
+            if held.insert(id.clone()) {
+                let freshness = Freshness::at(AggregateSource::Workers, unix);
+                out.push(self.summarize(&id, meta.clone(), freshness));
+            }
+        }
         for entry in rd.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some(hex) = name.strip_suffix(".json") else {
@@ -295,14 +479,18 @@ impl ProfileStore {
             let Some(id) = BuildId::from_hex(hex).filter(|i| i.to_hex() == hex) else {
                 continue;
             };
+            if held.contains(&id) {
+                continue;
+            }
             let Ok(meta) = self.meta(&id) else { continue };
-            out.push(self.summarize(&id, meta));
+            let flushed = mtime_secs(&self.path(&id, "unsymbolized"));
+            out.push(self.summarize(&id, meta, Freshness::at(AggregateSource::StateDir, flushed)));
         }
         out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.build_id.cmp(&b.build_id)));
         Ok(out)
     }
 
-    /// The metadata of `id`.
+    /// The metadata of `id` in the state directory (as last flushed).
     pub fn meta(&self, id: &BuildId) -> Result<StateMeta, StoreError> {
         let path = self.path(id, "json");
         let bytes = read_bounded(&path, id)?;
@@ -314,12 +502,55 @@ impl ProfileStore {
 
     /// The summary of one aggregate (the list entry).
     pub fn summary(&self, id: &BuildId) -> Result<ProfileSummary, StoreError> {
+        let (unix, live) = self.live_list();
+        if let Some(meta) = live.iter().find(|m| m.build_id == id.to_hex()) {
+            let freshness = Freshness::at(AggregateSource::Workers, unix);
+            return Ok(self.summarize(id, meta.clone(), freshness));
+        }
         let meta = self.meta(id)?;
-        Ok(self.summarize(id, meta))
+        let flushed = mtime_secs(&self.path(id, "unsymbolized"));
+        Ok(self.summarize(id, meta, Freshness::at(AggregateSource::StateDir, flushed)))
     }
 
-    fn summarize(&self, id: &BuildId, meta: StateMeta) -> ProfileSummary {
-        let found = self.binary_with_names(id, &meta.path);
+    fn summarize(&self, id: &BuildId, meta: StateMeta, freshness: Freshness) -> ProfileSummary {
+        let loaded = self.binaries.lock().ok().and_then(|m| m.get(id).cloned());
+        if let (AggregateSource::Workers, None, Some(names)) =
+            (freshness.source, &loaded, &meta.names)
+        {
+            // Listed from what the worker reports of the binary it holds: loading every
+            // binary a list names (each library of the host, decoded) would cost the store
+            // their size in memory. It is loaded when its profile is asked for.
+            let found = Path::new(&meta.path).is_file()
+                || build_id_candidates(self.settings.debug_files.debug_dirs(), id)
+                    .iter()
+                    .any(|p| p.is_file());
+            let symbolization = match (names.source.as_str(), meta.kind.as_str()) {
+                ("address_only", _) => Symbolization::AddressOnly,
+                (_, "line_context") => Symbolization::LineContexts,
+                _ if found => Symbolization::Symbolized,
+                _ => Symbolization::BinaryNotFound,
+            };
+            return ProfileSummary {
+                build_id: id.to_hex(),
+                binary_paths: vec![meta.path.clone()],
+                mode: self.settings.mode.clone(),
+                kind: meta.kind,
+                samples: meta.samples,
+                window: WindowRange {
+                    retained_secs: self.settings.retained_secs,
+                    last_flush_unix_secs: mtime_secs(&self.path(id, "unsymbolized")),
+                },
+                has_pseudo_probes: meta.has_pseudo_probes,
+                symbolization,
+                names: Some(names.clone()),
+                unwind_errors: meta.unwind_errors,
+                freshness,
+            };
+        }
+        let found = match loaded {
+            Some(found) => found,
+            None => self.binary_with_names(id, &meta.path),
+        };
         // A binary without names is reported as such whatever its counter kind: its line
         // contexts could not be named either.
         let symbolization = match (&found, meta.kind.as_str()) {
@@ -346,12 +577,14 @@ impl ProfileStore {
             symbolization,
             names,
             unwind_errors: meta.unwind_errors,
+            freshness,
         }
     }
 
-    /// The raw unsymbolized aggregate of `id`.
+    /// The raw unsymbolized aggregate of `id` as served: the workers' when they hold it,
+    /// else the state directory's.
     pub fn unsymbolized_bytes(&self, id: &BuildId) -> Result<Vec<u8>, StoreError> {
-        read_bounded(&self.path(id, "unsymbolized"), id)
+        Ok(self.aggregate(id)?.raw.to_vec())
     }
 
     /// Renders `id` as `format` (or as the unsymbolized profile when the host cannot
@@ -361,11 +594,13 @@ impl ProfileStore {
         id: &BuildId,
         format: ProfileFormat,
     ) -> Result<RenderedProfile, StoreError> {
-        let raw = self.unsymbolized_bytes(id)?;
+        let agg = self.aggregate(id)?;
+        let raw = agg.raw.clone();
+        let freshness = agg.freshness;
         let last_flush_unix_secs = mtime_secs(&self.path(id, "unsymbolized"));
         let digest = |f: ProfileFormat| {
             let mut h = Md5::new();
-            h.update(&raw);
+            h.update(&*raw);
             h.update(format!("{f:?}").as_bytes());
             let d = h.finalize();
             format!(
@@ -375,19 +610,25 @@ impl ProfileStore {
         };
         let unsymbolized_etag = digest(ProfileFormat::Unsymbolized);
         let etag = digest(format);
-        let unsymbolized = |raw: Vec<u8>| RenderedProfile {
+        let unsymbolized = |raw: Arc<Vec<u8>>| RenderedProfile {
             format: ProfileFormat::Unsymbolized,
             etag: unsymbolized_etag.clone(),
-            bytes: Arc::new(raw),
+            bytes: raw,
             last_flush_unix_secs,
+            freshness,
         };
         if format == ProfileFormat::Unsymbolized {
             return Ok(unsymbolized(raw));
         }
         if let Some(hit) = self.cached(&etag) {
-            return Ok(hit);
+            // The same counts: served with this request's freshness.
+            return Ok(RenderedProfile {
+                last_flush_unix_secs,
+                freshness,
+                ..hit
+            });
         }
-        let meta = self.meta(id)?;
+        let meta = self.meta_of(id, &agg)?;
         let Some(binary) = self
             .binary(id, &meta.path)
             .filter(|b| b.name_source().has_names())
@@ -425,6 +666,7 @@ impl ProfileStore {
                 bytes: Arc::new(crate::format::pprof::to_bytes(&pprof)),
                 etag,
                 last_flush_unix_secs,
+                freshness,
             }));
         }
         let Some(counters) = counters else {
@@ -445,13 +687,16 @@ impl ProfileStore {
             bytes: Arc::new(bytes),
             etag,
             last_flush_unix_secs,
+            freshness,
         }))
     }
 
-    /// The SVG flame graph of `id` (frames named with the binary when found, else hex).
+    /// The SVG flame graph of `id` (frames named with the binary when found, else hex),
+    /// of the aggregate as served ([`ProfileStore::unsymbolized_bytes`]).
     pub fn flamegraph(&self, id: &BuildId) -> Result<Vec<u8>, StoreError> {
-        let raw = self.unsymbolized_bytes(id)?;
-        let meta = self.meta(id)?;
+        let agg = self.aggregate(id)?;
+        let raw = agg.raw.clone();
+        let meta = self.meta_of(id, &agg)?;
         // An address-only binary names nothing: frames in hex, as without a binary.
         let binary = self
             .binary(id, &meta.path)
@@ -475,10 +720,11 @@ impl ProfileStore {
         Ok(svg)
     }
 
-    /// The quality figures of `id`, recomputed only when its aggregate changed; `None`
-    /// when the host cannot symbolize it.
+    /// The quality figures of `id` as last flushed (the state directory's aggregate: they
+    /// move with the flushes, not with every scrape), recomputed only when that changed;
+    /// `None` when the host cannot symbolize it.
     pub fn quality(&self, id: &BuildId) -> Result<Option<ProfileQuality>, StoreError> {
-        let raw = self.unsymbolized_bytes(id)?;
+        let raw = read_bounded(&self.path(id, "unsymbolized"), id)?;
         let digest = Md5::digest(&raw).to_vec();
         if let Some((d, q)) = self.quality.lock().ok().and_then(|m| m.get(id).cloned()) {
             if d == digest {
@@ -607,6 +853,12 @@ fn read_bounded(path: &Path, id: &BuildId) -> Result<Vec<u8>, StoreError> {
     })
 }
 
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 fn mtime_secs(path: &Path) -> u64 {
     std::fs::metadata(path)
         .and_then(|m| m.modified())
@@ -661,6 +913,166 @@ mod tests {
             s.render(&missing, ProfileFormat::Text),
             Err(StoreError::NotFound(h)) if h == "abce"
         ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A live source holding fixed aggregates; counts the times it is asked.
+    #[derive(Default)]
+    struct FakeWorkers {
+        held: Mutex<Vec<(StateMeta, String)>>,
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl LiveSource for FakeWorkers {
+        fn list(&self) -> Vec<StateMeta> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.held
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(m, _)| m.clone())
+                .collect()
+        }
+
+        fn get(&self, id: &BuildId) -> Option<LiveAggregate> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let held = self.held.lock().unwrap();
+            let (meta, text) = held.iter().find(|(m, _)| m.build_id == id.to_hex())?;
+            Some(LiveAggregate {
+                meta: meta.clone(),
+                unsymbolized: Arc::new(text.clone().into_bytes()),
+            })
+        }
+    }
+
+    fn meta(hex: &str, samples: u64) -> StateMeta {
+        StateMeta {
+            build_id: hex.into(),
+            path: "/nonexistent/bin".into(),
+            kind: "flat".into(),
+            samples,
+            unwind_errors: BTreeMap::new(),
+            names: None,
+            has_pseudo_probes: None,
+        }
+    }
+
+    /// The workers' aggregate of a binary already holds its restored (flushed) counts: it
+    /// replaces the state directory's files, never adds to them; binaries no worker holds
+    /// are served from their files; snapshots are reused for `LIVE_SNAPSHOT_TTL`.
+    #[test]
+    fn live_aggregates_replace_their_flushed_files_and_the_rest_are_served_from_files() {
+        let flushed = r#"{"build_id":"abcd","path":"/nonexistent/bin","kind":"flat","samples":7}"#;
+        let only_file =
+            r#"{"build_id":"beef","path":"/nonexistent/bin","kind":"flat","samples":3}"#;
+        let (s, dir) = store_with(&[
+            ("abcd.json", flushed),
+            ("abcd.unsymbolized", "1\n10-20:7\n0\n"),
+            ("beef.json", only_file),
+            ("beef.unsymbolized", "1\n30-40:3\n0\n"),
+        ]);
+        let workers = Arc::new(FakeWorkers::default());
+        // abcd: the 7 restored samples + 5 counted since (one range gained 5, one is new);
+        // cafe: sampled since the start, not flushed yet.
+        workers.held.lock().unwrap().extend([
+            (meta("abcd", 12), "2\n10-20:10\n50-60:2\n0\n".to_string()),
+            (
+                StateMeta {
+                    names: Some(NamesReport {
+                        source: "address_only".into(),
+                        ..NamesReport::default()
+                    }),
+                    has_pseudo_probes: Some(false),
+                    ..meta("cafe", 4)
+                },
+                "1\n70-80:4\n0\n".to_string(),
+            ),
+        ]);
+        let s = s.with_live(workers.clone());
+        let list = s.list().unwrap();
+        let got: Vec<(&str, u64, AggregateSource)> = list
+            .iter()
+            .map(|p| (p.build_id.as_str(), p.samples, p.freshness.source))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("abcd", 12, AggregateSource::Workers),
+                ("cafe", 4, AggregateSource::Workers),
+                ("beef", 3, AggregateSource::StateDir),
+            ]
+        );
+        let now = unix_now();
+        for p in &list {
+            assert!(p.freshness.updated_unix_secs + 2 >= now, "{p:?}");
+            assert!(p.freshness.age_secs <= 2, "{p:?}");
+        }
+        // Not flushed yet: no last flush. Listed as its worker reports it, without
+        // loading the binary here.
+        assert_eq!(list[1].window.last_flush_unix_secs, 0);
+        assert_eq!(list[1].symbolization, Symbolization::AddressOnly);
+        assert_eq!(list[1].has_pseudo_probes, Some(false));
+        assert_eq!(list[1].names.as_ref().unwrap().source, "address_only");
+        assert_eq!(list[0].symbolization, Symbolization::BinaryNotFound);
+        assert!(list[0].window.last_flush_unix_secs > 0);
+
+        let id = |hex: &str| BuildId::from_hex(hex).unwrap();
+        let served = |hex: &str| {
+            let r = s.render(&id(hex), ProfileFormat::Text).unwrap();
+            assert_eq!(r.format, ProfileFormat::Unsymbolized);
+            (
+                String::from_utf8(r.bytes.to_vec()).unwrap(),
+                r.freshness.source,
+            )
+        };
+        // The workers' counts, not the file's added to them (10, not 17).
+        let (abcd, source) = served("abcd");
+        assert_eq!(abcd, "2\n10-20:10\n50-60:2\n0\n");
+        assert_eq!(source, AggregateSource::Workers);
+        let total = |text: &str| -> u64 {
+            let parsed = read_unsymbolized(text, 0).unwrap();
+            parsed
+                .contexts
+                .values()
+                .flat_map(|c| c.ranges.values())
+                .sum()
+        };
+        assert_eq!(total(&abcd), list[0].samples);
+        assert_eq!(
+            served("beef"),
+            ("1\n30-40:3\n0\n".into(), AggregateSource::StateDir)
+        );
+        assert_eq!(served("cafe").0, "1\n70-80:4\n0\n");
+        assert_eq!(s.summary(&id("cafe")).unwrap().samples, 4);
+        assert!(matches!(
+            s.render(&id("f00d"), ProfileFormat::Text),
+            Err(StoreError::NotFound(_))
+        ));
+
+        // A burst within the TTL asks the workers no more; after it, they are asked again
+        // and their new counts are served.
+        let asked = workers.asked.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..10 {
+            s.list().unwrap();
+            served("abcd");
+        }
+        assert_eq!(
+            workers.asked.load(std::sync::atomic::Ordering::SeqCst),
+            asked
+        );
+        workers.held.lock().unwrap()[0] = (meta("abcd", 13), "2\n10-20:11\n50-60:2\n0\n".into());
+        std::thread::sleep(LIVE_SNAPSHOT_TTL);
+        assert_eq!(s.list().unwrap()[0].samples, 13);
+        assert_eq!(served("abcd").0, "2\n10-20:11\n50-60:2\n0\n");
+        // A binary the workers dropped (evicted) is served from its last flush again.
+        workers.held.lock().unwrap().remove(0);
+        std::thread::sleep(LIVE_SNAPSHOT_TTL);
+        let abcd = s.summary(&id("abcd")).unwrap();
+        assert_eq!(
+            (abcd.samples, abcd.freshness.source),
+            (7, AggregateSource::StateDir)
+        );
+        assert_eq!(served("abcd").0, "1\n10-20:7\n0\n");
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -10,22 +10,27 @@
 //!   package `prometheus`, installed by `.ci/run`) scrapes it on loopback; `promtool check
 //!   metrics` is clean; `pgo-agent pull` fetches the extbinary profile, `llvm-profdata-19
 //!   show` reads it and clang-19 compiles spin.c with it without warnings.
+//! * Fresh reads (issue 24): a real daemon with the embedded default config (flush every
+//!   60 s) lists and serves spin's profile from what its workers hold within 10 s of spin's
+//!   start, before any flush; what it serves is byte for byte what the next flush writes,
+//!   and after a restart the restored counts plus the new ones, each once.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use daemon::config::Config;
-use daemon::run::{run_daemon, RunArgs, RunControl};
+use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
 use e2e::corpus::{self, Variant};
 use e2e::support::{build_spin, cli, free_port, scratch_dir, wait_for};
+use exporter::format::{llvm_text_reader, unsymbolized::read_unsymbolized};
 use exporter::http::{router, AppState};
-use exporter::store::{ProfileStore, StoreSettings};
+use exporter::store::{ProfileStore, StoreSettings, LIVE_SNAPSHOT_TTL};
 use symbolizer::ProfiledBinary;
 use tower::ServiceExt;
 
@@ -670,4 +675,213 @@ fn live_daemon_prometheus_and_pull() {
         cc.status.success() && stderr.trim().is_empty(),
         "clang: {stderr}"
     );
+}
+
+/// A daemon run in this process, serving HTTP on a free loopback port; stopped when
+/// dropped (e.g. by a failed assertion).
+struct ServingDaemon {
+    base: String,
+    control: Arc<RunControl>,
+    thread: Option<std::thread::JoinHandle<Result<RunSummary, String>>>,
+}
+
+impl ServingDaemon {
+    /// Starts `config` over `state` and waits until it serves.
+    fn start(config: &Config, state: &Path) -> ServingDaemon {
+        let port = free_port();
+        let args = RunArgs {
+            config: None,
+            state_dir: Some(state.to_path_buf()),
+            duration_secs: Some(300),
+            listen: Some(format!("127.0.0.1:{port}")),
+        };
+        let control = Arc::new(RunControl::default());
+        let thread = std::thread::spawn({
+            let (config, control) = (config.clone(), control.clone());
+            move || run_daemon(&config, &args, &control).map_err(|e| format!("{e:#}"))
+        });
+        let base = format!("http://127.0.0.1:{port}");
+        let up = wait_for(Duration::from_secs(30), || {
+            http_get(&format!("{base}/healthz"))
+                .ok()
+                .filter(|(c, _)| *c == 200)
+        });
+        assert!(up.is_some(), "the daemon never served /healthz");
+        ServingDaemon {
+            base,
+            control,
+            thread: Some(thread),
+        }
+    }
+
+    /// The list entry of `hex`, if listed.
+    fn entry(&self, hex: &str) -> Option<serde_json::Value> {
+        let (code, body) = http_get(&format!("{}/api/v1/profiles", self.base)).ok()?;
+        (code == 200).then_some(())?;
+        json(body.as_bytes())["profiles"]
+            .as_array()?
+            .iter()
+            .find(|p| p["build_id"] == hex)
+            .cloned()
+    }
+
+    /// `GET /api/v1/profiles/{hex}?format=..`: the body and `X-Pgo-Profile-Source`.
+    fn profile(&self, hex: &str, format: &str) -> Option<(String, String)> {
+        let url = format!("{}/api/v1/profiles/{hex}?format={format}", self.base);
+        let r = ureq::get(&url)
+            .timeout(Duration::from_secs(10))
+            .call()
+            .ok()?;
+        let source = r.header("x-pgo-profile-source").unwrap_or("").to_string();
+        Some((r.into_string().ok()?, source))
+    }
+
+    /// Stops it (final flush) and returns what it did.
+    fn stop(mut self) -> RunSummary {
+        self.control.stop.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().unwrap();
+        thread.join().unwrap().unwrap()
+    }
+}
+
+impl Drop for ServingDaemon {
+    fn drop(&mut self) {
+        self.control.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Samples per function (the leaf frame of each top-level profile) of an LLVM text profile.
+fn samples_per_function(text: &str) -> std::collections::BTreeMap<String, u64> {
+    let profile = llvm_text_reader::read(text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    let mut per = std::collections::BTreeMap::new();
+    for (context, f) in &profile.profiles {
+        let leaf = context.frames.last().map_or("", |f| f.func.as_str());
+        *per.entry(leaf.to_string()).or_default() += f.total;
+    }
+    per
+}
+
+/// The sum of the range counts of an unsymbolized profile (one per cpu-clock sample).
+fn range_samples(text: &str) -> u64 {
+    read_unsymbolized(text, 0)
+        .unwrap_or_else(|e| panic!("{e}:\n{text}"))
+        .contexts
+        .values()
+        .flat_map(|c| c.ranges.values())
+        .sum()
+}
+
+#[test]
+fn fresh_profile_served_within_seconds_with_the_default_config() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "fresh_profile_served_within_seconds_with_the_default_config";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("SKIPPED {test}: needs root for perf events");
+        return;
+    }
+    if !corpus::tools_available(test, &["clang-19"]) {
+        return;
+    }
+    let dir = scratch("fresh");
+    let spin = build_spin(&dir);
+    let hex = ProfiledBinary::load(&spin)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .to_hex();
+    let state = dir.join("state");
+    let file = |ext: &str| state.join(format!("{hex}.{ext}"));
+    let config = Config::embedded();
+    assert_eq!(config.output.flush_interval_secs, 60);
+
+    // Run 1: the profile within 10 s of spin's start, with no flush yet.
+    let daemon = ServingDaemon::start(&config, &state);
+    let started = Instant::now();
+    let mut child = Command::new(&spin).arg("4").spawn().unwrap();
+    let limit = Duration::from_secs(10);
+    let served = wait_for(limit, || {
+        let entry = daemon.entry(&hex)?;
+        let (text, source) = daemon.profile(&hex, "text")?;
+        let per = samples_per_function(&text);
+        let spin_samples =
+            per.get("hot_loop").copied().unwrap_or(0) + per.get("cold_work").copied().unwrap_or(0);
+        (spin_samples > 0).then_some((entry, source, per, started.elapsed()))
+    });
+    let (entry, source, per, elapsed) = served.unwrap_or_else(|| {
+        panic!(
+            "spin's profile was not listed and served within {limit:?}: {:?}",
+            daemon.entry(&hex)
+        )
+    });
+    eprintln!("listed and served {elapsed:?} after spin's start: {entry}; {per:?}");
+    assert!(elapsed < limit, "{elapsed:?}");
+    assert_eq!(entry["source"], "workers", "{entry}");
+    assert!(entry["samples"].as_u64().unwrap() > 0, "{entry}");
+    assert!(entry["age_secs"].as_u64().unwrap() <= 2, "{entry}");
+    assert_eq!(entry["window"]["last_flush_unix_secs"], 0, "{entry}");
+    assert_eq!(entry["symbolization"], "symbolized", "{entry}");
+    assert_eq!(entry["has_pseudo_probes"], true, "{entry}");
+    assert_eq!(entry["names"]["source"], "binary", "{entry}");
+    assert_eq!(source, "workers");
+    // Served from memory: the state directory was not written.
+    assert!(!file("unsymbolized").exists() && !file("json").exists());
+
+    // Once spin has exited and its last samples are in, what is served is what the
+    // (final) flush writes: the same counts, the same bytes.
+    assert!(child.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(1500) + LIVE_SNAPSHOT_TTL);
+    let entry = daemon.entry(&hex).unwrap();
+    let samples = entry["samples"].as_u64().unwrap();
+    let (unsymbolized, source) = daemon.profile(&hex, "unsymbolized").unwrap();
+    assert_eq!(source, "workers");
+    assert_eq!(range_samples(&unsymbolized), samples);
+    assert!(!file("unsymbolized").exists());
+    let summary = daemon.stop();
+    let counted = |s: &RunSummary| {
+        s.binaries
+            .iter()
+            .find(|b| b.build_id == hex)
+            .map(|b| b.counted)
+            .unwrap()
+    };
+    assert_eq!(counted(&summary), samples);
+    assert_eq!(
+        std::fs::read_to_string(file("unsymbolized")).unwrap(),
+        unsymbolized
+    );
+    let flushed = json(&std::fs::read(file("json")).unwrap());
+    assert_eq!(flushed["samples"], samples);
+
+    // Run 2, restarted over that state: the restored aggregate is served from the workers
+    // at once, then the restored counts plus the new ones, each once.
+    let daemon = ServingDaemon::start(&config, &state);
+    let restored = wait_for(Duration::from_secs(30), || {
+        daemon.entry(&hex).filter(|e| e["source"] == "workers")
+    })
+    .expect("the restored aggregate is served from the workers");
+    assert_eq!(restored["samples"], samples, "{restored}");
+    assert_eq!(
+        daemon.profile(&hex, "unsymbolized").unwrap(),
+        (unsymbolized.clone(), "workers".to_string())
+    );
+    let mut child = Command::new(&spin).arg("3").spawn().unwrap();
+    assert!(child.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(1500) + LIVE_SNAPSHOT_TTL);
+    let entry = daemon.entry(&hex).unwrap();
+    let both = entry["samples"].as_u64().unwrap();
+    let (unsymbolized2, _) = daemon.profile(&hex, "unsymbolized").unwrap();
+    assert_eq!(range_samples(&unsymbolized2), both);
+    let summary = daemon.stop();
+    let new = counted(&summary);
+    assert!(new > 0);
+    assert_eq!(both, samples + new, "restored {samples} + counted {new}");
+    assert_eq!(
+        std::fs::read_to_string(file("unsymbolized")).unwrap(),
+        unsymbolized2
+    );
+    assert_eq!(json(&std::fs::read(file("json")).unwrap())["samples"], both);
 }

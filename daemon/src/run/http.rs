@@ -1,6 +1,7 @@
 //! The HTTP exporter inside `pgo-agent run`: a small tokio runtime built explicitly on its
 //! own thread (only HTTP is async), serving [`exporter::http::router`] over the state
-//! directory until [`HttpServer::stop`].
+//! directory and, with a live source, the workers' current aggregates ([`super::live`])
+//! until [`HttpServer::stop`].
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -54,6 +55,7 @@ pub fn start(
     debug_files: symbolizer::debug_file::DebugFileFinder,
     mode: SamplingMode,
     counters: LiveCounters,
+    live: Option<Arc<dyn exporter::store::LiveSource>>,
 ) -> anyhow::Result<HttpServer> {
     let addr: SocketAddr = listen
         .parse()
@@ -67,12 +69,15 @@ pub fn start(
     listener.set_nonblocking(true)?;
     let local_addr = listener.local_addr()?;
     let agg = &config.aggregation;
-    let store = ProfileStore::new(StoreSettings {
+    let mut store = ProfileStore::new(StoreSettings {
         debug_files,
         state_dir,
         mode: mode.name().to_string(),
         retained_secs: agg.window_secs.saturating_mul(agg.retained_windows as u64),
     });
+    if let Some(live) = live {
+        store = store.with_live(live);
+    }
     let mut state = AppState::new(Arc::new(store));
     state.token = token.map(Arc::from);
     let mode_name = mode.name();
@@ -182,6 +187,7 @@ mod tests {
             Default::default(),
             SamplingMode::CpuClock,
             counters.clone(),
+            None,
         )
         .err()
         .unwrap();
@@ -196,6 +202,7 @@ mod tests {
             Default::default(),
             SamplingMode::CpuClock,
             counters.clone(),
+            None,
         )
         .err()
         .unwrap();
@@ -212,6 +219,7 @@ mod tests {
             Default::default(),
             SamplingMode::CpuClock,
             counters,
+            None,
         )
         .unwrap();
         let port = server.local_addr.port();

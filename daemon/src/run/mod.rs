@@ -8,13 +8,15 @@
 //!
 //! Start: load the config, open the sampling plan (the startup report says which mode and
 //! why), enable the events, scan /proc for running processes, spawn the threads. Every
-//! `flush_interval_secs` the workers write each changed aggregate. SIGINT/SIGTERM (or
+//! `flush_interval_secs` the workers write each changed aggregate; between flushes, HTTP
+//! serves what they hold now ([`live`]). SIGINT/SIGTERM (or
 //! `--duration-secs`): disable the events, drain the rings, final flush, exit. SIGHUP:
 //! re-read the config file's `[filters]`.
 
 pub mod filters;
 pub mod heap_spool;
 pub mod http;
+pub mod live;
 pub mod persist;
 pub mod process_table;
 pub mod router;
@@ -255,6 +257,9 @@ pub fn run_daemon(
     let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
     let mut worker_handles = Vec::new();
     let debug_files = config.output.debug_file_finder(&state_dir);
+    // Fresh reads: the HTTP store asks the workers what they hold now.
+    let (query_txs, query_rxs) = live::query_channels(workers_n);
+    let mut query_rxs = query_rxs.into_iter();
     for _ in 0..workers_n {
         let (tx, rx) = bounded::<WorkItem>(1024);
         let settings = WorkerSettings {
@@ -271,6 +276,7 @@ pub fn run_daemon(
             debug_files: debug_files.clone(),
         };
         let states = restored_states.next().unwrap_or_default();
+        let queries = query_rxs.next().expect("one query channel per worker");
         worker_txs.push(tx);
         worker_handles.push(
             std::thread::Builder::new()
@@ -286,9 +292,7 @@ pub fn run_daemon(
                         if let Some(s) = sink {
                             w = w.with_sink(s);
                         }
-                        for item in rx {
-                            w.handle(item);
-                        }
+                        live::serve(&mut w, rx, queries);
                         w.hand_windows(u64::MAX, true);
                         (w.summaries(), w.stats().clone())
                     }
@@ -318,6 +322,7 @@ pub fn run_daemon(
             debug_files.clone(),
             mode,
             counters,
+            Some(live::WorkerQueries::new(query_txs, live::QUERY_TIMEOUT)),
         )?),
         None => None,
     };

@@ -106,6 +106,8 @@ pub struct BinarySummary {
     pub unwind_errors: std::collections::BTreeMap<&'static str, u64>,
     /// Where the names of the binary's code came from when the worker loaded it.
     pub names: NamesReport,
+    /// Whether the binary has a `.pseudo_probe` section.
+    pub has_pseudo_probes: bool,
 }
 
 /// How the workers load binaries: from the file's memory map, code decoded a function at
@@ -690,6 +692,34 @@ impl Worker {
         first_err.map_or(Ok(()), Err)
     }
 
+    /// One summary per binary held now, held samples fed first (fresh reads: what the
+    /// next flush would write to each `<build-id>.json`).
+    pub fn live_summaries(&mut self) -> Vec<BinarySummary> {
+        self.feed_pending();
+        self.summaries()
+    }
+
+    /// The summary and unsymbolized profile of `build_id` as held now, its held samples
+    /// fed first: the restored windows and everything counted since, i.e. what the next
+    /// flush would write (fresh reads; nothing is written). `None` when not held.
+    pub fn live_profile(&mut self, build_id: &BuildId) -> Option<(BinarySummary, Vec<u8>)> {
+        if let Some(g) = self.pending.remove(build_id) {
+            self.feed_now(g);
+        }
+        let e = self.entries.get(build_id)?;
+        let mut bytes = Vec::new();
+        match write_profile(&mut bytes, e) {
+            Ok(()) => Some((summary(&self.settings.state_dir, build_id, e), bytes)),
+            Err(err) => {
+                eprintln!(
+                    "pgo-agent: rendering the profile of {build_id}: {chain}",
+                    chain = ErrorChain(err.as_ref())
+                );
+                None
+            }
+        }
+    }
+
     /// One summary per binary.
     pub fn summaries(&self) -> Vec<BinarySummary> {
         self.entries
@@ -713,6 +743,7 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
         profile: dir.join(format!("{}.unsymbolized", id.to_hex())),
         unwind_errors: s.errors_by_reason().into_iter().collect(),
         names: e.names.clone(),
+        has_pseudo_probes: e.binary.has_pseudo_probes(),
     }
 }
 
@@ -733,9 +764,21 @@ fn write_entry(
         window_secs,
     };
     persist::write_state(dir, &header, &windows)?;
+    let profile = dir.join(format!("{}.unsymbolized", id.to_hex()));
+    write_atomic(&profile, |out| write_profile(out, e))?;
+    let meta = dir.join(format!("{}.json", id.to_hex()));
+    write_atomic(&meta, |out| {
+        serde_json::to_writer_pretty(&mut *out, &summary(dir, id, e))?;
+        Ok(())
+    })
+}
+
+/// Writes the unsymbolized profile of `e`'s retained windows (`<build-id>.unsymbolized`,
+/// and what fresh reads serve).
+fn write_profile(out: &mut dyn std::io::Write, e: &Entry) -> anyhow::Result<()> {
     // One window (the usual case with long windows): write it without a merged copy.
     let merged;
-    let counters = match windows[..] {
+    let counters = match e.shard.windows().windows().collect::<Vec<_>>()[..] {
         [only] => &only.counters,
         _ => {
             merged = e.shard.snapshot().0;
@@ -743,21 +786,13 @@ fn write_entry(
         }
     };
     let binary = &e.binary;
-    let profile = dir.join(format!("{}.unsymbolized", id.to_hex()));
-    write_atomic(&profile, |out| {
-        let opts = GenerateOptions::default();
-        let line_context = |key: &[u64]| {
-            let (frames, _) = expand_line_context(&**binary, key, &opts);
-            SampleContext { frames }.to_string()
-        };
-        write_unsymbolized(out, counters, binary.preferred_base(), Some(&line_context))?;
-        Ok(())
-    })?;
-    let meta = dir.join(format!("{}.json", id.to_hex()));
-    write_atomic(&meta, |out| {
-        serde_json::to_writer_pretty(&mut *out, &summary(dir, id, e))?;
-        Ok(())
-    })
+    let opts = GenerateOptions::default();
+    let line_context = |key: &[u64]| {
+        let (frames, _) = expand_line_context(&**binary, key, &opts);
+        SampleContext { frames }.to_string()
+    };
+    write_unsymbolized(out, counters, binary.preferred_base(), Some(&line_context))?;
+    Ok(())
 }
 
 /// The `reason` label of `pgo_agent_binaries_rejected_total` for a load error.

@@ -17,6 +17,12 @@
 //! unsymbolized profile when the host cannot symbolize). Responses are gzip-compressed when
 //! the client sends `Accept-Encoding: gzip`. Errors are JSON ([`ApiError`]).
 //!
+//! Fresh reads: in the daemon, the list, the profiles and the flame graphs serve what the
+//! workers hold now (a snapshot at most [`crate::store::LIVE_SNAPSHOT_TTL`] old, restored
+//! counts included), not what the last flush wrote; list entries say so (`source`:
+//! `workers` or `state_dir`, `updated_unix_secs`, `age_secs`), profiles in
+//! `X-Pgo-Profile-Source` and `X-Pgo-Profile-Age`. See [`crate::store`].
+//!
 //! Limits ([`HttpLimits`]): request body size, a per-request timeout, a global token-bucket
 //! request rate (429 over it); with a token, every route but `/healthz` needs
 //! `Authorization: Bearer <token>`.

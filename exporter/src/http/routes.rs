@@ -9,7 +9,7 @@ use axum::Json;
 use super::query::{parse_build_id, ListQuery, ProfileQuery};
 use super::{ApiError, AppState};
 use crate::metrics::QUALITY_BINARIES;
-use crate::store::Symbolization;
+use crate::store::{AggregateSource, Symbolization};
 
 /// `GET /healthz`.
 pub async fn healthz() -> &'static str {
@@ -68,7 +68,10 @@ pub const HIDDEN_WHY: &str = "aggregates with no counted sample in the retained 
     ip_not_code or bad_stack); GET /api/v1/profiles?all=true lists them";
 
 /// `GET /api/v1/profiles[?all=true]`: the aggregates with counted samples, most first;
-/// `hidden` counts the others (listed with `all=true`).
+/// `hidden` counts the others (listed with `all=true`). Each entry is what the workers hold
+/// now (`"source": "workers"`, a snapshot at most [`crate::store::LIVE_SNAPSHOT_TTL`] old)
+/// or, for a binary no worker holds, its last flush (`"source": "state_dir"`), with
+/// `updated_unix_secs` (when its counts were taken) and `age_secs` (how old they are).
 pub async fn list_profiles(
     State(state): State<AppState>,
     query: Result<Query<ListQuery>, QueryRejection>,
@@ -84,7 +87,9 @@ pub async fn list_profiles(
     Ok(Json(body).into_response())
 }
 
-/// `GET /api/v1/profiles/{build_id}?format=..&window=..`.
+/// `GET /api/v1/profiles/{build_id}?format=..&window=..`: the aggregate the list entry
+/// describes (the workers' snapshot, else the last flush); `X-Pgo-Profile-Source`
+/// (`workers`, `state_dir`) and `X-Pgo-Profile-Age` (seconds) say which and how old.
 pub async fn get_profile(
     State(state): State<AppState>,
     Path(build_id): Path<String>,
@@ -129,6 +134,16 @@ pub async fn get_profile(
     if let Ok(v) = HeaderValue::from_str(&served) {
         resp.headers_mut().insert("x-pgo-profile-format", v);
     }
+    let source = match rendered.freshness.source {
+        AggregateSource::Workers => "workers",
+        AggregateSource::StateDir => "state_dir",
+    };
+    let headers = resp.headers_mut();
+    headers.insert("x-pgo-profile-source", HeaderValue::from_static(source));
+    headers.insert(
+        "x-pgo-profile-age",
+        HeaderValue::from(rendered.freshness.age_secs),
+    );
     Ok(resp)
 }
 
