@@ -334,7 +334,7 @@ impl Metrics {
         .expect("valid");
         let binaries = IntGauge::new(
             "pgo_agent_binaries_tracked",
-            "Binaries with an aggregate in the state directory.",
+            "Binaries with an aggregate: held by the workers or in the state directory.",
         )
         .expect("valid");
         let binary_samples = IntGaugeVec::new(
