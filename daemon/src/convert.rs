@@ -95,6 +95,25 @@ pub struct ConvertArgs {
     /// Override the summary's cold count threshold.
     #[arg(long, value_name = "N")]
     pub profile_summary_cold_count: Option<u64>,
+    /// CS profiles: compress recursion by collapsing repeated adjacent frame sequences of up
+    /// to N frames in each context (-1, the default: any length; 0: off, which needs
+    /// `--csspgo-preinliner=false`).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = -1)]
+    pub compress_recursion: i32,
+    /// CS profiles: keep at most the N innermost frames of each context (-1, the default:
+    /// all).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = -1)]
+    pub csprof_max_context_depth: i32,
+    /// Recompute each profile's total samples as the sum of its body samples and its
+    /// inlinees' totals.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub update_total_samples: bool,
+    /// CS probe profiles: infer the frames of tail calls that the call stack misses from
+    /// the sampled call graph (llvm-profgen's default: true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
+    pub infer_missing_frames: bool,
     /// Write addresses of the unsymbolized profile as offsets from the binary's preferred
     /// base (llvm-profgen's default).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -145,15 +164,11 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "use-dwarf-correlation",
     "use-md5",
     "populate-profile-symbol-list",
-    "compress-recursion",
-    "csprof-max-context-depth",
-    "csprof-max-unsymbolized-context-depth",
-    "infer-missing-frames",
     "max-search-depth",
     "csspgo-replay-preinline",
     "mark-all-context-preinlined",
+    "csprof-max-unsymbolized-context-depth",
     "fill-zero-for-all-funcs",
-    "update-total-samples",
     "profile-density-threshold",
     "profile-density-cutoff-hot",
     "show-density",
@@ -217,6 +232,10 @@ impl ConvertArgs {
             o.merge_cold_context_given = true;
         }
         o.max_cold_context_depth = self.csprof_max_cold_context_depth as usize;
+        o.compress_recursion = self.compress_recursion;
+        o.max_context_depth = self.csprof_max_context_depth;
+        o.update_total_samples = self.update_total_samples;
+        o.infer_missing_frames = self.infer_missing_frames;
         o.summary_hot_count = self.profile_summary_hot_count;
         o.summary_cold_count = self.profile_summary_cold_count;
         o
@@ -225,6 +244,17 @@ impl ConvertArgs {
 
 /// Runs `pgo-agent convert`.
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    if args.compress_recursion == 0
+        && args.csspgo_preinliner.unwrap_or(true)
+        && !args.skip_symbolization
+    {
+        // Uncompressed recursive contexts through the pre-inliner give profiles that
+        // differ from llvm-profgen 19's; refused rather than written different.
+        bail!(
+            "--compress-recursion=0 with the CS pre-inliner is not implemented by `pgo-agent \
+             convert` yet; add --csspgo-preinliner=false, or leave recursion compressed"
+        );
+    }
     crate::convert_pipeline::convert(&args).with_context(|| {
         format!(
             "converting samples for {} into {}",

@@ -53,7 +53,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", args.output.display()))?,
     );
     if args.skip_symbolization {
-        let gen_opts = GenerateOptions::default();
+        let gen_opts = args.generate_options();
         let line_context = |key: &[u64]| {
             let (frames, _) = expand_line_context(binary, key, &gen_opts);
             SampleContext { frames }.to_string()
@@ -143,7 +143,12 @@ fn read_counters_while_loading<'b>(
     } else {
         bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
     };
-    Ok(finish_counters(binary, counters, stats))
+    Ok(finish_counters(
+        binary,
+        counters,
+        stats,
+        &args.generate_options(),
+    ))
 }
 
 /// The counters of the perf script at `path`, read before `binary` is asked for.
@@ -197,7 +202,12 @@ fn counters_of_script<'b>(
     for warning in script_stats.warnings() {
         eprintln!("warning: {}: {warning}", path.display());
     }
-    Ok(finish_counters(binary, counters, stats))
+    Ok(finish_counters(
+        binary,
+        counters,
+        stats,
+        &args.generate_options(),
+    ))
 }
 
 /// Threads `convert` reads, parses and unwinds on: every core.
@@ -213,6 +223,8 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         ignore_stack_samples: args.ignore_stack_samples,
         pid: (args.pid != 0).then_some(args.pid),
         unwind_threads: convert_threads(),
+        max_context_depth: usize::try_from(args.csprof_max_context_depth).ok(),
+        compress_recursion: u32::try_from(args.compress_recursion).ok(),
         ..UnwindOptions::default()
     }
 }
@@ -223,15 +235,15 @@ fn finish_counters(
     binary: &ProfiledBinary,
     counters: CounterSet,
     mut stats: unwinder::UnwindStats,
+    opts: &GenerateOptions,
 ) -> CounterSet {
     if counters.kind == CounterKind::LineContext {
         // llvm-profgen counts line contexts after symbolization (`StringBasedCtxKey`).
-        let opts = GenerateOptions::default();
         let symbolized: std::collections::HashSet<String> = counters
             .contexts
             .keys()
             .map(|key| {
-                let (frames, _) = expand_line_context(binary, key, &opts);
+                let (frames, _) = expand_line_context(binary, key, opts);
                 SampleContext { frames }.to_string()
             })
             .collect();

@@ -181,6 +181,92 @@ fn conformance(name: &str, variant: Variant) {
     }
 }
 
+/// The llvm-profgen 19 flags that shape contexts and totals, one at a time, on programs
+/// with recursion and inlined tail calls, probe and line builds, CS and flat: the
+/// unsymbolized counters are byte-identical and the text profiles (llvm-profdata canonical)
+/// equal llvm-profgen 19's with the same flag.
+#[test]
+fn context_and_total_flags_match_llvm_profgen() {
+    if !corpus::tools_available("conformance flags", TOOLS) {
+        return;
+    }
+    let flags: &[&[&str]] = &[
+        &["--compress-recursion=0"],
+        &["--compress-recursion=1"],
+        &["--csprof-max-context-depth=2"],
+        &["--update-total-samples"],
+        &["--update-total-samples=true", "--ignore-stack-samples"],
+        &["--infer-missing-frames=false"],
+    ];
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("recursion", Variant::Lines),
+        ("inline_tail", Variant::Probe),
+    ] {
+        let program = corpus::program(name, variant).expect("corpus builds");
+        let rec = corpus::record(&program).expect("recorder runs");
+        let dir = out_dir(&format!("{name}-flags"), variant);
+        let input = [
+            "--perfscript",
+            rec.perf_script.to_str().unwrap(),
+            "--binary",
+            program.binary.to_str().unwrap(),
+        ];
+        for (i, flag) in flags.iter().enumerate() {
+            let what = format!("{name} ({variant}) {}", flag.join(" "));
+            let out = |stem: &str| {
+                dir.join(format!("{stem}.{i}"))
+                    .to_str()
+                    .unwrap()
+                    .to_string()
+            };
+            let (theirs_raw, ours_raw) = (out("llvm.raw"), out("ours.raw"));
+            let raw = ["--skip-symbolization", "--output"];
+            llvm(
+                "llvm-profgen-19",
+                &[&input[..], flag, &raw, &[&theirs_raw]].concat(),
+            );
+            pgo_agent(&[&["convert"], &input[..], flag, &raw, &[&ours_raw]].concat());
+            assert_same(
+                &format!("{what}: unsymbolized counters"),
+                &read_text(Path::new(&ours_raw)),
+                &read_text(Path::new(&theirs_raw)),
+            );
+            let shapes: &[(&str, &[&str])] = if flag[0] == "--compress-recursion=0" {
+                // Refused with the pre-inliner (see `convert --help`).
+                &[(
+                    "flat CS",
+                    &["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"],
+                )]
+            } else {
+                &[
+                    (
+                        "flat CS",
+                        &["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"],
+                    ),
+                    ("default", &[]),
+                ]
+            };
+            for &(kind, shape) in shapes {
+                let (theirs, ours) = (out(&format!("llvm.{kind}")), out(&format!("ours.{kind}")));
+                let text = ["--format=text", "--output"];
+                llvm(
+                    "llvm-profgen-19",
+                    &[&input[..], flag, shape, &text, &[&theirs]].concat(),
+                );
+                pgo_agent(&[&["convert"], &input[..], flag, shape, &text, &[&ours]].concat());
+                let theirs = canonical(Path::new(&theirs));
+                assert!(!theirs.trim().is_empty(), "{what} ({kind}): empty profile");
+                assert_same(
+                    &format!("{what} ({kind}): text profile"),
+                    &canonical(Path::new(&ours)),
+                    &theirs,
+                );
+            }
+        }
+    }
+}
+
 /// `llvm-profdata-19 show --sample --show-sec-info-only`, one `Section {flags}` per line
 /// (offsets and sizes left out).
 fn section_flags(profile: &Path) -> String {

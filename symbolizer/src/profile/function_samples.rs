@@ -250,7 +250,10 @@ mod tests {
         assert_eq!(f.samples_at(loc(2, 0)), Some(4));
         assert_eq!(f.samples_at(loc(3, 0)), Some(7));
         // The inlined callee's body is not raised (LLVM 19 does not walk callsites).
-        assert_eq!(f.callee_mut(loc(5, 0), "bar").samples_at(loc(1, 0)), Some(2));
+        assert_eq!(
+            f.callee_mut(loc(5, 0), "bar").samples_at(loc(1, 0)),
+            Some(2)
+        );
     }
 
     #[test]
