@@ -23,6 +23,11 @@ use crate::progress::Progress;
 
 /// Converts the input named in `args` into the requested output.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.unsymbolized_profile {
+        if convert_line_contexts(args, path)? {
+            return Ok(());
+        }
+    }
     // The binary is loaded on a thread of its own while a perf script is read: reading it
     // does not need the binary, and loading it (decoding, DWARF, probes) left one core idle
     // for its first milliseconds.
@@ -76,6 +81,59 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     std::mem::forget(counters);
     std::mem::forget(loaded);
     Ok(())
+}
+
+/// Converts an unsymbolized profile whose contexts are symbolized line contexts (`main:7 @
+/// quick`: a binary without pseudo probes) as llvm-profgen 19 does: the contexts are
+/// taken as they are, the ranges and branches symbolized with the binary. `false` (nothing
+/// done) for any other unsymbolized profile.
+fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // Line contexts carry no addresses: read with base 0 to see what the file holds.
+    let profile = read_unsymbolized(&text, 0)
+        .with_context(|| format!("reading unsymbolized profile {}", path.display()))?;
+    if profile.line_contexts().is_none() {
+        return Ok(false);
+    }
+    let binary = crate::binary_loading::load_binary_for(
+        &args.binary,
+        args.debug_binary.as_deref(),
+        !args.skip_symbolization,
+    )?;
+    let base = if args.use_offset {
+        binary.preferred_base()
+    } else {
+        0
+    };
+    let profile = read_unsymbolized(&text, base)
+        .with_context(|| format!("reading unsymbolized profile {}", path.display()))?;
+    let contexts = profile
+        .line_contexts()
+        .expect("line contexts, as read above");
+    let mut out = BufWriter::new(
+        File::create(&args.output)
+            .with_context(|| format!("creating {}", args.output.display()))?,
+    );
+    if args.skip_symbolization {
+        profile
+            .write(&mut out, base)
+            .with_context(|| format!("writing {}", args.output.display()))?;
+    } else {
+        let profile = symbolizer::generate::generate_line_profile_of_contexts(
+            &binary,
+            &contexts,
+            &args.generate_options(),
+        );
+        let written = match args.format {
+            OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
+            OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
+        };
+        written.with_context(|| format!("writing {}", args.output.display()))?;
+    }
+    out.flush()
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    Ok(true)
 }
 
 /// Reads the input into counters: unsymbolized profiles directly, sample inputs through

@@ -21,6 +21,7 @@ use std::process::Command;
 
 use collector::PerfEvent;
 use e2e::corpus::{self, Variant, PROGRAM_NAMES};
+use e2e::support::pgo_agent;
 use exporter::format::unsymbolized::{write_unsymbolized, LineContextFormatter};
 use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::GenerateOptions;
@@ -225,4 +226,102 @@ fn lbr_only_counters_match_llvm_profgen() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// `llvm-profdata-19 merge --sample --text` of `profile`.
+fn canonical(profile: &Path) -> String {
+    let out = Command::new("llvm-profdata-19")
+        .args(["merge", "--sample", "--text", "-o", "-"])
+        .arg(profile)
+        .output()
+        .expect("llvm-profdata-19");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The two-step flow with llvm-profgen on the host: its `--skip-symbolization` output of
+/// every corpus program (probe contexts, and line contexts `[main:7 @ quick]` for the
+/// line-table builds; CS and flat) becomes, through `convert --unsymbolized-profile`, the
+/// profile llvm-profgen 19 makes from that file (default flags and flat CS contexts,
+/// llvm-profdata canonical text). That equals its profile made from the samples directly
+/// but for `ContextWasInlined` attributes of line contexts, which the text does not carry.
+/// (For probe builds, which llvm-profgen 19 cannot read back, the profile from the samples.)
+#[test]
+fn llvm_profgen_unsymbolized_profiles_round_trip_to_its_symbolized_output() {
+    if !corpus::tools_available(
+        "unsymbolized round trip",
+        &["clang-19", "llvm-profgen-19", "llvm-profdata-19"],
+    ) {
+        return;
+    }
+    let mut failures = Vec::new();
+    for variant in Variant::ALL {
+        for name in PROGRAM_NAMES {
+            let program = corpus::program(name, variant).expect("corpus builds");
+            let recorded = corpus::record(&program).expect("recorder runs");
+            let script = &recorded.perf_script;
+            for (mode, stack) in [("cs", None), ("flat", Some("--ignore-stack-samples"))] {
+                let raw = script.with_extension(format!("{mode}.roundtrip.raw"));
+                llvm_profgen(
+                    script,
+                    &program.binary,
+                    &stack.into_iter().collect::<Vec<_>>(),
+                    &raw,
+                );
+                for (shape, flags) in [
+                    ("default", &[][..]),
+                    (
+                        "flat-cs",
+                        &["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"][..],
+                    ),
+                ] {
+                    let direct =
+                        script.with_extension(format!("{mode}.{shape}.llvm-roundtrip.txt"));
+                    // llvm-profgen 19 crashes reading its own probe-binary counters
+                    // (SIGSEGV): for those the oracle is its profile from the samples.
+                    let input = match variant {
+                        Variant::Lines => vec![format!("--unsymbolized-profile={}", raw.display())],
+                        Variant::Probe => {
+                            std::iter::once(format!("--perfscript={}", script.display()))
+                                .chain(stack.map(str::to_string))
+                                .collect()
+                        }
+                    };
+                    let status = Command::new("llvm-profgen-19")
+                        .args(&input)
+                        .arg(format!("--binary={}", program.binary.display()))
+                        .args(flags)
+                        .args(["--format=text", "--output"])
+                        .arg(&direct)
+                        .status()
+                        .expect("llvm-profgen-19");
+                    assert!(status.success());
+                    let ours = script.with_extension(format!("{mode}.{shape}.roundtrip.txt"));
+                    let mut argv = vec![
+                        "convert".to_string(),
+                        format!("--unsymbolized-profile={}", raw.display()),
+                        format!("--binary={}", program.binary.display()),
+                    ];
+                    argv.extend(flags.iter().map(|f| f.to_string()));
+                    argv.extend(["--format=text".to_string(), "--output".to_string()]);
+                    argv.push(ours.display().to_string());
+                    pgo_agent(&argv);
+                    let what = format!("{name} ({variant}, {mode}, {shape})");
+                    let (theirs, mine) = (canonical(&direct), canonical(&ours));
+                    assert!(
+                        !theirs.trim().is_empty(),
+                        "{what}: llvm-profgen wrote nothing"
+                    );
+                    if theirs != mine {
+                        failures.push(format!("{what}: {}", first_difference(&theirs, &mine)));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

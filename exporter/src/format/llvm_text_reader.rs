@@ -323,7 +323,7 @@ fn parse_location(text: &str) -> Option<LineLocation> {
 
 /// The inside of a bracketed context: frames separated by ` @ `, each `NAME:LOC` but the
 /// leaf, which is the whole remaining text.
-fn parse_context(text: &str) -> Option<SampleContext> {
+pub(crate) fn parse_context(text: &str) -> Option<SampleContext> {
     let parts: Vec<&str> = text.split(" @ ").collect();
     let last = parts.len() - 1;
     let mut frames = Vec::with_capacity(parts.len());

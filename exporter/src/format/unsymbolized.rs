@@ -30,6 +30,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use symbolizer::profile::SampleContext;
 use unwinder::{ContextCounters, CounterKind, CounterSet};
 
 /// Errors of the unsymbolized profile writer and reader.
@@ -206,6 +207,28 @@ impl UnsymbolizedProfile {
             set.context_mut(&key).merge(c);
         }
         Some(set)
+    }
+}
+
+impl UnsymbolizedProfile {
+    /// The counters keyed by symbolized line context (`main:7 @ quick`, what llvm-profgen
+    /// and pgo-agent write for binaries without pseudo probes), when the profile is
+    /// context-sensitive and its contexts are not addresses; `None` otherwise, or when a
+    /// context does not parse.
+    pub fn line_contexts(&self) -> Option<BTreeMap<SampleContext, ContextCounters>> {
+        if !self.context_sensitive || self.to_counter_set(0).is_some() {
+            return None;
+        }
+        let mut out: BTreeMap<SampleContext, ContextCounters> = BTreeMap::new();
+        for (name, c) in &self.contexts {
+            let ctx = if name.is_empty() {
+                SampleContext::from_frames(Vec::new())
+            } else {
+                super::llvm_text_reader::parse_context(name)?
+            };
+            out.entry(ctx).or_default().merge(c);
+        }
+        Some(out)
     }
 }
 

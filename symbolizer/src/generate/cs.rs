@@ -226,7 +226,6 @@ pub fn generate_cs_line_trie<B: BinaryView>(
     counters: &CounterSet,
     opts: &GenerateOptions,
 ) -> ContextTrie {
-    let fs = binary.uses_fs_discriminator();
     // Address stacks that expand to the same context share counters (the unwinder's
     // StringBasedCtxKey); WasLeafInlined is or-ed.
     let mut by_context: BTreeMap<SampleContext, (ContextCounters, bool)> = BTreeMap::new();
@@ -240,8 +239,38 @@ pub fn generate_cs_line_trie<B: BinaryView>(
         e.0.merge(&counters.contexts[key]);
         e.1 |= inl;
     }
+    line_trie_of_contexts(binary, &by_context)
+}
+
+/// CS line-based trie of counters already keyed by symbolized context (an unsymbolized
+/// profile with line contexts, llvm-profgen's `StringBasedCtxKey`): each context is
+/// compressed and trimmed as `opts` say (`getOrCreateContextNode`), its leaf not marked
+/// inlined (the text does not say).
+pub fn generate_cs_line_trie_of_contexts<B: BinaryView>(
+    binary: &B,
+    contexts: &BTreeMap<SampleContext, ContextCounters>,
+    opts: &GenerateOptions,
+) -> ContextTrie {
+    let mut by_context: BTreeMap<SampleContext, (ContextCounters, bool)> = BTreeMap::new();
+    for (ctx, cc) in contexts {
+        let frames = shape(ctx.frames.clone(), opts);
+        by_context
+            .entry(SampleContext::from_frames(frames))
+            .or_default()
+            .0
+            .merge(cc);
+    }
+    line_trie_of_contexts(binary, &by_context)
+}
+
+/// The trie of line contexts with their counters and `WasLeafInlined`.
+fn line_trie_of_contexts<B: BinaryView>(
+    binary: &B,
+    by_context: &BTreeMap<SampleContext, (ContextCounters, bool)>,
+) -> ContextTrie {
+    let fs = binary.uses_fs_discriminator();
     let mut trie = ContextTrie::new();
-    for (ctx, (cc, was_leaf_inlined)) in &by_context {
+    for (ctx, (cc, was_leaf_inlined)) in by_context {
         let mut node = ContextTrie::ROOT;
         if !ctx.frames.is_empty() {
             node = trie.path(&ctx.frames);

@@ -33,9 +33,11 @@ pub use missing_frames::MissingFrameInferrer;
 pub use preinline::PreInlineOptions;
 pub use size_tracker::SizeTracker;
 
+use std::collections::BTreeMap;
+
 use unwinder::{ContextCounters, CounterKind, CounterSet};
 
-use crate::profile::SampleProfile;
+use crate::profile::{ContextTrie, SampleContext, SampleProfile};
 
 /// llvm-profgen options that affect generation (defaults as llvm-profgen 19).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,20 +121,53 @@ pub fn generate_profile<B: BinaryView>(
             post::post_process_cs(trie, true, fs, opts, sizes.as_ref())
         }
         CounterKind::LineContext => {
-            let mut trie = cs::generate_cs_line_trie(binary, counters, opts);
-            for id in trie.post_order() {
-                if trie.samples(id).is_some() {
-                    let f = trie.samples_mut(id);
-                    if opts.update_total_samples {
-                        f.update_total_samples();
-                    }
-                    f.update_callsite_samples();
-                }
-            }
-            let sizes = context_sizes(binary, counters, opts);
-            post::post_process_cs(trie, false, fs, opts, sizes.as_ref())
+            let trie = cs::generate_cs_line_trie(binary, counters, opts);
+            finish_line_trie(binary, trie, counters, opts)
         }
     }
+}
+
+/// The CS line-based profile of counters keyed by symbolized context (`main:7 @ quick`,
+/// what an unsymbolized profile of a DWARF binary holds), as llvm-profgen 19 makes it
+/// from such a file.
+pub fn generate_line_profile_of_contexts<B: BinaryView>(
+    binary: &B,
+    contexts: &BTreeMap<SampleContext, ContextCounters>,
+    opts: &GenerateOptions,
+) -> SampleProfile {
+    let trie = cs::generate_cs_line_trie_of_contexts(binary, contexts, opts);
+    // The pre-inliner's sizes come from the functions the ranges and branches reach (the
+    // stack addresses of symbolized contexts are not known).
+    let counters = CounterSet {
+        kind: CounterKind::LineContext,
+        contexts: contexts
+            .values()
+            .enumerate()
+            .map(|(i, c)| (vec![i as u64], c.clone()))
+            .collect(),
+    };
+    finish_line_trie(binary, trie, &counters, opts)
+}
+
+/// Totals, call-site counts and post-processing of a CS line-based trie.
+fn finish_line_trie<B: BinaryView>(
+    binary: &B,
+    mut trie: ContextTrie,
+    counters: &CounterSet,
+    opts: &GenerateOptions,
+) -> SampleProfile {
+    let fs = binary.uses_fs_discriminator();
+    for id in trie.post_order() {
+        if trie.samples(id).is_some() {
+            let f = trie.samples_mut(id);
+            if opts.update_total_samples {
+                f.update_total_samples();
+            }
+            f.update_callsite_samples();
+        }
+    }
+    let sizes = context_sizes(binary, counters, opts);
+    post::post_process_cs(trie, false, fs, opts, sizes.as_ref())
 }
 
 /// The context-size tracker when the pre-inliner needs it (`TrackFuncContextSize`).
