@@ -11,7 +11,7 @@ use collector::perf_script::{
     ScriptPiece, ScriptTally, ScriptText,
 };
 use collector::PerfEvent;
-use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized};
+use exporter::format::unsymbolized::{line_context_name, read_unsymbolized, write_unsymbolized};
 use symbolizer::binary::ProfiledBinary;
 use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::{generate_profile, GenerateOptions};
@@ -59,10 +59,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     );
     if args.skip_symbolization {
         let gen_opts = args.generate_options();
-        let line_context = |key: &[u64]| {
-            let (frames, _) = expand_line_context(binary, key, &gen_opts);
-            SampleContext { frames }.to_string()
-        };
+        let line_context = |key: &[u64]| line_context_name(binary, key, address_base, &gen_opts);
         write_unsymbolized(&mut out, &counters, address_base, Some(&line_context))
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
@@ -164,7 +161,7 @@ fn read_counters_while_loading<'b>(
         };
         let profile = read_unsymbolized(&text, base)
             .with_context(|| format!("reading unsymbolized profile {}", path.display()))?;
-        let Some(counters) = profile.to_counter_set(base) else {
+        let Some(counters) = profile.to_counter_set_for(base, binary.has_pseudo_probes()) else {
             bail!(
                 "{}: contexts are symbolized line contexts (`main:1 @ foo`); converting those \
                  back to address counters is not supported yet",

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use exporter::format::unsymbolized::{read_unsymbolized, write_unsymbolized, UnsymbolizedProfile};
-use symbolizer::generate::cs::expand_line_context;
+use exporter::format::unsymbolized::{
+    line_context_name, read_unsymbolized, write_unsymbolized, UnsymbolizedProfile,
+};
 use symbolizer::generate::{generate_profile, GenerateOptions};
-use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
 use unwinder::CounterSet;
 
@@ -129,7 +129,7 @@ pub fn merge_and_write(
         (MergeFormat::Unsymbolized, _) => merged.write(&mut out, base)?,
         (_, None) => bail!("--format text/extbinary needs --binary"),
         (f, Some(b)) => {
-            let Some(counters) = merged.to_counter_set(base) else {
+            let Some(counters) = merged.to_counter_set_for(base, b.has_pseudo_probes()) else {
                 bail!(
                     "the profiles have symbolized line contexts; only --format unsymbolized \
                      can merge them"
@@ -173,11 +173,9 @@ pub fn write_counters(
     match (format, binary) {
         (MergeFormat::Unsymbolized, None) => write_unsymbolized(out, counters, base, None)?,
         (MergeFormat::Unsymbolized, Some(b)) => {
-            let line_context = |key: &[u64]| {
-                let (frames, _) = expand_line_context(b, key, &opts);
-                SampleContext { frames }.to_string()
-            };
-            write_unsymbolized(out, counters, b.preferred_base(), Some(&line_context))?
+            let base = b.preferred_base();
+            let line_context = |key: &[u64]| line_context_name(b, key, base, &opts);
+            write_unsymbolized(out, counters, base, Some(&line_context))?
         }
         (_, None) => bail!("--format text/extbinary needs --binary"),
         (f, Some(b)) => {

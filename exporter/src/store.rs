@@ -641,7 +641,7 @@ impl ProfileStore {
             path: self.path(id, "unsymbolized"),
             reason: e.to_string(),
         })?;
-        let counters = parsed.to_counter_set(base);
+        let counters = parsed.to_counter_set_for(base, binary.has_pseudo_probes());
         if format == ProfileFormat::Pprof {
             // Line contexts are stored as symbolized strings: their counters go context-less.
             let flat = |p: &crate::format::unsymbolized::UnsymbolizedProfile| {
@@ -669,10 +669,19 @@ impl ProfileStore {
                 freshness,
             }));
         }
-        let Some(counters) = counters else {
-            return Ok(unsymbolized(raw));
+        let profile = match (counters, parsed.line_contexts()) {
+            (Some(counters), _) => {
+                generate_profile(&*binary, &counters, &GenerateOptions::default())
+            }
+            // Symbolized line contexts (the host had the binary's DWARF): made as from an
+            // unsymbolized file (`convert --unsymbolized-profile`).
+            (None, Some(contexts)) => symbolizer::generate::generate_line_profile_of_contexts(
+                &*binary,
+                &contexts,
+                &GenerateOptions::default(),
+            ),
+            (None, None) => return Ok(unsymbolized(raw)),
         };
-        let profile = generate_profile(&*binary, &counters, &GenerateOptions::default());
         let mut bytes = Vec::new();
         let written = match format {
             ProfileFormat::Text => crate::format::llvm_text::write(&profile, &mut bytes),
@@ -742,7 +751,7 @@ impl ProfileStore {
                 reason: e.to_string(),
             }
         })?;
-        let Some(counters) = parsed.to_counter_set(base) else {
+        let Some(counters) = parsed.to_counter_set_for(base, binary.has_pseudo_probes()) else {
             return Ok(None);
         };
         let profile = generate_profile(&*binary, &counters, &GenerateOptions::default());

@@ -16,7 +16,9 @@
 //! * the same `strip -s` binary found its debug file through `.gnu_debuglink` without
 //!   `--debug-binary`;
 //! * counting needs no names: `--skip-symbolization` of the `strip -s` binary alone equals
-//!   that of the unstripped one for probe builds (contexts are call-site addresses); a
+//!   that of the unstripped one for probe builds (contexts are call-site addresses), and
+//!   for line-table builds keeps contexts as addresses that the unstripped build turns
+//!   into the profile it makes from the samples; a
 //!   `strip -s` binary without a debug file is refused for a symbolized profile, with the
 //!   candidates tried in the message.
 
@@ -180,30 +182,65 @@ fn split_debug(name: &str, variant: Variant) {
         );
     }
 
-    // Counting by address needs no names: the unsymbolized counters of the strip -s binary
-    // alone equal the unstripped build's (probe contexts are call-site addresses).
+    // Counting by address needs no names.
+    let raw = |binary: &Path, stem: &str| {
+        let output = dir.join(format!("{stem}.raw"));
+        pgo_agent(&[
+            "convert",
+            "--perfscript",
+            &script,
+            "--binary",
+            &s(binary),
+            "--skip-symbolization",
+            "--output",
+            &s(&output),
+        ]);
+        output
+    };
+    let stripped_raw = raw(&c.strip_all, "strip-all");
     if variant == Variant::Probe {
-        let raw = |binary: &Path, stem: &str| {
-            let output = dir.join(format!("{stem}.raw"));
-            pgo_agent(&[
-                "convert",
-                "--perfscript",
-                &script,
-                "--binary",
-                &s(binary),
-                "--skip-symbolization",
-                "--output",
-                &s(&output),
-            ]);
-            read_text(&output)
-        };
-        let full = raw(&c.full, "full");
+        // The unsymbolized counters of the strip -s binary alone equal the unstripped
+        // build's (probe contexts are call-site addresses).
+        let full = read_text(&raw(&c.full, "full"));
         assert!(full.lines().count() > 3, "{name}: {full}");
         assert_same(
             &format!("{name} ({variant}) unsymbolized counters of the strip -s binary alone"),
-            &raw(&c.strip_all, "strip-all"),
+            &read_text(&stripped_raw),
             &full,
         );
+    } else {
+        // Without DWARF, line contexts are kept as call-site addresses (`[0x7f4 @ 0x7bf]`,
+        // not `[main:7 @ quick]`, which needs the DWARF); converted where the DWARF is,
+        // they give the profile the unstripped build gives from the samples.
+        let text = read_text(&stripped_raw);
+        assert!(
+            text.contains("[0x"),
+            "{name}: address contexts expected:\n{text}"
+        );
+        for shape in [
+            &[][..],
+            &["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"][..],
+        ] {
+            let convert = |input: &[&str], stem: &str| {
+                let output = dir.join(format!("{stem}.{}.txt", shape.len()));
+                let mut argv = vec!["convert"];
+                argv.extend_from_slice(input);
+                let full = s(&c.full);
+                argv.extend_from_slice(&["--binary", &full]);
+                argv.extend_from_slice(shape);
+                let out = s(&output);
+                argv.extend_from_slice(&["--format=text", "--output", &out]);
+                pgo_agent(&argv);
+                canonical(&output)
+            };
+            let direct = convert(&["--perfscript", &script], "ours.direct");
+            assert!(!direct.trim().is_empty());
+            assert_same(
+                &format!("{name} ({variant}) address line contexts symbolized later {shape:?}"),
+                &convert(&["--unsymbolized-profile", &s(&stripped_raw)], "ours.later"),
+                &direct,
+            );
+        }
     }
 
     // Without a debug file a symbolized profile is refused, naming what was tried.

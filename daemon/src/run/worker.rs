@@ -9,12 +9,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use collector::live::SampleRecycler;
 use collector::BuildId;
-use exporter::format::unsymbolized::write_unsymbolized;
+use exporter::format::unsymbolized::{line_context_name, write_unsymbolized};
 use exporter::store::NamesReport;
 use symbolizer::debug_file::DebugFileFinder;
-use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::GenerateOptions;
-use symbolizer::profile::SampleContext;
 use symbolizer::{LazyCode, LoadOptions, ProfiledBinary};
 use unwinder::shard::{BinaryShard, ShardInput, ShardStats};
 use unwinder::window::WindowSettings;
@@ -786,12 +784,9 @@ fn write_profile(out: &mut dyn std::io::Write, e: &Entry) -> anyhow::Result<()> 
         }
     };
     let binary = &e.binary;
-    let opts = GenerateOptions::default();
-    let line_context = |key: &[u64]| {
-        let (frames, _) = expand_line_context(&**binary, key, &opts);
-        SampleContext { frames }.to_string()
-    };
-    write_unsymbolized(out, counters, binary.preferred_base(), Some(&line_context))?;
+    let (opts, base) = (GenerateOptions::default(), binary.preferred_base());
+    let line_context = |key: &[u64]| line_context_name(binary, key, base, &opts);
+    write_unsymbolized(out, counters, base, Some(&line_context))?;
     Ok(())
 }
 

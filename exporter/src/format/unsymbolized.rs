@@ -30,7 +30,10 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use symbolizer::generate::cs::expand_line_context;
+use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
+use symbolizer::ProfiledBinary;
 use unwinder::{ContextCounters, CounterKind, CounterSet};
 
 /// Errors of the unsymbolized profile writer and reader.
@@ -84,6 +87,24 @@ pub fn write_unsymbolized(
         blocks.entry(String::new()).or_default();
     }
     write_blocks(out, &blocks, cs, address_base)
+}
+
+/// The name of line-context `key` (call-site addresses, outermost first) of `binary` in an
+/// unsymbolized profile: symbolized (`main:7 @ quick`, llvm-profgen's form) when the binary
+/// has DWARF, else its call-site offsets (`0x7f4 @ 0x7bf`), which a host with the debug
+/// file reads back as line-context counters
+/// ([`UnsymbolizedProfile::to_counter_set_for`]) and symbolizes.
+pub fn line_context_name(
+    binary: &ProfiledBinary,
+    key: &[u64],
+    address_base: u64,
+    opts: &GenerateOptions,
+) -> String {
+    if !binary.has_line_info() {
+        return probe_context_string(key, address_base);
+    }
+    let (frames, _) = expand_line_context(binary, key, opts);
+    SampleContext { frames }.to_string()
 }
 
 /// `0x7f4 @ 0x7bf`: call-site offsets, lower-case, joined by " @ ".
@@ -187,6 +208,25 @@ impl UnsymbolizedProfile {
     /// (`0x7f4 @ 0x7bf`, offsets from `address_base`) or the profile is flat; `None` for
     /// symbolized line contexts.
     pub fn to_counter_set(&self, address_base: u64) -> Option<CounterSet> {
+        self.to_counter_set_for(address_base, true)
+    }
+
+    /// [`UnsymbolizedProfile::to_counter_set`] for a binary with or without pseudo probes:
+    /// address contexts of a binary without probes are line contexts (written by a host
+    /// without the binary's DWARF: see [`line_context_name`]).
+    pub fn to_counter_set_for(
+        &self,
+        address_base: u64,
+        has_pseudo_probes: bool,
+    ) -> Option<CounterSet> {
+        let mut set = self.address_counters(address_base)?;
+        if set.kind == CounterKind::ProbeContext && !has_pseudo_probes {
+            set.kind = CounterKind::LineContext;
+        }
+        Some(set)
+    }
+
+    fn address_counters(&self, address_base: u64) -> Option<CounterSet> {
         let kind = if self.context_sensitive {
             CounterKind::ProbeContext
         } else {

@@ -525,6 +525,12 @@ impl ProfiledBinary {
         }
     }
 
+    /// True when the binary's DWARF (its own or its debug file's) has compilation units with
+    /// code: inline frames and lines can be looked up.
+    pub fn has_line_info(&self) -> bool {
+        !self.dwarf.is_empty()
+    }
+
     /// Compilation units whose line table has been read (all of them unless loaded with
     /// [`LoadOptions::lazy_code`]).
     pub fn dwarf_units_with_lines(&self) -> usize {
