@@ -256,6 +256,7 @@ pub struct Metrics {
     binary_samples: IntGaugeVec,
     over_budget: IntGauge,
     memory: IntGauge,
+    decoded: IntGaugeVec,
     density: GaugeVec,
     branch_ratio: GaugeVec,
     stale_share: GaugeVec,
@@ -355,6 +356,15 @@ impl Metrics {
             "Resident set size of the daemon (/proc/self/statm).",
         )
         .expect("valid");
+        let decoded = IntGaugeVec::new(
+            Opts::new(
+                "pgo_agent_decoded_bytes",
+                "Memory held by what binaries decode as samples reach them: instructions \
+                 (code), pseudo probes (probes), DWARF line tables (line_tables).",
+            ),
+            &["cache"],
+        )
+        .expect("valid");
         let density = GaugeVec::new(
             Opts::new(
                 "pgo_agent_profile_density",
@@ -409,6 +419,7 @@ impl Metrics {
         reg(Box::new(binary_samples.clone()));
         reg(Box::new(over_budget.clone()));
         reg(Box::new(memory.clone()));
+        reg(Box::new(decoded.clone()));
         reg(Box::new(density.clone()));
         reg(Box::new(branch_ratio.clone()));
         reg(Box::new(stale_share.clone()));
@@ -441,6 +452,7 @@ impl Metrics {
             binary_samples,
             over_budget,
             memory,
+            decoded,
             density,
             branch_ratio,
             stale_share,
@@ -469,6 +481,16 @@ impl Metrics {
         counter_add(&self.parse_errors, c.parse_errors);
         self.lbr.set(i64::from(c.branch_stack));
         self.memory.set(resident_bytes() as i64);
+        let held = symbolizer::decoded_bytes();
+        for (cache, bytes) in [
+            ("code", held.code),
+            ("probes", held.probes),
+            ("line_tables", held.line_tables),
+        ] {
+            self.decoded
+                .with_label_values(&[cache])
+                .set(bytes.min(i64::MAX as u64) as i64);
+        }
     }
 
     /// Sets the per-binary gauges from the store's list (most samples first).

@@ -12,6 +12,7 @@
 
 pub mod binary;
 pub mod debug_file;
+pub mod decoded_bytes;
 pub mod dwarf;
 pub mod error;
 pub mod generate;
@@ -30,6 +31,7 @@ pub use binary::{
 pub use debug_file::{
     has_symbols_or_dwarf, DebugFile, DebugFileFinder, DebugLookup, DebugRoute, RemoteDebugSource,
 };
+pub use decoded_bytes::{decoded_bytes, DecodedBytes};
 pub use dwarf::discriminator;
 pub use error::SymbolizerError;
 pub use guid::function_guid;

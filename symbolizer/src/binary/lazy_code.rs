@@ -22,6 +22,8 @@ use std::sync::{Arc, OnceLock};
 
 use unwinder::{CodeLayout, RangeChecks, EXTERNAL_ADDR};
 
+use crate::decoded_bytes::Cache;
+
 use super::disasm::{decode_range, KIND_BRANCH, KIND_CALL, KIND_RETURN, KIND_UNCOND};
 
 /// The bytes of a binary file, shared: a memory map (`Arc<memmap2::Mmap>` coerces to it)
@@ -66,6 +68,15 @@ impl Decoded {
     fn len(&self) -> usize {
         self.offsets.len()
     }
+
+    /// The bytes it holds.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Decoded>()
+            + self.offsets.len() * 4
+            + self.sizes.len()
+            + self.kinds.len()
+            + self.uncond.len() * 4
+    }
 }
 
 /// An extent and, once queried, its instructions (boxed: an extent not yet decoded costs
@@ -94,6 +105,18 @@ pub struct LazyCode {
     /// Decode every extent a range spans ([`LazyCode::with_exact_ranges`]) instead of
     /// answering `true` past [`MAX_RANGE_EXTENTS`].
     exact_ranges: bool,
+}
+
+impl Drop for LazyCode {
+    fn drop(&mut self) {
+        let held: usize = self
+            .extents
+            .iter()
+            .filter_map(|e| e.decoded.get())
+            .map(|d| d.bytes())
+            .sum();
+        Cache::Code.sub(held);
+    }
 }
 
 impl std::fmt::Debug for LazyCode {
@@ -277,13 +300,15 @@ impl LazyCode {
                 let read = (p.end - p.start) as usize + 15;
                 Self::release(&bytes[..read.min(bytes.len())]);
             }
-            Box::new(Decoded {
+            let decoded = Box::new(Decoded {
                 base,
                 offsets: offsets.into_boxed_slice(),
                 sizes: sizes.into_boxed_slice(),
                 kinds: kinds.into_boxed_slice(),
                 uncond: uncond.into_boxed_slice(),
-            })
+            });
+            Cache::Code.add(decoded.bytes());
+            decoded
         })
     }
 

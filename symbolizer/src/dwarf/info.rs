@@ -26,6 +26,7 @@ use super::interval::{IntervalMap, IntervalMapBuilder};
 use super::sections::{DebugSections, SectionBytes};
 use super::unit_set::{dwarf_error, row_at, sequences_of, unit_map, LineSequence, UnitSet};
 use crate::binary::SharedBytes;
+use crate::decoded_bytes::Cache;
 use crate::error::SymbolizerError;
 
 /// Most frames [`DwarfInfo::inlining_info`] returns for one address (innermost first). Real
@@ -91,7 +92,7 @@ fn line_row(row: &gimli::LineRow) -> Row {
 }
 
 /// DWARF facts of one binary; see the module docs.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct DwarfInfo {
     subprograms: Vec<(String, Vec<(u64, u64)>)>,
     names: Vec<String>,
@@ -139,9 +140,10 @@ impl DwarfInfo {
             units: UnitSet::read(&dwarf, path)?,
             path,
             names: HashMap::new(),
-            info: DwarfInfo {
-                lines,
-                ..DwarfInfo::default()
+            info: {
+                let mut info = DwarfInfo::default();
+                info.lines = lines;
+                info
             },
         }
         .run()
@@ -155,11 +157,25 @@ impl DwarfInfo {
             };
             let debug_line = gimli::DebugLine::new(source.debug_line.bytes(), source.endian);
             // Read once already at load: an error cannot arise here.
-            debug_line
+            let sequences = debug_line
                 .program(offset, address_size, None, None)
                 .and_then(|program| sequences_of(program, line_row))
-                .unwrap_or_default()
+                .unwrap_or_default();
+            Cache::LineTables.add(sequences.iter().map(LineSequence::heap_bytes).sum());
+            sequences
         })
+    }
+
+    /// Bytes of the line tables read on first use.
+    fn lazy_line_bytes(&self) -> usize {
+        if self.lines.is_none() {
+            return 0;
+        }
+        self.units
+            .iter()
+            .filter_map(|u| u.sequences.get())
+            .flat_map(|s| s.iter().map(LineSequence::heap_bytes))
+            .sum()
     }
 
     /// Units whose line table has been read.
@@ -232,6 +248,12 @@ impl DwarfInfo {
             }
         }
         frames
+    }
+}
+
+impl Drop for DwarfInfo {
+    fn drop(&mut self) {
+        Cache::LineTables.sub(self.lazy_line_bytes());
     }
 }
 

@@ -41,6 +41,13 @@ pub(crate) struct LineSequence<R> {
     rows: Vec<R>,
 }
 
+impl<R> LineSequence<R> {
+    /// The bytes its rows take.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.addresses.len() * 8 + self.rows.len() * std::mem::size_of::<R>()
+    }
+}
+
 /// LLVM `LineTable::lookupAddress`: in `sequences` (sorted by high PC), the sequence whose
 /// `[low, high)` holds `addr` (the first by high PC), then its last row at or below `addr`.
 pub(crate) fn row_at<R>(sequences: &[LineSequence<R>], addr: u64) -> Option<&R> {

@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 use super::inline_tree::{InlineNodeId, ProbeInlineTree};
 use super::reader::DecodeError;
 use super::section::{Decoder, ProbeKind, PseudoProbe, RecordState};
+use crate::decoded_bytes::Cache;
 use crate::dwarf::sections::SectionBytes;
 
 /// Probe addresses of one record further apart than this start a new span: a function's
@@ -64,6 +65,12 @@ pub struct ProbeStore {
     nodes_with_probes: Vec<InlineNodeId>,
     probe_count: usize,
     decoded: AtomicUsize,
+}
+
+impl Drop for ProbeStore {
+    fn drop(&mut self) {
+        Cache::Probes.sub(self.decoded() * std::mem::size_of::<PseudoProbe>());
+    }
 }
 
 impl ProbeStore {
@@ -233,6 +240,7 @@ impl ProbeStore {
             }
             probes.sort_by_key(|p| p.address);
             self.decoded.fetch_add(probes.len(), Ordering::Relaxed);
+            Cache::Probes.add(probes.len() * std::mem::size_of::<PseudoProbe>());
             probes.into_boxed_slice()
         })
     }
