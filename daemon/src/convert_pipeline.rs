@@ -194,7 +194,19 @@ fn read_counters_while_loading<'b>(
             unwind(events, binary, &load, &options, path)
         });
         progress.finish();
-        result?
+        match result {
+            Err(e)
+                if matches!(
+                    e.downcast_ref::<unwinder::UnwindError>(),
+                    Some(unwinder::UnwindError::NoLbrSamples)
+                ) =>
+            {
+                // No branch stack (cpu-clock, cycles, ... with or without -g): counted by
+                // leading IP, as the daemon counts such samples live.
+                return leading_ip_counters(path, binary, &load, &options);
+            }
+            result => result?,
+        }
     } else {
         bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
     };
@@ -204,6 +216,73 @@ fn read_counters_while_loading<'b>(
         stats,
         &args.generate_options(),
     ))
+}
+
+/// The counters of stack-only samples (no branch stack) of the perf.data at `path`: each
+/// sample of a process in `options.sample_pids` counted at its IP with its call chain as
+/// context, by [`unwinder::leading_ip::count_leading_ip`], the daemon's cpu-clock path.
+/// llvm-profgen 19 reads no such input (its `--leading-ip-only` makes a flat profile).
+fn leading_ip_counters(
+    path: &Path,
+    binary: &ProfiledBinary,
+    load: &BinaryLoadInfo,
+    options: &UnwindOptions,
+) -> anyhow::Result<CounterSet> {
+    use unwinder::leading_ip::{count_leading_ip, leading_ip_kind, LeadingIpOutcome};
+    let read = |r: &mut PerfDataReader| r.next_event().context("reading perf.data");
+    // The kind follows the samples: with call chains, contexts; else flat.
+    let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
+    let mut has_callchain = false;
+    while let Some(event) = read(&mut reader)? {
+        if let PerfEvent::Sample(s) = event {
+            has_callchain = !s.callchain.is_empty();
+            break;
+        }
+    }
+    let mut counters = CounterSet::new(leading_ip_kind(binary, options, has_callchain));
+    let mut placement = unwinder::BinaryPlacement::new(load.clone(), options.pid)?;
+    let (mut counted, mut not_code, mut bad_stack) = (0u64, 0u64, 0u64);
+    let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
+    while let Some(event) = read(&mut reader)? {
+        match event {
+            PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)) => {
+                placement.observe(&m)?;
+            }
+            PerfEvent::Sample(s) => {
+                if options
+                    .sample_pids
+                    .as_ref()
+                    .is_some_and(|p| !p.contains(&s.pid))
+                {
+                    continue;
+                }
+                match count_leading_ip(&s, &placement, binary, options, &mut counters) {
+                    LeadingIpOutcome::Counted => counted += 1,
+                    LeadingIpOutcome::NotCode => not_code += 1,
+                    LeadingIpOutcome::BadStack => bad_stack += 1,
+                }
+            }
+            _ => {}
+        }
+    }
+    if counted == 0 {
+        bail!(
+            "{}: no sample with a branch stack, and none of the {} stack samples is in {}",
+            path.display(),
+            not_code + bad_stack,
+            load.name
+        );
+    }
+    if not_code + bad_stack > 0 {
+        eprintln!(
+            "warning: {}: {} of {} samples counted by leading IP ({not_code} not in the \
+             binary's code, {bad_stack} with a rejected call stack)",
+            path.display(),
+            counted,
+            counted + not_code + bad_stack
+        );
+    }
+    Ok(counters)
 }
 
 /// The counters of the perf script at `path`, read before `binary` is asked for.

@@ -627,3 +627,133 @@ fn memory_budget_evicts_the_coldest_contexts_and_counts() {
     assert_eq!(stats.evicted_binaries, 1);
     assert_eq!(stats.evicted_contexts as usize, all.contexts.len());
 }
+
+/// Stack-only samples (`perf record -e cpu-clock:u -g`, no branch stack) of a corpus probe
+/// program: `convert --perfdata` counts them by leading IP as the daemon's live path does
+/// with the same samples (router → worker shard in cpu-clock mode; equal unsymbolized
+/// counters), and clang-19 compiles the program with the converted profile.
+#[test]
+fn cpu_clock_perf_data_converts_as_the_daemon_counts() {
+    if !corpus::tools_available(
+        "cpu_clock_perf_data_converts_as_the_daemon_counts",
+        &["clang-19", "perf"],
+    ) {
+        return;
+    }
+    let program = corpus::program("recursion", Variant::Probe).unwrap();
+    let dir = state_dir("cpu-clock-convert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("cpu-clock.data");
+    // Many short runs, for some thousand samples.
+    let script = format!(
+        "i=0; while [ $i -lt 200 ]; do {} >/dev/null; i=$((i+1)); done",
+        program.binary.display()
+    );
+    let out = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock:u",
+            "-F",
+            "20000",
+            "-g",
+            "-o",
+        ])
+        .arg(&data)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .expect("perf runs");
+    assert!(
+        out.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The daemon's path: the events, routed by leading IP, counted by a cpu-clock worker.
+    let mut reader = collector::perf_data::PerfDataReader::open(&data).unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = reader.next_event().unwrap() {
+        events.push(e);
+    }
+    let samples = events
+        .iter()
+        .filter(|e| matches!(e, PerfEvent::Sample(s) if s.lbr.is_empty()))
+        .count();
+    assert!(samples > 200, "{samples} samples");
+    let binary = ProfiledBinary::load(&program.binary).unwrap();
+    let id = binary.build_id().unwrap().clone();
+    let mut router = Router::new(
+        Path::new("/proc"),
+        ProcessFilter::default(),
+        RouteBy::LeadingIp,
+        1,
+        None,
+    );
+    let mut worker = Worker::new(WorkerSettings::unlimited(
+        ShardInput::LeadingIp {
+            has_callchain: true,
+        },
+        dir.clone(),
+    ));
+    for chunk in events.chunks(300) {
+        for (_, g) in router.route(chunk.to_vec(), 0) {
+            worker.handle(WorkItem::Samples(g));
+        }
+    }
+    let live = worker.counters(&id).expect("the program was counted");
+    assert!(!live.contexts.is_empty());
+    let mut live_text = Vec::new();
+    exporter::format::unsymbolized::write_unsymbolized(
+        &mut live_text,
+        &live,
+        binary.preferred_base(),
+        None,
+    )
+    .unwrap();
+
+    // convert, from the file.
+    let raw = dir.join("convert.raw");
+    let (d, b) = (
+        data.display().to_string(),
+        program.binary.display().to_string(),
+    );
+    e2e::support::pgo_agent(&[
+        "convert",
+        "--perfdata",
+        &d,
+        "--binary",
+        &b,
+        "--skip-symbolization",
+        "--output",
+        &raw.display().to_string(),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&raw).unwrap(),
+        String::from_utf8(live_text).unwrap(),
+        "convert and the live path count the same samples alike"
+    );
+
+    let profile = dir.join("cpu-clock.extbinary");
+    e2e::support::pgo_agent(&[
+        "convert",
+        "--perfdata",
+        &d,
+        "--binary",
+        &b,
+        "--output",
+        &profile.display().to_string(),
+    ]);
+    let out = Command::new("clang-19")
+        .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
+        .arg(dir.join("recursion.o"))
+        .arg(format!("-fprofile-sample-use={}", profile.display()))
+        .arg(corpus::sources_dir().join("recursion.c"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "clang-19 with the profile: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
