@@ -114,6 +114,18 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
     pub infer_missing_frames: bool,
+    /// Warn when the profile density (samples per block of the hot functions) is below this
+    /// (llvm-profgen's suggestion to sample longer or faster).
+    #[arg(long, value_name = "X", default_value_t = symbolizer::verify::DENSITY_THRESHOLD)]
+    pub profile_density_threshold: f64,
+    /// The share of samples, in millionths, whose functions make the profile density.
+    #[arg(long, value_name = "N", default_value_t = symbolizer::verify::DENSITY_CUTOFF_HOT,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub profile_density_cutoff_hot: u32,
+    /// Print the profile density on stdout.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_density: bool,
     /// Write addresses of the unsymbolized profile as offsets from the binary's preferred
     /// base (llvm-profgen's default).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -169,9 +181,6 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
     "fill-zero-for-all-funcs",
-    "profile-density-threshold",
-    "profile-density-cutoff-hot",
-    "show-density",
     "show-mmap-events",
     "show-detailed-warning",
     "show-disassembly-only",

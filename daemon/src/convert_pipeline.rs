@@ -64,6 +64,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
         let profile = generate_profile(binary, &counters, &args.generate_options());
+        show_density(args, &profile);
         let written = match args.format {
             OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
             OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
@@ -78,6 +79,33 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     std::mem::forget(counters);
     std::mem::forget(loaded);
     Ok(())
+}
+
+/// llvm-profgen 19's density report of the generated profile (`calculateAndShowDensity`):
+/// a warning when it is empty or below `--profile-density-threshold`, the figure on stdout
+/// with `--show-density`.
+fn show_density(args: &ConvertArgs, profile: &symbolizer::profile::SampleProfile) {
+    let density =
+        symbolizer::verify::density::profile_density(profile, args.profile_density_cutoff_hot);
+    if density == 0.0 {
+        eprintln!(
+            "warning: The output profile is empty or the --profile-density-cutoff-hot option \
+             is set too low. Please check your command."
+        );
+    } else if density < args.profile_density_threshold {
+        eprintln!(
+            "warning: Sample PGO is estimated to optimize better with {:.1}x more samples. \
+             Please consider increasing sampling rate or profiling for longer duration to get \
+             more samples.",
+            args.profile_density_threshold / density
+        );
+    }
+    if args.show_density {
+        println!(
+            "Functions with density >= {density:.1} account for {:.2}% total sample counts.",
+            f64::from(args.profile_density_cutoff_hot) / 10_000.0
+        );
+    }
 }
 
 /// Converts an unsymbolized profile whose contexts are symbolized line contexts (`main:7 @
@@ -122,6 +150,7 @@ fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool
             &contexts,
             &args.generate_options(),
         );
+        show_density(args, &profile);
         let written = match args.format {
             OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
             OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),

@@ -103,6 +103,39 @@ pub fn pgo_agent<S: AsRef<str>>(args: &[S]) -> std::process::ExitCode {
     daemon::execute(cli).unwrap_or_else(|e| panic!("pgo-agent {line}: {e:#}"))
 }
 
+/// The child half of [`cli_in_child`]: when this test executable was re-executed with
+/// `env` set, runs `pgo-agent` with the arguments it holds as the binary's `main` does and
+/// exits with its status; a no-op otherwise. Call it from a `#[test] fn cli_process()`.
+pub fn cli_child(env: &str) {
+    let Ok(args) = std::env::var(env) else {
+        return;
+    };
+    let mut argv = vec!["pgo-agent".to_string()];
+    argv.extend(args.split('\u{1f}').map(str::to_string));
+    let code = daemon::run_cli(argv);
+    std::process::exit(if code == std::process::ExitCode::SUCCESS {
+        0
+    } else {
+        1
+    });
+}
+
+/// Runs `pgo-agent ARGS` in a child process (this test executable re-executed, its
+/// `cli_process` test calling [`cli_child`] with `env`): (exit code, stdout + stderr).
+pub fn cli_in_child(env: &str, args: &[String]) -> (Option<i32>, String) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, args.join("\u{1f}"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
 /// Runs `pgo-agent ARGS` as the binary's `main` does (its own error reporting) and asserts
 /// it succeeded.
 pub fn cli<S: AsRef<str>>(args: &[S]) {

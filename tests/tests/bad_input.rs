@@ -27,32 +27,12 @@ const CLI_ENV: &str = "PGO_BAD_INPUT_ARGS";
 /// `pgo-agent <args>`, when this binary is re-executed by [`run`]; a no-op otherwise.
 #[test]
 fn cli_process() {
-    let Ok(args) = std::env::var(CLI_ENV) else {
-        return;
-    };
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.split('\u{1f}').map(str::to_string));
-    let code = daemon::run_cli(argv);
-    std::process::exit(if code == std::process::ExitCode::SUCCESS {
-        0
-    } else {
-        1
-    });
+    e2e::support::cli_child(CLI_ENV);
 }
 
 /// Runs `pgo-agent <args>` in a child process: (exit code, stdout + stderr).
 fn run(args: &[String]) -> (Option<i32>, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CLI_ENV, args.join("\u{1f}"))
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), text)
+    e2e::support::cli_in_child(CLI_ENV, args)
 }
 
 /// One command-line case: the arguments and the strings the output must contain.

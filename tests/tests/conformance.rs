@@ -267,6 +267,90 @@ fn context_and_total_flags_match_llvm_profgen() {
     }
 }
 
+const CLI_ENV: &str = "PGO_CONFORMANCE_CLI_ARGS";
+
+/// `pgo-agent <args>` when this executable is re-run by [`e2e::support::cli_in_child`].
+#[test]
+fn cli_process() {
+    e2e::support::cli_child(CLI_ENV);
+}
+
+/// The density report (`--show-density` on stdout, the "Sample PGO is estimated to
+/// optimize better with N× more samples" warning) equals llvm-profgen 19's on every corpus
+/// program and build, CS (nested and flat) and flat, with default and other thresholds.
+#[test]
+fn density_report_matches_llvm_profgen() {
+    if !corpus::tools_available("density report", TOOLS) {
+        return;
+    }
+    // (The child's first line follows libtest's "test cli_process ... ".)
+    let report = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| {
+                [
+                    "Functions with density",
+                    "warning: Sample PGO",
+                    "warning: The output",
+                ]
+                .iter()
+                .find_map(|m| l.find(m).map(|i| l[i..].to_string()))
+            })
+            .collect()
+    };
+    let flag_sets: &[&[&str]] = &[
+        &[],
+        &["--ignore-stack-samples"],
+        &["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"],
+        &[
+            "--profile-density-threshold=2000",
+            "--profile-density-cutoff-hot=500000",
+        ],
+    ];
+    let mut checked = 0;
+    for variant in Variant::ALL {
+        for name in corpus::PROGRAM_NAMES {
+            let program = corpus::program(name, variant).expect("corpus builds");
+            let rec = corpus::record(&program).expect("recorder runs");
+            let dir = out_dir(&format!("{name}-density"), variant);
+            for (i, flags) in flag_sets.iter().enumerate() {
+                let mut args: Vec<String> = vec![
+                    format!("--perfscript={}", rec.perf_script.display()),
+                    format!("--binary={}", program.binary.display()),
+                    "--show-density".into(),
+                ];
+                args.extend(flags.iter().map(|f| f.to_string()));
+                let theirs = Command::new("llvm-profgen-19")
+                    .args(&args)
+                    .arg(format!(
+                        "--output={}",
+                        dir.join(format!("llvm.{i}")).display()
+                    ))
+                    .output()
+                    .expect("llvm-profgen-19");
+                assert!(theirs.status.success());
+                let theirs = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&theirs.stdout),
+                    String::from_utf8_lossy(&theirs.stderr)
+                );
+                let mut ours_args = vec!["convert".to_string()];
+                ours_args.extend(args.iter().cloned());
+                ours_args.push(format!(
+                    "--output={}",
+                    dir.join(format!("ours.{i}")).display()
+                ));
+                let (code, ours) = e2e::support::cli_in_child(CLI_ENV, &ours_args);
+                assert_eq!(code, Some(0), "{ours}");
+                let want = report(&theirs);
+                assert!(!want.is_empty(), "{name} ({variant}) {flags:?}: {theirs}");
+                assert_eq!(report(&ours), want, "{name} ({variant}) {flags:?}: {ours}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * corpus::PROGRAM_NAMES.len() * flag_sets.len());
+}
+
 /// `llvm-profdata-19 show --sample --show-sec-info-only`, one `Section {flags}` per line
 /// (offsets and sizes left out).
 fn section_flags(profile: &Path) -> String {
