@@ -7,7 +7,6 @@
 //! whose JSON body names the bad parameter.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use axum::body::Body;
