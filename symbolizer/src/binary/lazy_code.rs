@@ -105,6 +105,9 @@ pub struct LazyCode {
     /// Decode every extent a range spans ([`LazyCode::with_exact_ranges`]) instead of
     /// answering `true` past [`MAX_RANGE_EXTENTS`].
     exact_ranges: bool,
+    /// The extent the last address lookup found: consecutive lookups (the addresses of one
+    /// sample) mostly fall in the same function.
+    last_extent: AtomicUsize,
 }
 
 impl Drop for LazyCode {
@@ -166,6 +169,7 @@ impl LazyCode {
             decoded: AtomicUsize::new(0),
             release_pages: false,
             exact_ranges: false,
+            last_extent: AtomicUsize::new(0),
         })
     }
 
@@ -322,10 +326,18 @@ impl LazyCode {
 
     /// The instruction starting at `addr`.
     fn index_of(&self, addr: u64) -> Option<Pos> {
-        let k = self
-            .extents
-            .partition_point(|e| e.plan.start <= addr)
-            .checked_sub(1)?;
+        let hint = self.last_extent.load(Ordering::Relaxed);
+        let k = match self.extents.get(hint) {
+            Some(e) if e.plan.start <= addr && addr < e.plan.end => hint,
+            _ => {
+                let k = self
+                    .extents
+                    .partition_point(|e| e.plan.start <= addr)
+                    .checked_sub(1)?;
+                self.last_extent.store(k, Ordering::Relaxed);
+                k
+            }
+        };
         let plan = self.extents[k].plan;
         if addr >= plan.end {
             return None;

@@ -776,6 +776,10 @@ impl CodeLayout for ProfiledBinary {
     }
 
     fn inline_context_equal(&self, a: u64, b: u64) -> bool {
+        if !self.has_line_info() {
+            // No DWARF: no instruction has inline frames.
+            return false;
+        }
         let (fa, fb) = (self.inline_frames(a), self.inline_frames(b));
         if fa.len() != fb.len() || fa.is_empty() {
             return false;
