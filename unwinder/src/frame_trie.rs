@@ -6,6 +6,10 @@
 //! frame's address is "where execution is in that frame": the call instruction for a
 //! caller frame.
 
+use std::collections::HashMap;
+
+use crate::fx_hash::FxBuildHasher;
+
 /// Index of a frame in its [`FrameTrie`].
 pub type FrameId = u32;
 
@@ -19,7 +23,8 @@ pub struct Frame {
     pub address: u64,
     /// The parent frame (the root is its own parent).
     pub parent: FrameId,
-    /// Children by address, in creation order.
+    /// Children by address, in creation order. Only [`FrameTrie::child`] adds to it (it
+    /// indexes long lists).
     pub children: Vec<(u64, FrameId)>,
     /// `(start, end, count)` fall-through ranges recorded on this frame.
     pub ranges: Vec<(u64, u64, u64)>,
@@ -57,11 +62,20 @@ pub(crate) fn add_or_push(entries: &mut Vec<(u64, u64, u64)>, a: u64, b: u64, co
     entries.push((a, b, count));
 }
 
+/// A frame with more children than this finds them through [`FrameTrie`]'s index instead
+/// of a scan of its list: line-context unwinding of a binary without inline information
+/// gives each instruction of a range its own frame under the caller, so a caller can
+/// collect hundreds of children in one sample.
+const INDEXED_CHILDREN: usize = 8;
+
 /// The arena; reused across samples to keep allocations.
 #[derive(Clone, Debug)]
 pub struct FrameTrie {
     frames: Vec<Frame>,
     len: usize,
+    /// `(parent, address) → child` for the children of every frame with more than
+    /// [`INDEXED_CHILDREN`] of them.
+    index: HashMap<(FrameId, u64), FrameId, FxBuildHasher>,
 }
 
 impl Default for FrameTrie {
@@ -76,6 +90,7 @@ impl FrameTrie {
         FrameTrie {
             frames: vec![Frame::default()],
             len: 1,
+            index: HashMap::default(),
         }
     }
 
@@ -87,6 +102,9 @@ impl FrameTrie {
             f.branches.clear();
         }
         self.len = 1;
+        if !self.index.is_empty() {
+            self.index.clear();
+        }
     }
 
     /// Number of frames, the root included.
@@ -112,11 +130,16 @@ impl FrameTrie {
     /// The child of `parent` at `address`, created when missing
     /// (`getOrCreateChildFrame`).
     pub fn child(&mut self, parent: FrameId, address: u64) -> FrameId {
-        if let Some(&(_, id)) = self.frames[parent as usize]
-            .children
-            .iter()
-            .find(|(a, _)| *a == address)
-        {
+        let children = &self.frames[parent as usize].children;
+        let found = if children.len() > INDEXED_CHILDREN {
+            self.index.get(&(parent, address)).copied()
+        } else {
+            children
+                .iter()
+                .find(|(a, _)| *a == address)
+                .map(|&(_, id)| id)
+        };
+        if let Some(id) = found {
             return id;
         }
         let id = self.len as FrameId;
@@ -127,7 +150,20 @@ impl FrameTrie {
         f.address = address;
         f.parent = parent;
         self.len += 1;
-        self.frames[parent as usize].children.push((address, id));
+        let children = &mut self.frames[parent as usize].children;
+        children.push((address, id));
+        match children.len() {
+            n if n == INDEXED_CHILDREN + 1 => {
+                // The list just outgrew scanning: index all of it.
+                for &(a, c) in children.iter() {
+                    self.index.insert((parent, a), c);
+                }
+            }
+            n if n > INDEXED_CHILDREN => {
+                self.index.insert((parent, address), id);
+            }
+            _ => {}
+        }
         id
     }
 }
@@ -175,5 +211,31 @@ mod tests {
             t.frame(d).ranges.is_empty(),
             "stale counters of the reused slot are gone"
         );
+    }
+
+    #[test]
+    fn many_children_are_found_through_the_index_and_forgotten_on_clear() {
+        let mut t = FrameTrie::new();
+        for round in 0..3 {
+            let a = t.child(ROOT, 0x10);
+            let ids: Vec<FrameId> = (0..100u64).map(|k| t.child(a, 0x1000 + k)).collect();
+            // Found again, in any order, with no new frame.
+            let len = t.len();
+            for k in (0..100u64).rev() {
+                assert_eq!(t.child(a, 0x1000 + k), ids[k as usize], "round {round}");
+            }
+            assert_eq!(t.len(), len);
+            assert_eq!(t.frame(a).children.len(), 100);
+            assert!(t
+                .frame(a)
+                .children
+                .iter()
+                .enumerate()
+                .all(|(k, &(addr, id))| addr == 0x1000 + k as u64 && id == ids[k]));
+            // The same address under another parent is another frame.
+            let b = t.child(ROOT, 0x20);
+            assert_ne!(t.child(b, 0x1000), ids[0]);
+            t.clear();
+        }
     }
 }

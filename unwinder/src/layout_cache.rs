@@ -3,8 +3,12 @@
 //! Every LBR entry of every sample asks whether its source is a call or a return and
 //! whether the range before it is a valid fall-through, each a search in the binary's
 //! instruction tables; a program takes few distinct branches, so the same questions come
-//! back in sample after sample. Direct-mapped tables keyed by the address (or the range)
-//! keep the last answer per slot: a hit is a compare, a miss asks the layout.
+//! back in sample after sample. Line-context unwinding also walks each range back one
+//! instruction at a time ([`CodeLayout::previous_instruction`] and
+//! [`CodeLayout::inline_context_equal`] of each instruction and the one before it), over
+//! the same hot ranges again and again. Direct-mapped tables keyed by the address (or the
+//! pair of addresses) keep the last answer per slot: a hit is a compare, a miss asks the
+//! layout.
 
 use crate::CodeLayout;
 
@@ -28,11 +32,21 @@ struct Range {
     valid: bool,
 }
 
-/// A [`CodeLayout`] with its answers about branch sources and ranges cached.
+#[derive(Clone, Copy)]
+struct Previous {
+    addr: u64,
+    previous: Option<u64>,
+}
+
+/// A [`CodeLayout`] with its answers about branch sources, ranges, previous instructions
+/// and inline contexts cached.
 pub struct LayoutCache<'a> {
     layout: &'a dyn CodeLayout,
     branches: Box<[Branch]>,
     ranges: Box<[Range]>,
+    previous: Box<[Previous]>,
+    /// [`CodeLayout::inline_context_equal`] by address pair (`valid` holds the answer).
+    inline: Box<[Range]>,
 }
 
 #[inline]
@@ -56,6 +70,23 @@ impl<'a> LayoutCache<'a> {
             ]
             .into_boxed_slice(),
             ranges: vec![
+                Range {
+                    start: EMPTY,
+                    end: EMPTY,
+                    valid: false,
+                };
+                1 << SLOT_BITS
+            ]
+            .into_boxed_slice(),
+            previous: vec![
+                Previous {
+                    addr: EMPTY,
+                    previous: None,
+                };
+                1 << SLOT_BITS
+            ]
+            .into_boxed_slice(),
+            inline: vec![
                 Range {
                     start: EMPTY,
                     end: EMPTY,
@@ -97,6 +128,33 @@ impl<'a> LayoutCache<'a> {
         self.branch(addr).ret
     }
 
+    /// [`CodeLayout::previous_instruction`].
+    #[inline]
+    pub fn previous_instruction(&mut self, addr: u64) -> Option<u64> {
+        let s = &mut self.previous[slot(addr, 0)];
+        if s.addr != addr || addr == EMPTY {
+            *s = Previous {
+                addr,
+                previous: self.layout.previous_instruction(addr),
+            };
+        }
+        s.previous
+    }
+
+    /// [`CodeLayout::inline_context_equal`].
+    #[inline]
+    pub fn inline_context_equal(&mut self, a: u64, b: u64) -> bool {
+        let s = &mut self.inline[slot(a, b)];
+        if s.start != a || s.end != b || a == EMPTY {
+            *s = Range {
+                start: a,
+                end: b,
+                valid: self.layout.inline_context_equal(a, b),
+            };
+        }
+        s.valid
+    }
+
     /// [`CodeLayout::is_valid_fall_through_range`].
     #[inline]
     pub fn is_valid_fall_through_range(&mut self, start: u64, end: u64) -> bool {
@@ -130,22 +188,41 @@ mod tests {
                 (0x1c, Return),
             ],
             &[0x10],
-        );
+        )
+        .with_inline(0x10, 0x17, &[1, 2])
+        .with_inline(0x17, 0x1d, &[4, 3]);
         let mut cache = LayoutCache::new(&layout);
+        assert!(
+            layout.inline_context_equal(0x10, 0x12) && !layout.inline_context_equal(0x12, 0x1b)
+        );
         // Twice over many addresses, so that slots are hit, reused and overwritten.
         for _ in 0..2 {
             for a in (0..0x20u64).chain((0..20_000).map(|k| 0x1000 + 7 * k)) {
                 assert_eq!(cache.is_call(a), layout.is_call(a), "{a:#x}");
                 assert_eq!(cache.is_return(a), layout.is_return(a), "{a:#x}");
+                assert_eq!(
+                    cache.previous_instruction(a),
+                    layout.previous_instruction(a),
+                    "{a:#x}"
+                );
                 for b in [a, a + 3, a + 9, 0x1b, EMPTY] {
                     assert_eq!(
                         cache.is_valid_fall_through_range(a, b),
                         layout.is_valid_fall_through_range(a, b),
                         "{a:#x} {b:#x}"
                     );
+                    assert_eq!(
+                        cache.inline_context_equal(a, b),
+                        layout.inline_context_equal(a, b),
+                        "{a:#x} {b:#x}"
+                    );
                 }
             }
         }
         assert!(!cache.is_call(EMPTY) && !cache.is_return(EMPTY));
+        assert_eq!(
+            cache.previous_instruction(EMPTY),
+            layout.previous_instruction(EMPTY)
+        );
     }
 }

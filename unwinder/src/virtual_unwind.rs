@@ -190,8 +190,8 @@ impl<'a> VirtualUnwinder<'a> {
         let mut end = end;
         while st.ip > target {
             let prev = st.ip;
-            st.ip = self.cache.layout().previous_instruction(st.ip).unwrap_or(0);
-            if !self.cache.layout().inline_context_equal(prev, st.ip) {
+            st.ip = self.cache.previous_instruction(st.ip).unwrap_or(0);
+            if !self.cache.inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
                     self.trie.frame_mut(st.leaf).add_range(prev, end, repeat);
