@@ -115,8 +115,6 @@ pub enum Symbolization {
     Symbolized,
     /// No binary with this build id at the recorded path or in the debug directories.
     BinaryNotFound,
-    /// Line (DWARF) contexts are stored symbolized; only the unsymbolized profile is served.
-    LineContexts,
     /// The binary was found, but neither it nor a debug file names its code (stripped, no
     /// debug file found): the unsymbolized profile (addresses) is served;
     /// [`ProfileSummary::names`] says what was tried.
@@ -524,9 +522,8 @@ impl ProfileStore {
                 || build_id_candidates(self.settings.debug_files.debug_dirs(), id)
                     .iter()
                     .any(|p| p.is_file());
-            let symbolization = match (names.source.as_str(), meta.kind.as_str()) {
-                ("address_only", _) => Symbolization::AddressOnly,
-                (_, "line_context") => Symbolization::LineContexts,
+            let symbolization = match names.source.as_str() {
+                "address_only" => Symbolization::AddressOnly,
                 _ if found => Symbolization::Symbolized,
                 _ => Symbolization::BinaryNotFound,
             };
@@ -553,11 +550,10 @@ impl ProfileStore {
         };
         // A binary without names is reported as such whatever its counter kind: its line
         // contexts could not be named either.
-        let symbolization = match (&found, meta.kind.as_str()) {
-            (Some((b, _)), _) if !b.name_source().has_names() => Symbolization::AddressOnly,
-            (_, "line_context") => Symbolization::LineContexts,
-            (Some(_), _) => Symbolization::Symbolized,
-            (None, _) => Symbolization::BinaryNotFound,
+        let symbolization = match &found {
+            Some((b, _)) if !b.name_source().has_names() => Symbolization::AddressOnly,
+            Some(_) => Symbolization::Symbolized,
+            None => Symbolization::BinaryNotFound,
         };
         let (binary, names) = match found {
             Some((b, n)) => (Some(b), Some(n)),

@@ -32,9 +32,10 @@
 //!     unsymbolized aggregate with the unstripped twin, byte for byte and as canonicalised
 //!     by `llvm-profdata-19 merge --sample --text`; every counted range starts where the
 //!     twin puts the sampled block's probe (counted as the twin counts);
-//!   - line-table builds (line contexts are kept named in the aggregate, which is served
-//!     as is): the served aggregate equals the one written from the same counters (the
-//!     `<id>.state` windows, raw addresses) with the unstripped twin;
+//!   - line-table builds (line contexts are kept named in the aggregate): the served
+//!     aggregate equals the one written from the same counters (the `<id>.state` windows,
+//!     raw addresses) with the unstripped twin, and the served text profile the one the
+//!     twin makes from those contexts;
 //! * no debug file: listed `address_only` with every candidate tried, served as the
 //!   unsymbolized aggregate, each sample counted at an instruction of the twin's code.
 //!
@@ -797,10 +798,26 @@ fn assert_symbolized_through(fx: &Fixture, variant: Variant, route: Route) {
         }
         assert_eq!(total, listed["samples"].as_u64().unwrap(), "{label}");
     } else {
-        // Line contexts are kept named in the aggregate, which is what is served.
-        assert_eq!(listed["symbolization"], "line_contexts", "{label}");
-        assert_eq!(served.text_format, "unsymbolized", "{label}");
-        assert!(served.text == served.unsymbolized, "{label}");
+        // Line contexts are kept named in the aggregate; the text profile is made from them
+        // with the binary as `convert --unsymbolized-profile` makes it.
+        assert_eq!(listed["symbolization"], "symbolized", "{label}");
+        assert_eq!(served.text_format, "text", "{label}");
+        let contexts = read_unsymbolized(&served.unsymbolized, base)
+            .unwrap()
+            .line_contexts()
+            .expect("named line contexts");
+        let profile = symbolizer::generate::generate_line_profile_of_contexts(
+            &twin,
+            &contexts,
+            &symbolizer::generate::GenerateOptions::default(),
+        );
+        let mut twin_text = Vec::new();
+        exporter::format::llvm_text::write(&profile, &mut twin_text).unwrap();
+        assert!(
+            served.text.as_bytes() == twin_text.as_slice() && !twin_text.is_empty(),
+            "{label}: the served text differs from the twin's:\n{}",
+            served.text
+        );
         // Not empty: its contexts name functions of the program.
         let named = served
             .unsymbolized

@@ -1178,7 +1178,11 @@ mod tests {
         for threads in [1, 2] {
             let read = tally_script(&file, threads, &|_| {}).unwrap();
             let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
-            assert_eq!(read, expected, "{threads} threads");
+            if threads == 1 {
+                // With more threads, how the scans share the text depends on timing, and
+                // with it which texts are kept in place: compared once parsed.
+                assert_eq!(read, expected);
+            }
             let (pieces, stats) = read.parse_all();
             let (want_pieces, want_stats) = expected.parse_all();
             assert_eq!(folded(pieces), folded(want_pieces));

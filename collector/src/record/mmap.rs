@@ -50,6 +50,13 @@ pub fn parse_mmap(
 /// `header_misc` has `PERF_RECORD_MISC_MMAP_BUILD_ID`, `u8 build_id_size; u8 res; u16 res;
 /// u8 build_id[20]`, else `u32 maj, min; u64 ino, ino_generation`; then `u32 prot, flags;
 /// char filename[]` + sample_id.
+///
+/// A record flagged as build-id form whose `build_id_size` is over 20 is read as the inode
+/// form it is: the kernel ORs `PERF_RECORD_MISC_MMAP_BUILD_ID` into the mmap event shared
+/// by every listening event while any event on the system asks for build ids
+/// (`perf_event_mmap_output`), so a `perf record` running beside a build-id reader (this
+/// daemon) writes inode-form records with the flag (seen on 6.1 and 6.18: size 254, the
+/// low byte of a device number). Both forms are 24 bytes.
 pub fn parse_mmap2(
     body: &[u8],
     header_misc: u16,
@@ -66,19 +73,19 @@ pub fn parse_mmap2(
         ..Mmap2Event::default()
     };
     if header_misc & misc::MMAP_BUILD_ID != 0 {
-        let size_offset = c.pos();
+        let at = c.pos();
         let size = c.u8("build_id_size")?;
         c.skip(3, "__reserved")?;
         let bytes = c.bytes(20, "build_id")?;
-        if size > 20 {
-            return Err(RecordParseError::CountTooLarge {
-                field: "build_id_size",
-                offset: size_offset,
-                value: size.into(),
-                max: 20,
-            });
+        if size <= 20 {
+            e.build_id = Some(BuildId(bytes[..size as usize].to_vec()));
+        } else {
+            let mut inode = ByteCursor::new(&body[at..]);
+            e.maj = inode.u32("maj")?;
+            e.min = inode.u32("min")?;
+            e.ino = inode.u64("ino")?;
+            e.ino_generation = inode.u64("ino_generation")?;
         }
-        e.build_id = Some(BuildId(bytes[..size as usize].to_vec()));
     } else {
         e.maj = c.u32("maj")?;
         e.min = c.u32("min")?;
@@ -163,17 +170,24 @@ mod tests {
         assert_eq!(e.build_id, Some(BuildId(vec![0xde, 0xad, 0xbe, 0xef])));
         assert_eq!((e.maj, e.ino, e.prot, e.flags), (0, 0, 4, 1));
         assert_eq!(e.filename, "a");
-        let mut bad = MMAP2_BUILD_ID;
-        bad[32] = 21;
+    }
+
+    /// An inode-form record flagged as build-id form (the kernel's shared mmap event, see
+    /// `parse_mmap2`): read as the inode form, as `perf script` shows it.
+    #[test]
+    fn mmap2_inode_form_flagged_as_build_id_form() {
+        let layout = SampleLayout::new(IP | TID | TIME, 0, 0, true);
+        let mut flagged = MMAP2_INODE;
+        // maj = 0xfe: the low byte reads as a build_id_size of 254.
+        flagged[32..36].copy_from_slice(&0xfeu32.to_le_bytes());
+        let e = parse_mmap2(&flagged, misc::USER | misc::MMAP_BUILD_ID, &layout).unwrap();
+        assert_eq!(e.build_id, None);
         assert_eq!(
-            parse_mmap2(&bad, misc::MMAP_BUILD_ID, &layout),
-            Err(RecordParseError::CountTooLarge {
-                field: "build_id_size",
-                offset: 32,
-                value: 21,
-                max: 20
-            })
+            (e.maj, e.min, e.ino, e.ino_generation),
+            (0xfe, 1, 123456, 7)
         );
+        assert_eq!((e.prot, e.flags), (5, 2));
+        assert_eq!(e.filename, "/bin/ls");
     }
 
     #[test]
