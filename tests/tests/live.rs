@@ -490,25 +490,13 @@ fn replayed_lbr_records_equal_convert() {
     // The daemon's LBR path: router (by LBR addresses) → worker shard.
     let binary = ProfiledBinary::load(&program.binary).unwrap();
     let id = binary.build_id().unwrap().clone();
-    let mut router = Router::new(
-        Path::new("/proc"),
-        ProcessFilter::default(),
+    let live = live_counters(
+        &events,
         RouteBy::BranchStack,
-        1,
-        None,
-    );
-    let mut worker = Worker::new(WorkerSettings::unlimited(
         ShardInput::Lbr(PerfContent::LbrStack),
-        std::env::temp_dir(),
-    ));
-    for chunk in events.chunks(300) {
-        for (_, g) in router.route(chunk.to_vec(), 0) {
-            worker.handle(WorkItem::Samples(g));
-        }
-    }
-    let live = worker
-        .counters(&id)
-        .expect("the recursion binary was aggregated");
+        &id,
+    )
+    .expect("the recursion binary was aggregated");
 
     let options = UnwindOptions {
         content: Some(PerfContent::LbrStack),
@@ -628,6 +616,30 @@ fn memory_budget_evicts_the_coldest_contexts_and_counts() {
     assert_eq!(stats.evicted_contexts as usize, all.contexts.len());
 }
 
+/// The counters the daemon's path (router → one worker with `input`) makes of `events`
+/// for the binary `id`.
+fn live_counters(
+    events: &[PerfEvent],
+    route_by: RouteBy,
+    input: ShardInput,
+    id: &collector::BuildId,
+) -> Option<unwinder::CounterSet> {
+    let mut router = Router::new(
+        Path::new("/proc"),
+        ProcessFilter::default(),
+        route_by,
+        1,
+        None,
+    );
+    let mut worker = Worker::new(WorkerSettings::unlimited(input, std::env::temp_dir()));
+    for chunk in events.chunks(300) {
+        for (_, g) in router.route(chunk.to_vec(), 0) {
+            worker.handle(WorkItem::Samples(g));
+        }
+    }
+    worker.counters(id)
+}
+
 /// Stack-only samples (`perf record -e cpu-clock:u -g`, no branch stack) of a corpus probe
 /// program: `convert --perfdata` counts them by leading IP as the daemon's live path does
 /// with the same samples (router → worker shard in cpu-clock mode; equal unsymbolized
@@ -687,25 +699,15 @@ fn cpu_clock_perf_data_converts_as_the_daemon_counts() {
     assert!(samples > 200, "{samples} samples");
     let binary = ProfiledBinary::load(&program.binary).unwrap();
     let id = binary.build_id().unwrap().clone();
-    let mut router = Router::new(
-        Path::new("/proc"),
-        ProcessFilter::default(),
+    let live = live_counters(
+        &events,
         RouteBy::LeadingIp,
-        1,
-        None,
-    );
-    let mut worker = Worker::new(WorkerSettings::unlimited(
         ShardInput::LeadingIp {
             has_callchain: true,
         },
-        dir.clone(),
-    ));
-    for chunk in events.chunks(300) {
-        for (_, g) in router.route(chunk.to_vec(), 0) {
-            worker.handle(WorkItem::Samples(g));
-        }
-    }
-    let live = worker.counters(&id).expect("the program was counted");
+        &id,
+    )
+    .expect("the program was counted");
     assert!(!live.contexts.is_empty());
     let mut live_text = Vec::new();
     exporter::format::unsymbolized::write_unsymbolized(
