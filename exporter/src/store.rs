@@ -512,52 +512,39 @@ impl ProfileStore {
 
     fn summarize(&self, id: &BuildId, meta: StateMeta, freshness: Freshness) -> ProfileSummary {
         let loaded = self.binaries.lock().ok().and_then(|m| m.get(id).cloned());
-        if let (AggregateSource::Workers, None, Some(names)) =
-            (freshness.source, &loaded, &meta.names)
-        {
-            // Listed from what the worker reports of the binary it holds: loading every
-            // binary a list names (each library of the host, decoded) would cost the store
-            // their size in memory. It is loaded when its profile is asked for.
-            let found = Path::new(&meta.path).is_file()
-                || build_id_candidates(self.settings.debug_files.debug_dirs(), id)
-                    .iter()
-                    .any(|p| p.is_file());
-            let symbolization = match names.source.as_str() {
-                "address_only" => Symbolization::AddressOnly,
-                _ if found => Symbolization::Symbolized,
-                _ => Symbolization::BinaryNotFound,
-            };
-            return ProfileSummary {
-                build_id: id.to_hex(),
-                binary_paths: vec![meta.path.clone()],
-                mode: self.settings.mode.clone(),
-                kind: meta.kind,
-                samples: meta.samples,
-                window: WindowRange {
-                    retained_secs: self.settings.retained_secs,
-                    last_flush_unix_secs: mtime_secs(&self.path(id, "unsymbolized")),
-                },
-                has_pseudo_probes: meta.has_pseudo_probes,
-                symbolization,
-                names: Some(names.clone()),
-                unwind_errors: meta.unwind_errors,
-                freshness,
-            };
-        }
-        let found = match loaded {
-            Some(found) => found,
-            None => self.binary_with_names(id, &meta.path),
-        };
-        // A binary without names is reported as such whatever its counter kind: its line
-        // contexts could not be named either.
-        let symbolization = match &found {
-            Some((b, _)) if !b.name_source().has_names() => Symbolization::AddressOnly,
-            Some(_) => Symbolization::Symbolized,
-            None => Symbolization::BinaryNotFound,
-        };
-        let (binary, names) = match found {
-            Some((b, n)) => (Some(b), Some(n)),
-            None => (None, None),
+        let (has_pseudo_probes, symbolization, names) = match (&loaded, &meta.names) {
+            (None, Some(names)) if freshness.source == AggregateSource::Workers => {
+                // Listed from what the worker reports of the binary it holds: loading every
+                // binary a list names (each library of the host, decoded) would cost the
+                // store their size in memory. It is loaded when its profile is asked for.
+                let found = Path::new(&meta.path).is_file()
+                    || build_id_candidates(self.settings.debug_files.debug_dirs(), id)
+                        .iter()
+                        .any(|p| p.is_file());
+                let symbolization = match names.source.as_str() {
+                    "address_only" => Symbolization::AddressOnly,
+                    _ if found => Symbolization::Symbolized,
+                    _ => Symbolization::BinaryNotFound,
+                };
+                (meta.has_pseudo_probes, symbolization, Some(names.clone()))
+            }
+            _ => {
+                let found = match loaded {
+                    Some(found) => found,
+                    None => self.binary_with_names(id, &meta.path),
+                };
+                match found {
+                    Some((b, n)) => {
+                        let symbolization = if b.name_source().has_names() {
+                            Symbolization::Symbolized
+                        } else {
+                            Symbolization::AddressOnly
+                        };
+                        (Some(b.has_pseudo_probes()), symbolization, Some(n))
+                    }
+                    None => (None, Symbolization::BinaryNotFound, None),
+                }
+            }
         };
         ProfileSummary {
             build_id: id.to_hex(),
@@ -569,7 +556,7 @@ impl ProfileStore {
                 retained_secs: self.settings.retained_secs,
                 last_flush_unix_secs: mtime_secs(&self.path(id, "unsymbolized")),
             },
-            has_pseudo_probes: binary.map(|b| b.has_pseudo_probes()),
+            has_pseudo_probes,
             symbolization,
             names,
             unwind_errors: meta.unwind_errors,
