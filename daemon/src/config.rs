@@ -30,6 +30,31 @@ pub struct Config {
     /// `[heap]`: the MemProf spool (disabled unless `spool_dir` is set).
     #[serde(default)]
     pub heap: HeapConfig,
+    /// `[log]`: what the daemon logs.
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+/// `[log]`: the daemon's log filter (`RUST_LOG`, when set, takes its place).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// A `tracing` filter: `error`, `warn`, `info`, `debug`, `trace`, or per-module
+    /// directives such as `info,daemon::run::worker=debug`.
+    #[serde(default = "default_log_level")]
+    pub level: String,
+}
+
+fn default_log_level() -> String {
+    "info".to_string()
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: default_log_level(),
+        }
+    }
 }
 
 /// `[heap]`: raw MemProf profiles dropped in `spool_dir` are ingested by the daemon

@@ -13,6 +13,7 @@ pub mod debuginfod;
 pub mod error_chain;
 pub mod heap;
 pub mod heap_sample;
+pub mod logging;
 pub mod merge;
 pub mod notify;
 pub mod progress;

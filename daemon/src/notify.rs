@@ -63,8 +63,8 @@ impl Notifier {
                 ..n
             },
             Some(Err(e)) => {
-                eprintln!(
-                    "pgo-agent: not notifying systemd: {chain}",
+                tracing::warn!(
+                    "not notifying systemd: {chain}",
                     chain = ErrorChain(e.as_ref())
                 );
                 Notifier::disabled()
@@ -113,7 +113,7 @@ impl Notifier {
     pub fn send(&self, state: &str) {
         if let Some((sock, addr)) = &self.target {
             if let Err(e) = sock.send_to_addr(state.as_bytes(), addr) {
-                eprintln!("pgo-agent: sd_notify {:?}: {e}", state.lines().next());
+                tracing::warn!("sd_notify {:?}: {e}", state.lines().next());
             }
         }
     }

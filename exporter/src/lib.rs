@@ -5,6 +5,7 @@
 //! and the daemon's HTTP side: [`http`] (the API), [`metrics`] (Prometheus families),
 //! [`store`] (the read model over the state directory).
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod format;
 pub mod http;

@@ -22,6 +22,12 @@ pub const MEMPROF_CFLAGS: &[&str] = &[
     "-Wl,--build-id",
 ];
 
+/// Whether this process runs as root (perf events system-wide, uprobes, ptrace of others,
+/// mounts).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -150,6 +150,7 @@ impl Server {
         let Some(mut c) = self.child.take() else {
             return;
         };
+        // SAFETY: kill with a child's pid and a valid signal.
         unsafe {
             libc::kill(c.id() as i32, libc::SIGTERM);
         }
@@ -686,18 +687,12 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     assert!(std::fs::read(&pulled).unwrap() == std::fs::read(&want).unwrap());
 }
 
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 /// `pgo-agent run` with `[sink.clickhouse]` (cpu_clock mode, 1 s windows): every window
 /// reaches ClickHouse through the worker hook and the sink thread, so `pull --clickhouse`
 /// equals the state file the daemon wrote (all windows retained).
 #[test]
 fn daemon_run_pushes_its_windows() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if !e2e::support::is_root() {
         eprintln!("SKIPPED clickhouse daemon: needs root for system-wide perf events");
         return;
     }

@@ -85,7 +85,7 @@ fn can_run() -> bool {
         return false;
     }
     if !std::path::Path::new("/sys/bus/event_source/devices/uprobe/type").exists()
-        || unsafe { libc::geteuid() } != 0
+        || !e2e::support::is_root()
     {
         eprintln!("SKIPPED heap_uprobe: needs root and the uprobe PMU");
         return false;

@@ -71,11 +71,6 @@ int main(int argc, char **argv) {
 }
 "#;
 
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 fn scratch(name: &str) -> PathBuf {
     scratch_dir("hostile", name)
 }
@@ -260,8 +255,7 @@ fn can_run(test: &str) -> bool {
     if std::env::var(DAEMON_ENV).is_ok() {
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if !e2e::support::is_root() {
         eprintln!("SKIPPED {test}: needs root for perf events");
         return false;
     }

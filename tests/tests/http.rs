@@ -444,11 +444,6 @@ async fn router_serves_the_state_dir() {
 // ---------------------------------------------------------------------------------------
 // A real daemon on loopback.
 
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 fn http_get(url: &str) -> Result<(u16, String), String> {
     match ureq::get(url).timeout(Duration::from_secs(10)).call() {
         Ok(r) => Ok((r.status(), r.into_string().map_err(|e| e.to_string())?)),
@@ -460,8 +455,7 @@ fn http_get(url: &str) -> Result<(u16, String), String> {
 #[test]
 fn live_daemon_prometheus_and_pull() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if !e2e::support::is_root() {
         eprintln!("SKIPPED live_daemon_prometheus_and_pull: needs root for perf events");
         return;
     }
@@ -778,8 +772,7 @@ fn range_samples(text: &str) -> u64 {
 fn fresh_profile_served_within_seconds_with_the_default_config() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let test = "fresh_profile_served_within_seconds_with_the_default_config";
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if !e2e::support::is_root() {
         eprintln!("SKIPPED {test}: needs root for perf events");
         return;
     }

@@ -31,17 +31,11 @@ use unwinder::{PerfContent, UnwindOptions};
 static LIVE: Mutex<()> = Mutex::new(());
 
 fn can_sample(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if !e2e::support::is_root() {
         eprintln!("SKIPPED {test}: needs root for system-wide perf events");
         return false;
     }
     corpus::tools_available(test, &["clang-19", "perf"])
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
 }
 
 /// Builds tests/programs/live/spin.c into target/live/spin (once per process).
@@ -297,10 +291,8 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
     let summary = daemon.join().unwrap();
     let mut status = 0;
     // SAFETY: pid is this process's child; status is a valid out pointer.
-    assert_eq!(
-        unsafe { libc::waitpid(pid as i32, &mut status, 0) },
-        pid as i32
-    );
+    let waited = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+    assert_eq!(waited, pid as i32);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "spin: {status:#x}"

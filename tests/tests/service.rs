@@ -53,17 +53,8 @@ fn daemon_child() {
     std::process::exit(code);
 }
 
-extern "C" {
-    fn geteuid() -> u32;
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { geteuid() == 0 }
-}
-
 fn can_sample(test: &str) -> bool {
-    if !is_root() {
+    if !e2e::support::is_root() {
         eprintln!("SKIPPED {test}: needs root for system-wide perf events");
         return false;
     }
@@ -146,6 +137,16 @@ impl Drop for Daemon {
 impl Daemon {
     /// Starts `pgo-agent <args>` as a child, under `wrapper` (e.g. setpriv) when given.
     fn spawn(args: &[String], wrapper: &[String], log: &Path) -> Daemon {
+        Daemon::spawn_with_env(args, wrapper, log, &[])
+    }
+
+    /// [`Daemon::spawn`] with environment variables set (`None`: removed).
+    fn spawn_with_env(
+        args: &[String],
+        wrapper: &[String],
+        log: &Path,
+        env: &[(&str, Option<String>)],
+    ) -> Daemon {
         let exe = std::env::current_exe().unwrap();
         let mut cmd = match wrapper.split_first() {
             Some((w, rest)) => {
@@ -159,6 +160,12 @@ impl Daemon {
             .env(CHILD_ENV, args.join("\u{1f}"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap());
+        for (name, value) in env {
+            match value {
+                Some(v) => cmd.env(name, v),
+                None => cmd.env_remove(name),
+            };
+        }
         Daemon {
             child: cmd.spawn().unwrap(),
             log: log.to_path_buf(),
@@ -185,6 +192,13 @@ impl Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.log()
+    }
+
+    /// Waits for the child to exit by itself (`--duration-secs`), then the exit status and
+    /// the log.
+    fn stop_after_exit(mut self) -> (bool, String) {
+        let ok = self.child.wait().unwrap().success();
+        (ok, self.log())
     }
 
     /// SIGTERM, then the exit status and the log.
@@ -382,6 +396,53 @@ fn unit_capabilities() -> Vec<String> {
         .collect()
 }
 
+/// Under systemd (`JOURNAL_STREAM` names stderr) each log line starts with its syslog
+/// priority; `[log] level` and `RUST_LOG` choose what is logged.
+#[test]
+fn logs_carry_journald_priorities_and_follow_the_level() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_sample("logs_carry_journald_priorities_and_follow_the_level") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = work_dir("journald");
+    let run = |extra: &str, rust_log: Option<&str>| -> String {
+        let config = write_config(&dir, extra);
+        let log = dir.join("daemon.log");
+        std::fs::write(&log, "").unwrap();
+        let m = std::fs::metadata(&log).unwrap();
+        let env = [
+            ("JOURNAL_STREAM", Some(format!("{}:{}", m.dev(), m.ino()))),
+            ("RUST_LOG", rust_log.map(str::to_string)),
+        ];
+        let args = run_args(&config, &dir.join("state"), None, 1);
+        let d = Daemon::spawn_with_env(&args, &[], &log, &env);
+        let (ok, text) = d.stop_after_exit();
+        assert!(ok, "daemon failed:\n{text}");
+        text
+    };
+    let info = run("", None);
+    assert!(
+        info.lines()
+            .any(|l| l.starts_with("<6>serving HTTP on http://127.0.0.1:")),
+        "{info}"
+    );
+    assert!(
+        info.lines().any(|l| l.starts_with("<6>state: restored")),
+        "{info}"
+    );
+    assert!(
+        info.lines()
+            .all(|l| ["<3>", "<4>", "<6>"].iter().any(|p| l.starts_with(p))),
+        "every line carries a priority:\n{info}"
+    );
+    // The config's level, then RUST_LOG over it.
+    let warn = run("[log]\nlevel = \"warn\"\n", None);
+    assert!(!warn.contains("<6>"), "info lines at level warn:\n{warn}");
+    let env_info = run("[log]\nlevel = \"warn\"\n", Some("info"));
+    assert!(env_info.contains("<6>serving HTTP"), "{env_info}");
+}
+
 #[test]
 fn install_script_stages_binary_unit_and_config() {
     let root = work_dir("install");
@@ -448,7 +509,7 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
         let log = dir.join(format!("daemon-{round}.log"));
         let expected = format!("restored {} binaries", verify_all_states(&state).len());
         let mut d = Daemon::spawn(&run_args(&config, &state, None, 120), &[], &log);
-        d.wait_for_log("pgo-agent: state: restored");
+        d.wait_for_log("state: restored");
         assert!(d.log().contains(&expected), "{}", d.log());
         d.wait_for_log("sampling ");
         let how = if round % 2 == 1 {

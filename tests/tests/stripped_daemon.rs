@@ -175,15 +175,9 @@ impl Fixture {
     }
 }
 
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 /// Why the tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if !e2e::support::is_root() {
         return Some("needs root for system-wide perf events".into());
     }
     let tools = [

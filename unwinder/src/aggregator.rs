@@ -14,7 +14,6 @@ use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counter_table::CounterTable;
 use crate::frame_trie::add_or_push;
-use crate::fx_hash::FxBuildHasher;
 use crate::lbr_counter::count_lbr_sample;
 use crate::sample_prep::{
     extract_call_stack_into, extract_lbr_stack_into, lane_hash, PerfSample, StackNotes,
@@ -25,6 +24,7 @@ use crate::{
     BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, PerfContent, UnwindError,
     UnwindOptions, UnwindStats,
 };
+use rustc_hash::FxBuildHasher;
 
 /// Most threads a flush unwinds on.
 const MAX_UNWIND_THREADS: usize = 16;
@@ -150,7 +150,7 @@ impl<'a> Aggregator<'a> {
             return Ok(());
         }
         let mut slots: HashMap<RawSample<'_>, usize, FxBuildHasher> =
-            HashMap::with_capacity_and_hasher(samples.len(), FxBuildHasher::default());
+            HashMap::with_capacity_and_hasher(samples.len(), FxBuildHasher);
         // (sample, occurrences, summed count), in order of first occurrence.
         let mut distinct: Vec<(&Sample, u64, u64)> = Vec::with_capacity(samples.len());
         for s in samples {

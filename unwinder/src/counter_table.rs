@@ -9,9 +9,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::fx_hash::FxBuildHasher;
 use crate::summing_cache::SummingCache;
 use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
+use rustc_hash::FxBuildHasher;
 
 /// Index of an interned context in its [`CounterTable`].
 pub type ContextId = u32;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::fx_hash::FxBuildHasher;
+use rustc_hash::FxBuildHasher;
 
 /// Index of a frame in its [`FrameTrie`].
 pub type FrameId = u32;

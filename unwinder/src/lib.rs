@@ -76,7 +76,6 @@ pub mod counter_table;
 pub mod counters;
 pub mod error;
 pub mod frame_trie;
-pub mod fx_hash;
 pub mod layout_cache;
 pub mod lbr_counter;
 pub mod leading_ip;

@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn equal_samples_hash_equal_and_words_are_told_apart_by_place() {
         use std::hash::BuildHasher;
-        let h = |s: &PerfSample| crate::fx_hash::FxBuildHasher::default().hash_one(s);
+        let h = |s: &PerfSample| rustc_hash::FxBuildHasher.hash_one(s);
         let br = |source, target| Branch { source, target };
         let a = PerfSample {
             call_stack: vec![0x10, 0x20, 0x30],

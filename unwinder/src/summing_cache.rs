@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 
-use crate::fx_hash::FxBuildHasher;
+use rustc_hash::FxBuildHasher;
 
 /// log2 of the slots.
 const SLOT_BITS: u32 = 10;
@@ -31,7 +31,7 @@ impl<K: Copy + Eq + Hash> SummingCache<K> {
         if self.slots.is_empty() {
             self.slots = vec![None; 1 << SLOT_BITS];
         }
-        let slot = (FxBuildHasher::default().hash_one(key) >> (64 - SLOT_BITS)) as usize;
+        let slot = (FxBuildHasher.hash_one(key) >> (64 - SLOT_BITS)) as usize;
         match &mut self.slots[slot] {
             Some((k, sum)) if *k == key => *sum = sum.wrapping_add(n),
             taken => {

@@ -41,10 +41,8 @@ impl PerfEventFd {
             });
         }
         // SAFETY: a fresh fd returned by the kernel, owned from here on.
-        Ok(PerfEventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            cpu,
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(PerfEventFd { fd, cpu })
     }
 
     /// `perf_event_open` of an attr built by the caller (e.g. the uprobe sampler, whose
@@ -75,10 +73,8 @@ impl PerfEventFd {
             });
         }
         // SAFETY: a fresh fd returned by the kernel, owned from here on.
-        Ok(PerfEventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            cpu,
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(PerfEventFd { fd, cpu })
     }
 
     /// The CPU the event was opened on.

@@ -509,6 +509,8 @@ mod tests {
         ring.write_as_kernel(&bytes[..16]);
         // Publish the bad header by hand.
         ring.word(DATA_HEAD_OFFSET).store(16, Ordering::Release);
+        // SAFETY: 8 bytes from `bytes[16..]` (24 long) into the in-memory ring's data area
+        // (4096 bytes) at offset 16; the two buffers are distinct allocations.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes[16..].as_ptr(), ring.data.as_ptr().add(16), 8)
         };

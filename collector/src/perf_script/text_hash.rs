@@ -45,8 +45,11 @@ mod aes {
     #[target_feature(enable = "aes")]
     pub(super) unsafe fn hash(bytes: &[u8]) -> u64 {
         let n = bytes.len();
-        // SAFETY (every `load`): the 16 bytes at `at` are inside `bytes` (`at + 16 <= n`).
-        let load = |at: usize| unsafe { _mm_loadu_si128(bytes.as_ptr().add(at).cast::<__m128i>()) };
+        let load = |at: usize| {
+            // SAFETY: every caller passes `at + 16 <= n`, so the 16 bytes at `at` are
+            // inside `bytes`.
+            unsafe { _mm_loadu_si128(bytes.as_ptr().add(at).cast::<__m128i>()) }
+        };
         let key = |k: usize| _mm_set_epi64x(KEYS[2 * k], KEYS[2 * k + 1]);
         let length = _mm_set_epi64x(n as i64, !(n as i64));
         let (mut a, mut b) = (_mm_xor_si128(key(0), length), key(1));

@@ -224,8 +224,8 @@ impl HeapSpool {
                         .path()
                         .with_file_name(format!("{name}.corrupt-{}", unix_secs()));
                     let _ = std::fs::rename(entry.path(), &to);
-                    eprintln!(
-                        "pgo-agent: heap: {chain}; set aside as {}; that build id starts empty",
+                    tracing::warn!(
+                        "heap: {chain}; set aside as {}; that build id starts empty",
                         to.display(),
                         chain = ErrorChain(e.as_ref()),
                     );
@@ -244,8 +244,8 @@ impl HeapSpool {
     pub fn scan(&mut self) -> ScanReport {
         let mut report = ScanReport::default();
         let Ok(rd) = std::fs::read_dir(&self.settings.spool_dir) else {
-            eprintln!(
-                "pgo-agent: heap: cannot read spool dir {}",
+            tracing::error!(
+                "heap: cannot read spool dir {}",
                 self.settings.spool_dir.display()
             );
             return report;
@@ -320,8 +320,8 @@ impl HeapSpool {
             next.recent.pop_front();
         }
         if let Err(e) = persist(&self.settings.state_dir, &id, &next) {
-            eprintln!(
-                "pgo-agent: heap: persisting {}: {chain}; {} stays in the spool",
+            tracing::error!(
+                "heap: persisting {}: {chain}; {} stays in the spool",
                 id.to_hex(),
                 path.display(),
                 chain = ErrorChain(e.as_ref()),
@@ -374,8 +374,8 @@ impl HeapSpool {
     }
 
     fn reject(&self, path: &Path, reason: RejectReason, msg: String, report: &mut ScanReport) {
-        eprintln!(
-            "pgo-agent: heap: rejected {} ({}): {msg}",
+        tracing::warn!(
+            "heap: rejected {} ({}): {msg}",
             path.display(),
             reason.label()
         );
@@ -406,11 +406,7 @@ impl HeapSpool {
         match std::fs::rename(path, &to) {
             Ok(()) => Some(to),
             Err(e) => {
-                eprintln!(
-                    "pgo-agent: heap: moving {} to {}: {e}",
-                    path.display(),
-                    to.display()
-                );
+                tracing::warn!("heap: moving {} to {}: {e}", path.display(), to.display());
                 let _ = std::fs::remove_file(path);
                 None
             }
@@ -593,8 +589,8 @@ pub fn spawn(
 ) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let interval = settings.scan_interval;
     let mut spool = HeapSpool::open(settings)?;
-    eprintln!(
-        "pgo-agent: heap: spool {} ({} aggregates restored), scanned every {} s",
+    tracing::info!(
+        "heap: spool {} ({} aggregates restored), scanned every {} s",
         spool.settings.spool_dir.display(),
         spool.aggregates.len(),
         interval.as_secs()
@@ -608,8 +604,8 @@ pub fn spawn(
                 if stopping || Instant::now() >= next {
                     let r = spool.scan();
                     if !r.ingested.is_empty() || !r.rejected.is_empty() {
-                        eprintln!(
-                            "pgo-agent: heap: {} raw profiles ingested, {} rejected",
+                        tracing::info!(
+                            "heap: {} raw profiles ingested, {} rejected",
                             r.ingested.len(),
                             r.rejected.len()
                         );

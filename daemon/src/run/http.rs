@@ -116,7 +116,7 @@ pub fn start(
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,
                     Err(e) => {
-                        eprintln!("pgo-agent: http: {e}");
+                        tracing::error!("http: {e}");
                         return;
                     }
                 };
@@ -127,14 +127,14 @@ pub fn start(
                 let _ = stop_rx.await;
                 let _ = graceful_tx.send(());
                 match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-                    Ok(Ok(Err(e))) => eprintln!("pgo-agent: http: {e}"),
-                    Err(_) => eprintln!("pgo-agent: http: in-flight requests cut at shutdown"),
+                    Ok(Ok(Err(e))) => tracing::error!("http: {e}"),
+                    Err(_) => tracing::warn!("http: in-flight requests cut at shutdown"),
                     _ => {}
                 }
             });
             runtime.shutdown_timeout(Duration::from_secs(1));
         })?;
-    eprintln!("pgo-agent: serving HTTP on http://{local_addr}");
+    tracing::info!("serving HTTP on http://{local_addr}");
     Ok(HttpServer {
         local_addr,
         stop: Some(stop_tx),

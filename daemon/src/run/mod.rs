@@ -32,8 +32,8 @@ use anyhow::Context;
 use clap::Args;
 use collector::live::proc_scan::scan_processes;
 use collector::live::{
-    run_reader_recycling, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, SampleRate,
-    SamplingMode,
+    run_reader_recycling, LiveSession, PlanSettings, ReaderCounts, ReaderSettings, ReaderStats,
+    SampleRate, SamplingMode,
 };
 use crossbeam_channel::{bounded, Receiver, Sender};
 use unwinder::shard::ShardInput;
@@ -103,6 +103,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Config::load(p)?,
         None => Config::embedded(),
     };
+    crate::logging::init(&config.log.level)?;
     let mut args = args;
     if args.listen.is_none() {
         args.listen = Some(config.output.listen_address.clone());
@@ -131,8 +132,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let summary = run_daemon(&config, &args, &control)?;
     control.stop.store(true, Ordering::SeqCst);
     let _ = watcher.join();
-    eprintln!(
-        "pgo-agent: stopped; {} samples read, {} lost (ring full), {} dropped (queue full); {} binaries written",
+    tracing::info!(
+        "stopped; {} samples read, {} lost (ring full), {} dropped (queue full); {} binaries written",
         summary.readers.samples,
         summary.readers.lost_events,
         summary.readers.events_dropped,
@@ -167,7 +168,6 @@ pub fn run_daemon(
     // The window clock counts Unix seconds (`start` is an Instant at the Unix epoch), so
     // windows restored from the state directory keep their start times across restarts.
     let start = persist::unix_epoch_instant(started);
-    let now_secs = || start.elapsed().as_secs();
     let state_dir = args
         .state_dir
         .clone()
@@ -175,16 +175,7 @@ pub fn run_daemon(
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
 
-    let cpus = collector::live::online_cpus();
-    let mut session = LiveSession::open(
-        &plan_settings(config),
-        &cpus,
-        config.collector.ring_buffer_pages,
-    )
-    .context("opening perf events (needs root or CAP_PERFMON)")?;
-    for line in &session.report {
-        eprintln!("pgo-agent: {line}");
-    }
+    let mut session = open_session(config)?;
     let mode = session.plan.mode;
     let (route_by, input) = match mode {
         SamplingMode::CpuClock => (
@@ -195,50 +186,9 @@ pub fn run_daemon(
         ),
         _ => (RouteBy::BranchStack, ShardInput::Lbr(PerfContent::LbrStack)),
     };
-    let agg = &config.aggregation;
-    let workers_n = agg.unwind_workers;
-    // Restart safety: each worker takes the state files of the build ids it owns.
-    let restored = persist::restore_dir(&state_dir, persist::mode_label(input));
-    eprintln!(
-        "pgo-agent: state: restored {} binaries ({} samples); {} files set aside; {} partial writes removed",
-        restored.states.len(),
-        restored.states.iter().map(|s| s.samples()).sum::<u64>(),
-        restored.set_aside.len(),
-        restored.temporaries_removed
-    );
-    let mut restored_states: Vec<Vec<persist::PersistedState>> = vec![Vec::new(); workers_n];
-    for s in restored.states {
-        restored_states[router::worker_for(&s.build_id, workers_n)].push(s);
-    }
-    let mut restored_states = restored_states.into_iter();
-    let self_pid = (!config.collector.sample_self).then(std::process::id);
-    let mut router = Router::new(
-        Path::new("/proc"),
-        ProcessFilter::new(config.filters.clone()),
-        route_by,
-        workers_n,
-        self_pid,
-    );
-    // Enabled before the scan, so every process is in one of the two: a process that
-    // forks or execs after the scan has its FORK/COMM/MMAP2 records in the rings (the
-    // rings keep them until the readers start). Enabled after it, a child scanned
-    // between its fork and its exec, which then exec'd before the enabling, kept its
-    // parent's name and mappings with no COMM record to correct them: a comm filter
-    // rejected it for its whole life.
-    session.enable().context("enabling perf events")?;
-    let scan = scan_processes(Path::new("/proc"), self_pid);
-    router.apply_all(&scan.events);
-    control.scanned.store(true, Ordering::SeqCst);
-    while control.hold_after_scan.load(Ordering::SeqCst) && !control.stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    eprintln!(
-        "pgo-agent: /proc scan: {} processes ({} unreadable); state dir {}; flush every {} s",
-        scan.processes,
-        scan.unreadable,
-        state_dir.display(),
-        config.output.flush_interval_secs
-    );
+    let workers_n = config.aggregation.unwind_workers;
+    let restored = restore_states(&state_dir, input, workers_n);
+    let router = scan_into_router(config, &mut session, route_by, control, &state_dir)?;
 
     // The MemProf spool (optional, `[heap] spool_dir`): its own thread.
     let heap_stop = Arc::new(AtomicBool::new(false));
@@ -246,80 +196,58 @@ pub fn run_daemon(
         Some(s) => Some(heap_spool::spawn(s, heap_stop.clone())?),
         None => None,
     };
-
     // The ClickHouse sink (optional): workers hand it each closed window.
     let sink = crate::sink::start(&config.sink, &state_dir, start)?;
-    let sink_handle = sink.as_ref().map(|s| s.0.clone());
 
-    // Workers. Fed samples go back to the readers through the recycler (no allocation
-    // per sample, no cross-thread free).
+    // Fed samples go back to the readers through the recycler (no allocation per sample,
+    // no cross-thread free).
     let recycler = collector::live::SampleRecycler::default();
-    let mut worker_txs: Vec<Sender<WorkItem>> = Vec::new();
-    let mut worker_handles = Vec::new();
     let debug_files = config.output.debug_file_finder(&state_dir);
     // Fresh reads: the HTTP store asks the workers what they hold now.
     let (query_txs, query_rxs) = live::query_channels(workers_n);
-    let mut query_rxs = query_rxs.into_iter();
-    for _ in 0..workers_n {
-        let (tx, rx) = bounded::<WorkItem>(1024);
-        let settings = WorkerSettings {
+    let workers = spawn_workers(
+        config,
+        WorkerSettings {
             input,
             options: UnwindOptions::default(),
             windows: WindowSettings {
-                window_secs: agg.window_secs,
-                retained_windows: agg.retained_windows,
+                window_secs: config.aggregation.window_secs,
+                retained_windows: config.aggregation.retained_windows,
             },
-            max_samples_per_window: agg.max_samples_per_binary_per_window,
-            memory_budget_bytes: agg.memory_budget_bytes / workers_n as u64,
+            max_samples_per_window: config.aggregation.max_samples_per_binary_per_window,
+            memory_budget_bytes: config.aggregation.memory_budget_bytes / workers_n as u64,
             state_dir: state_dir.clone(),
             coalesce_samples: worker::COALESCE_SAMPLES,
             debug_files: debug_files.clone(),
-        };
-        let states = restored_states.next().unwrap_or_default();
-        let queries = query_rxs.next().expect("one query channel per worker");
-        worker_txs.push(tx);
-        worker_handles.push(
-            std::thread::Builder::new()
-                .name("pgo-worker".into())
-                .spawn({
-                    let sink = sink_handle.clone();
-                    let max_binary_bytes = agg.max_binary_bytes;
-                    let recycler = recycler.clone();
-                    move || {
-                        let mut w = Worker::new(settings).with_recycler(recycler);
-                        w.set_max_binary_bytes(max_binary_bytes);
-                        w.restore(states, persist::unix_secs());
-                        if let Some(s) = sink {
-                            w = w.with_sink(s);
-                        }
-                        live::serve(&mut w, rx, queries);
-                        w.hand_windows(u64::MAX, true);
-                        (w.summaries(), w.stats().clone())
-                    }
-                })?,
-        );
-    }
+        },
+        restored,
+        query_rxs,
+        sink.as_ref().map(|s| s.0.clone()),
+        &recycler,
+    )?;
 
-    // Router.
     let (batch_tx, batch_rx) = bounded(config.collector.channel_capacity_batches);
     let (ctl_tx, ctl_rx) = bounded::<RouterCtl>(16);
     let counters = http::LiveCounters::default();
     let router_handle = {
-        let (worker_txs, routing) = (worker_txs.clone(), counters.routing.clone());
+        let (worker_txs, routing) = (workers.txs.clone(), counters.routing.clone());
         std::thread::Builder::new()
             .name("pgo-router".into())
             .spawn(move || router_loop(router, batch_rx, ctl_rx, worker_txs, start, &routing))?
     };
+    let WorkerThreads {
+        txs: worker_txs,
+        handles: worker_handles,
+    } = workers;
     drop(worker_txs);
 
-    // Readers.
     let stats = counters.readers.clone();
     let http_server = match &args.listen {
         Some(listen) => Some(http::start(
             listen,
             config,
             state_dir.clone(),
-            debug_files.clone(),
+            debug_files,
             mode,
             counters,
             Some(live::WorkerQueries::new(query_txs, live::QUERY_TIMEOUT)),
@@ -327,89 +255,21 @@ pub fn run_daemon(
         None => None,
     };
     let stop_readers = Arc::new(AtomicBool::new(false));
-    let reader_settings = ReaderSettings {
-        batch_events: config.collector.reader_batch_events,
-        poll_interval: Duration::from_millis(config.collector.reader_poll_interval_ms.max(1)),
-        ..ReaderSettings::default()
-    };
-    let mut reader_handles = Vec::new();
-    for s in session.streams.iter_mut() {
-        let ring = s.ring.take().context("ring already taken")?;
-        let (cpu, decoder, tx, stats, stop, recycler) = (
-            s.cpu,
-            s.decoder,
-            batch_tx.clone(),
-            stats.clone(),
-            stop_readers.clone(),
-            recycler.clone(),
-        );
-        reader_handles.push(
-            std::thread::Builder::new()
-                .name(format!("pgo-reader-{cpu}"))
-                .spawn(move || {
-                    run_reader_recycling(
-                        cpu,
-                        ring,
-                        decoder,
-                        tx,
-                        stats,
-                        stop,
-                        reader_settings,
-                        recycler,
-                    )
-                })?,
-        );
-    }
-    drop(batch_tx);
-    eprintln!("pgo-agent: sampling {} CPUs", session.streams.len());
+    let reader_handles = spawn_readers(
+        config,
+        &mut session,
+        batch_tx,
+        &stats,
+        &stop_readers,
+        &recycler,
+    )?;
+    tracing::info!("sampling {} CPUs", session.streams.len());
 
-    let flush_every = Duration::from_secs(config.output.flush_interval_secs);
-    let mut next_flush = Instant::now() + flush_every;
-    let deadline = args.duration_secs.map(|d| started + Duration::from_secs(d));
-    let mut notifier = crate::notify::Notifier::from_env();
-    notifier.ready(&format!(
-        "sampling {} CPUs in {} mode",
-        session.streams.len(),
-        mode.name()
-    ));
-    loop {
-        if control.stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        if control.reload.swap(false, Ordering::SeqCst) {
-            match &args.config {
-                Some(p) => match Config::load(p) {
-                    Ok(c) => {
-                        let _ = ctl_tx.send(RouterCtl::Reload(ProcessFilter::new(c.filters)));
-                        eprintln!("pgo-agent: SIGHUP: filters reloaded from {}", p.display());
-                    }
-                    Err(e) => eprintln!(
-                        "pgo-agent: SIGHUP: keeping the old filters: {chain}",
-                        chain = ErrorChain(e.as_ref())
-                    ),
-                },
-                None => eprintln!("pgo-agent: SIGHUP: no --config file; filters unchanged"),
-            }
-        }
-        if Instant::now() >= next_flush {
-            next_flush += flush_every;
-            let _ = ctl_tx.send(RouterCtl::Flush(now_secs()));
-            let r = stats.snapshot();
-            eprintln!(
-                "pgo-agent: flush at {} s: {} samples, {} lost records ({} events), {} batches dropped",
-                now_secs(),
-                r.samples,
-                r.lost_records,
-                r.lost_events,
-                r.batches_dropped
-            );
-        }
-        notifier.tick(Instant::now());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    supervise(
+        config, args, control, &session, &ctl_tx, &stats, start, started,
+    );
 
     // Shutdown: stop sampling, drain the rings, final flush.
-    notifier.stopping();
     session.disable();
     stop_readers.store(true, Ordering::Release);
     for h in reader_handles {
@@ -435,26 +295,258 @@ pub fn run_daemon(
     if let Some(h) = heap_spool {
         let _ = h.join();
     }
-    drop(sink_handle);
     if let Some((handle, thread)) = sink {
         drop(handle);
         if let Ok(s) = thread.join() {
-            eprintln!(
-                "pgo-agent: sink: {} windows delivered, {} left in the spool, {} dropped",
-                s.windows_delivered, s.windows_left, s.windows_dropped
+            tracing::info!(
+                "sink: {} windows delivered, {} left in the spool, {} dropped",
+                s.windows_delivered,
+                s.windows_left,
+                s.windows_dropped
             );
         }
     }
     binaries.sort_by_key(|b| std::cmp::Reverse(b.samples));
-    let summary = RunSummary {
+    Ok(RunSummary {
         mode: mode.name(),
         report: session.report.clone(),
         readers: stats.snapshot(),
         router: router_stats,
         workers: worker_stats,
         binaries,
+    })
+}
+
+/// Opens the sampling plan's perf events on every online CPU (disabled) and logs the
+/// startup report: which mode and why.
+fn open_session(config: &Config) -> anyhow::Result<LiveSession> {
+    let cpus = collector::live::online_cpus();
+    let session = LiveSession::open(
+        &plan_settings(config),
+        &cpus,
+        config.collector.ring_buffer_pages,
+    )
+    .context("opening perf events (needs root or CAP_PERFMON)")?;
+    for line in &session.report {
+        tracing::info!("{line}");
+    }
+    Ok(session)
+}
+
+/// Restart safety: the state files of the state directory, one list per worker (each
+/// worker takes the build ids it owns).
+fn restore_states(
+    state_dir: &Path,
+    input: ShardInput,
+    workers_n: usize,
+) -> Vec<Vec<persist::PersistedState>> {
+    let restored = persist::restore_dir(state_dir, persist::mode_label(input));
+    tracing::info!(
+        "state: restored {} binaries ({} samples); {} files set aside; {} partial writes removed",
+        restored.states.len(),
+        restored.states.iter().map(|s| s.samples()).sum::<u64>(),
+        restored.set_aside.len(),
+        restored.temporaries_removed
+    );
+    let mut per_worker: Vec<Vec<persist::PersistedState>> = vec![Vec::new(); workers_n];
+    for s in restored.states {
+        per_worker[router::worker_for(&s.build_id, workers_n)].push(s);
+    }
+    per_worker
+}
+
+/// Enables the events, then puts every running process (a `/proc` scan) in a new router
+/// (`state_dir` only for the log line).
+fn scan_into_router(
+    config: &Config,
+    session: &mut LiveSession,
+    route_by: RouteBy,
+    control: &RunControl,
+    state_dir: &Path,
+) -> anyhow::Result<Router> {
+    let self_pid = (!config.collector.sample_self).then(std::process::id);
+    let mut router = Router::new(
+        Path::new("/proc"),
+        ProcessFilter::new(config.filters.clone()),
+        route_by,
+        config.aggregation.unwind_workers,
+        self_pid,
+    );
+    // Enabled before the scan, so every process is in one of the two: a process that
+    // forks or execs after the scan has its FORK/COMM/MMAP2 records in the rings (the
+    // rings keep them until the readers start). Enabled after it, a child scanned
+    // between its fork and its exec, which then exec'd before the enabling, kept its
+    // parent's name and mappings with no COMM record to correct them: a comm filter
+    // rejected it for its whole life.
+    session.enable().context("enabling perf events")?;
+    let scan = scan_processes(Path::new("/proc"), self_pid);
+    router.apply_all(&scan.events);
+    control.scanned.store(true, Ordering::SeqCst);
+    while control.hold_after_scan.load(Ordering::SeqCst) && !control.stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    tracing::info!(
+        "/proc scan: {} processes ({} unreadable); state dir {}; flush every {} s",
+        scan.processes,
+        scan.unreadable,
+        state_dir.display(),
+        config.output.flush_interval_secs
+    );
+    Ok(router)
+}
+
+/// The worker threads and their queues.
+struct WorkerThreads {
+    txs: Vec<Sender<WorkItem>>,
+    handles: Vec<std::thread::JoinHandle<(Vec<BinarySummary>, WorkerStats)>>,
+}
+
+/// Starts one worker thread per `[aggregation] unwind_workers`, each with its restored
+/// states, its query channel and the sink.
+fn spawn_workers(
+    config: &Config,
+    settings: WorkerSettings,
+    restored: Vec<Vec<persist::PersistedState>>,
+    query_rxs: Vec<Receiver<live::Query>>,
+    sink: Option<crate::sink::SinkHandle>,
+    recycler: &collector::live::SampleRecycler,
+) -> anyhow::Result<WorkerThreads> {
+    let mut threads = WorkerThreads {
+        txs: Vec::new(),
+        handles: Vec::new(),
     };
-    Ok(summary)
+    let mut restored = restored.into_iter();
+    for queries in query_rxs {
+        let (tx, rx) = bounded::<WorkItem>(1024);
+        let states = restored.next().unwrap_or_default();
+        let settings = settings.clone();
+        let sink = sink.clone();
+        let max_binary_bytes = config.aggregation.max_binary_bytes;
+        let recycler = recycler.clone();
+        threads.txs.push(tx);
+        threads.handles.push(
+            std::thread::Builder::new()
+                .name("pgo-worker".into())
+                .spawn(move || {
+                    let mut w = Worker::new(settings).with_recycler(recycler);
+                    w.set_max_binary_bytes(max_binary_bytes);
+                    w.restore(states, persist::unix_secs());
+                    if let Some(s) = sink {
+                        w = w.with_sink(s);
+                    }
+                    live::serve(&mut w, rx, queries);
+                    w.hand_windows(u64::MAX, true);
+                    (w.summaries(), w.stats().clone())
+                })?,
+        );
+    }
+    Ok(threads)
+}
+
+/// Starts one reader thread per CPU ring, each sending batches to the router.
+fn spawn_readers(
+    config: &Config,
+    session: &mut LiveSession,
+    batch_tx: Sender<collector::live::EventBatch>,
+    stats: &Arc<ReaderStats>,
+    stop: &Arc<AtomicBool>,
+    recycler: &collector::live::SampleRecycler,
+) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    let reader_settings = ReaderSettings {
+        batch_events: config.collector.reader_batch_events,
+        poll_interval: Duration::from_millis(config.collector.reader_poll_interval_ms.max(1)),
+        ..ReaderSettings::default()
+    };
+    let mut handles = Vec::new();
+    for s in session.streams.iter_mut() {
+        let ring = s.ring.take().context("ring already taken")?;
+        let (cpu, decoder, tx, stats, stop, recycler) = (
+            s.cpu,
+            s.decoder,
+            batch_tx.clone(),
+            stats.clone(),
+            stop.clone(),
+            recycler.clone(),
+        );
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("pgo-reader-{cpu}"))
+                .spawn(move || {
+                    run_reader_recycling(
+                        cpu,
+                        ring,
+                        decoder,
+                        tx,
+                        stats,
+                        stop,
+                        reader_settings,
+                        recycler,
+                    )
+                })?,
+        );
+    }
+    Ok(handles)
+}
+
+/// The main thread while sampling: flushes every `flush_interval_secs`, re-reads the
+/// filters on SIGHUP, tells systemd it is alive; returns on stop or at the deadline.
+#[allow(clippy::too_many_arguments)]
+fn supervise(
+    config: &Config,
+    args: &RunArgs,
+    control: &RunControl,
+    session: &LiveSession,
+    ctl_tx: &Sender<RouterCtl>,
+    stats: &Arc<ReaderStats>,
+    start: Instant,
+    started: Instant,
+) {
+    let now_secs = || start.elapsed().as_secs();
+    let flush_every = Duration::from_secs(config.output.flush_interval_secs);
+    let mut next_flush = Instant::now() + flush_every;
+    let deadline = args.duration_secs.map(|d| started + Duration::from_secs(d));
+    let mut notifier = crate::notify::Notifier::from_env();
+    notifier.ready(&format!(
+        "sampling {} CPUs in {} mode",
+        session.streams.len(),
+        session.plan.mode.name()
+    ));
+    loop {
+        if control.stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if control.reload.swap(false, Ordering::SeqCst) {
+            match &args.config {
+                Some(p) => match Config::load(p) {
+                    Ok(c) => {
+                        let _ = ctl_tx.send(RouterCtl::Reload(ProcessFilter::new(c.filters)));
+                        tracing::info!("SIGHUP: filters reloaded from {}", p.display());
+                    }
+                    Err(e) => tracing::warn!(
+                        "SIGHUP: keeping the old filters: {chain}",
+                        chain = ErrorChain(e.as_ref())
+                    ),
+                },
+                None => tracing::warn!("SIGHUP: no --config file; filters unchanged"),
+            }
+        }
+        if Instant::now() >= next_flush {
+            next_flush += flush_every;
+            let _ = ctl_tx.send(RouterCtl::Flush(now_secs()));
+            let r = stats.snapshot();
+            tracing::info!(
+                "flush at {} s: {} samples, {} lost records ({} events), {} batches dropped",
+                now_secs(),
+                r.samples,
+                r.lost_records,
+                r.lost_events,
+                r.batches_dropped
+            );
+        }
+        notifier.tick(Instant::now());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    notifier.stopping();
 }
 
 enum RouterCtl {

@@ -586,14 +586,14 @@ pub fn restore_dir(dir: &Path, mode: &str) -> RestoreReport {
         };
         match set_aside(&path) {
             Ok(to) => {
-                eprintln!(
-                    "pgo-agent: state file set aside ({reason}): {message}; moved to {}",
+                tracing::warn!(
+                    "state file set aside ({reason}): {message}; moved to {}",
                     to.display()
                 );
                 report.set_aside.push((to, reason.to_string()));
             }
-            Err(e) => eprintln!(
-                "pgo-agent: state file not restored ({reason}): {message}; could not move it aside: {e}"
+            Err(e) => tracing::warn!(
+                "state file not restored ({reason}): {message}; could not move it aside: {e}"
             ),
         }
         exporter::metrics::count_state_file_set_aside(reason);

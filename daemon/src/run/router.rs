@@ -817,7 +817,7 @@ fn open_binary(proc: &Path, m: &Mmap2Event, ancestors: &[u32]) -> Result<Arc<Bin
     match (found, rejected) {
         (Some(b), _) => Ok(b),
         (None, Some((reason, what))) => {
-            eprintln!("pgo-agent: not profiling {}: {what}", m.filename);
+            tracing::warn!("not profiling {}: {what}", m.filename);
             exporter::metrics::count_binary_rejected(reason);
             Err(Found::Rejected)
         }

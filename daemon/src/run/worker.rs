@@ -300,10 +300,7 @@ impl Worker {
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
                     exporter::metrics::count_flush_failure();
-                    eprintln!(
-                        "pgo-agent: flush failed: {chain}",
-                        chain = ErrorChain(e.as_ref())
-                    );
+                    tracing::error!("flush failed: {chain}", chain = ErrorChain(e.as_ref()));
                 }
                 exporter::metrics::observe_flush(started.elapsed());
             }
@@ -366,8 +363,8 @@ impl Worker {
                     self.entries.insert(id.clone(), e);
                 }
                 Err(err) => {
-                    eprintln!(
-                        "pgo-agent: not profiling {} ({id}): {chain}",
+                    tracing::warn!(
+                        "not profiling {} ({id}): {chain}",
                         g.binary.path,
                         chain = ErrorChain(err.as_ref())
                     );
@@ -419,8 +416,8 @@ impl Worker {
                     self.entries.insert(id, e);
                 }
                 Err(err) => {
-                    eprintln!(
-                        "pgo-agent: restored {id} ({}) waits for its samples: {chain}",
+                    tracing::warn!(
+                        "restored {id} ({}) waits for its samples: {chain}",
                         state.path,
                         chain = ErrorChain(err.as_ref()),
                     );
@@ -448,8 +445,8 @@ impl Worker {
             .first()
             .filter(|w| w.counters.kind != e.shard.kind())
         {
-            eprintln!(
-                "pgo-agent: restored {id}: counters of kind {} do not match {}; not merged",
+            tracing::warn!(
+                "restored {id}: counters of kind {} do not match {}; not merged",
                 kind_name(w.counters.kind),
                 kind_name(e.shard.kind())
             );
@@ -555,8 +552,8 @@ impl Worker {
         self.approx_bytes = total;
         self.stats.evicted_contexts += contexts;
         self.stats.evicted_binaries += binaries;
-        eprintln!(
-            "pgo-agent: memory budget: evicted {contexts} coldest contexts and {binaries} binaries; counters now ~{} KiB of {} KiB (totals: {} contexts, {} binaries)",
+        tracing::warn!(
+            "memory budget: evicted {contexts} coldest contexts and {binaries} binaries; counters now ~{} KiB of {} KiB (totals: {} contexts, {} binaries)",
             total >> 10,
             budget >> 10,
             self.stats.evicted_contexts,
@@ -600,8 +597,8 @@ impl Worker {
         .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
         let names = NamesReport::of(&binary, lookup.as_ref());
         if !binary.name_source().has_names() {
-            eprintln!(
-                "pgo-agent: {} ({}) has no symbols and no debug file was found: counted by \
+            tracing::warn!(
+                "{} ({}) has no symbols and no debug file was found: counted by \
                  address, served unsymbolized (tried: {})",
                 g.binary.path,
                 g.binary.build_id,
@@ -709,8 +706,8 @@ impl Worker {
         match write_profile(&mut bytes, e) {
             Ok(()) => Some((summary(&self.settings.state_dir, build_id, e), bytes)),
             Err(err) => {
-                eprintln!(
-                    "pgo-agent: rendering the profile of {build_id}: {chain}",
+                tracing::error!(
+                    "rendering the profile of {build_id}: {chain}",
                     chain = ErrorChain(err.as_ref())
                 );
                 None

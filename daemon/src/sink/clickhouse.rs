@@ -30,7 +30,8 @@
 //! windows whose marker is present (a window half inserted when the connection broke is
 //! invisible until its retry completes). A retry therefore never counts twice and a
 //! partial window never counts at all. (A `GROUP BY host, window, key` with `max` gives
-//! the same answer but needs a hash table of every row: on 16 M rows it exceeded 2 GB.)
+//! the same answer but needs a hash table of every row, which outgrows the server's memory
+//! on a fleet's tables.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

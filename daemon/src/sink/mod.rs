@@ -325,8 +325,8 @@ pub fn start(
         return Ok(None);
     };
     let sink = Sink::open(c, state_dir).context("[sink.clickhouse]")?;
-    eprintln!(
-        "pgo-agent: sink: ClickHouse {} database {}; {} windows spooled",
+    tracing::info!(
+        "sink: ClickHouse {} database {}; {} windows spooled",
         c.url,
         c.database,
         sink.spool().depth()
@@ -391,7 +391,7 @@ pub fn spawn(
             let mut try_deliver = |sink: &mut Sink, next_try: &mut Instant| match sink.deliver() {
                 Ok(_) => delay = FIRST_RETRY_DELAY,
                 Err(e) => {
-                    eprintln!("pgo-agent: sink: {e}; retrying in {} s", delay.as_secs());
+                    tracing::warn!("sink: {e}; retrying in {} s", delay.as_secs());
                     *next_try = Instant::now() + delay;
                     delay = (delay * 2).min(MAX_RETRY_DELAY);
                 }
@@ -412,8 +412,8 @@ pub fn spawn(
                 match got {
                     Ok(w) => {
                         if let Err(e) = sink.submit(&w) {
-                            eprintln!(
-                                "pgo-agent: sink: spooling a window failed: {chain}",
+                            tracing::error!(
+                                "sink: spooling a window failed: {chain}",
                                 chain = ErrorChain(e.as_ref())
                             );
                             sink.count_queue_drops(1);

@@ -166,8 +166,8 @@ impl Spool {
             match read {
                 Ok(w) => return Some(w),
                 Err(e) => {
-                    eprintln!(
-                        "pgo-agent: sink: dropping a bad spool file: {chain}",
+                    tracing::warn!(
+                        "sink: dropping a bad spool file: {chain}",
                         chain = ErrorChain(e.as_ref())
                     );
                     self.pop_front();

@@ -2,7 +2,7 @@
 //! (llvm-profgen's `getCachedFrameLocationStack`). Slots are allocated a chunk of
 //! instructions at a time when an instruction of the chunk is first asked for, so a large
 //! binary of which samples touch a few functions pays for those chunks only (a slot per
-//! instruction up front was 24 bytes per instruction: about 300 MB for a 130 MB library).
+//! instruction up front would cost 24 bytes for every instruction of the file).
 
 use std::sync::OnceLock;
 
