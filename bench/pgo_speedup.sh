@@ -30,9 +30,11 @@
 #     over and over for $TRAIN_SECS s; `pgo-agent pull --agent http://127.0.0.1:$PORT` fetches
 #     the profile over HTTP and symbolizes it with the probe build (extbinary).
 #  6. Evaluation: $ROUNDS rounds; in each, every (input, level) task runs once in every
-#     variant, the variants in an order rotated per task; a variant's time in a round is the
-#     sum of zstd_bench's own loop times (compress and decompress timed apart). Ratios are
-#     variant / -O2 within a round; the table gives their median and min-max over rounds.
+#     variant, the variants in an order rotated per task, at nice $EVAL_NICE. A task's time is
+#     zstd_bench's fastest compression of $EVAL_CITERS and fastest decompression of
+#     $EVAL_DITERS, in process CPU time (CPU_TIME=0: wall time); a variant's time in a round
+#     is the sum over the inputs. Ratios are variant / -O2 within a round; the table gives
+#     their median and min-max over the rounds.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +44,7 @@ if [ "$QUICK" = 1 ]; then
     EVAL_BYTES=${EVAL_BYTES:-262144}
     TRAIN_SECS=${TRAIN_SECS:-10}
     ROUNDS=${ROUNDS:-3}
+    EVAL_CITERS=${EVAL_CITERS:-2}
     EVAL_DITERS=${EVAL_DITERS:-2}
     RECORD_SLICE=${RECORD_SLICE:-1024}
     RECORD_LEVELS=${RECORD_LEVELS:-3}
@@ -50,7 +53,8 @@ else
     EVAL_BYTES=${EVAL_BYTES:-4194304}
     TRAIN_SECS=${TRAIN_SECS:-90}
     ROUNDS=${ROUNDS:-15}
-    EVAL_DITERS=${EVAL_DITERS:-8}
+    EVAL_CITERS=${EVAL_CITERS:-3}
+    EVAL_DITERS=${EVAL_DITERS:-5}
     RECORD_SLICE=${RECORD_SLICE:-4096}
     RECORD_LEVELS=${RECORD_LEVELS:-1,3}
 fi
@@ -62,6 +66,9 @@ FREQ=${FREQ:-999}
 # Time measured: the process's CPU time (1, left untouched by waits for a CPU on a shared
 # machine) or wall time (0).
 CPU_TIME=${CPU_TIME:-1}
+# Niceness of the timed runs (root may lower it), so that other work on the machine takes
+# less of their CPU.
+EVAL_NICE=${EVAL_NICE:--10}
 CC=${CC:-clang-19}
 PROFDATA=${PROFDATA:-llvm-profdata-19}
 JOBS=${JOBS:-$(nproc)}
@@ -152,7 +159,7 @@ build() {
     local dir="$WORK/build/$name-$key"
     if [ ! -e "$dir/obj.done" ]; then
         say "building $name: $*"
-        rm -rf "$dir"
+        rm -rf "$WORK/build/$name"-* # one build per variant is kept
         mkdir -p "$dir/obj"
         printf '%s\n' $ZSTD_SOURCES |
             CC="$CC" OBJ="$dir/obj" INC="$ZLIB" xargs -P "$JOBS" -I{} sh -c \
@@ -261,6 +268,7 @@ VARIANTS=(o2 probe run record instr)
 declare -A BIN=([o2]=$O2 [probe]=$PROBE [run]=$RUN_USE [record]=$REC_USE [instr]=$INSTR)
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "evaluating: $ROUNDS rounds x 3 inputs x levels $LEVELS x ${#VARIANTS[@]} variants"
 IFS=, read -r -a LEVEL_LIST <<<"$LEVELS"
 for round in $(seq "$ROUNDS"); do
@@ -271,7 +279,8 @@ for round in $(seq "$ROUNDS"); do
             n=${#VARIANTS[@]}
             for i in $(seq 0 $((n - 1))); do
                 v=${VARIANTS[$(((i + round + task) % n))]}
-                "${BIN[$v]}" "$INPUTS/eval.$kind.$EVAL_BYTES" "$level" 1 "$EVAL_DITERS" |
+                nice -n "$EVAL_NICE" "${BIN[$v]}" "$INPUTS/eval.$kind.$EVAL_BYTES" "$level" \
+                    "$EVAL_CITERS" "$EVAL_DITERS" |
                     awk -v r="$round" -v v="$v" -v l="$level" -v cpu="$CPU_TIME" '{
                         print r "\t" v "\t" l "\t" (cpu ? $13 : $9) "\t" (cpu ? $15 : $11)
                     }' >>"$RESULTS"
@@ -280,6 +289,8 @@ for round in $(seq "$ROUNDS"); do
     done
     say "round $round of $ROUNDS done"
 done
+
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # The table: per round and variant, compress time per level and decompress time summed over
 # the inputs; ratio to -O2 in the same round; median and min-max over the rounds.
@@ -337,7 +348,8 @@ echo "  pgo-agent run: mode $MODE, $TRAIN_SECS s ($passes passes), $RUN_SAMPLES 
 echo "  pgo-agent record: $((3 * RECORD_SLICE)) bytes at levels $RECORD_LEVELS, period $RECORD_PERIOD: ${RECORD_SUMMARY#pgo-agent record: }"
 echo "  instrumentation: one pass"
 TIME_KIND=$([ "$CPU_TIME" = 1 ] && echo "CPU time" || echo "wall time")
-echo "evaluation: $((3 * EVAL_BYTES)) bytes (text, log, records; seed 2), $ROUNDS rounds;"
+echo "evaluation: $((3 * EVAL_BYTES)) bytes (text, log, records; seed 2), $ROUNDS rounds, fastest of"
+echo "  $EVAL_CITERS compressions and $EVAL_DITERS decompressions per task, nice $EVAL_NICE; load average $LOAD_BEFORE before, $LOAD_AFTER after;"
 echo "  $TIME_KIND / -O2's $TIME_KIND in the same round, median (min–max) over the rounds:"
 echo
 ratio_table
