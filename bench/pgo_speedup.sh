@@ -5,7 +5,7 @@
 # against plain -O2, the probe build itself, instrumentation PGO (-fprofile-generate /
 # llvm-profdata-19 merge / -fprofile-use) and a small `pgo-agent record` + `convert` profile.
 #
-#   bench/pgo_speedup.sh                   # full run: about 15 minutes on 2 vCPUs
+#   bench/pgo_speedup.sh                   # full run (bench/pgo_speedup.md: time and figures)
 #   QUICK=1 bench/pgo_speedup.sh           # smoke run: small inputs, 10 s of training, 3 rounds
 #   ROUNDS=21 TRAIN_SECS=180 bench/pgo_speedup.sh
 #
