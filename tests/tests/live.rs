@@ -793,6 +793,36 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
         std::fs::read(&script_profile).unwrap() == std::fs::read(&profile).unwrap(),
         "the profiles of the perf script and of the perf.data differ"
     );
+    // verify says the profile is made of stack samples and, below the threshold, how many
+    // times the samples it needs.
+    let cli = daemon::parse_args(
+        [
+            "pgo-agent",
+            "verify",
+            "--profile",
+            &profile.display().to_string(),
+            "--binary",
+            &b,
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .unwrap();
+    let daemon::cli::Command::Verify(args) = cli.command else {
+        unreachable!("a verify command line")
+    };
+    let report = daemon::verify::verify_files(&args).unwrap();
+    let d = &report.density;
+    assert!(d.stack_samples_only, "{d:?}");
+    let human = daemon::verify::human_report(&args, &report);
+    if d.density < 50.0 {
+        assert_eq!(d.more_samples_factor(), Some(50.0 / d.density));
+        assert!(
+            human.contains(&format!("about {:.1}x the samples", 50.0 / d.density))
+                && human.contains("no call targets: samples without branch stack"),
+            "{human}"
+        );
+    }
     let out = Command::new("clang-19")
         .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
         .arg(dir.join("recursion.o"))
