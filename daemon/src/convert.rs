@@ -14,11 +14,14 @@ use symbolizer::generate::GenerateOptions;
 #[command(after_help = AFTER_HELP)]
 pub struct ConvertArgs {
     /// perf script text (`perf script -F ip,brstack --show-mmap-events`), with call stacks
-    /// for a context-sensitive profile.
+    /// for a context-sensitive profile. Samples without branch stack (`perf record -g` of
+    /// cpu-clock or cycles): `perf script -F ip,dso --show-mmap-events`, counted by leading
+    /// IP.
     #[arg(long, visible_alias = "ps", value_name = "FILE", group = "input")]
     pub perfscript: Option<PathBuf>,
     /// perf.data recorded with `perf record -b` (and `-g` for context-sensitive
-    /// profiles); read directly, no `perf` binary needed.
+    /// profiles); read directly, no `perf` binary needed. Samples without branch stack
+    /// (`perf record -e cpu-clock:u -g`) are counted by leading IP, as the daemon counts them.
     #[arg(long, visible_alias = "pd", value_name = "FILE", group = "input")]
     pub perfdata: Option<PathBuf>,
     /// An unsymbolized profile written by `--skip-symbolization` (ours or llvm-profgen's).

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
     parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats,
-    ScriptPiece, ScriptTally, ScriptText,
+    PerfScriptType, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
 };
 use collector::PerfEvent;
 use exporter::format::unsymbolized::{line_context_name, read_unsymbolized, write_unsymbolized};
@@ -248,22 +248,70 @@ fn read_counters_while_loading<'b>(
 }
 
 /// The counters of stack-only samples (no branch stack) of the perf.data at `path`: each
-/// sample of a process in `options.sample_pids` counted at its IP with its call chain as
-/// context, by [`unwinder::leading_ip::count_leading_ip`], the daemon's cpu-clock path.
-/// llvm-profgen 19 reads no such input (its `--leading-ip-only` makes a flat profile).
+/// sample of a process in `options.sample_pids` counted by [`count_leading_ips`].
 fn leading_ip_counters(
     path: &Path,
     binary: &ProfiledBinary,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
 ) -> anyhow::Result<CounterSet> {
+    let events = || -> anyhow::Result<_> {
+        let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
+        Ok(std::iter::from_fn(move || {
+            reader.next_event().context("reading perf.data").transpose()
+        }))
+    };
+    count_leading_ips(path, events, binary, load, options)
+}
+
+/// The counters of a stack-only perf script ([`PerfScriptType::StackOnly`]) at `path`:
+/// its samples, with the addresses perf printed as file offsets mapped back
+/// ([`StackOnlyReader`]), counted by [`count_leading_ips`].
+fn stack_only_script_counters(
+    path: &Path,
+    text: &ScriptText,
+    binary: &ProfiledBinary,
+    load: &BinaryLoadInfo,
+    options: &UnwindOptions,
+) -> anyhow::Result<CounterSet> {
+    let events = || -> anyhow::Result<_> {
+        Ok(StackOnlyReader::new(text.bytes(), text.name())?
+            .map(|e| e.map_err(anyhow::Error::from)))
+    };
+    let counters = count_leading_ips(path, events, binary, load, options);
+    let any_file_named = text
+        .bytes()
+        .split(|&b| b == b'\n')
+        .filter_map(collector::perf_script::parse_stack_line)
+        .any(|l| l.dso.is_some());
+    if counters.is_err() && !any_file_named {
+        return counters.context(
+            "no stack line names its file: perf prints call-chain addresses as offsets in \
+             their file, so convert needs the file named (`perf script -F ip,dso \
+             --show-mmap-events`)",
+        );
+    }
+    counters
+}
+
+/// Counts stack samples (no branch stack) by leading IP, each of a process in
+/// `options.sample_pids` (all when unset) at its IP with its call chain as context, through
+/// [`unwinder::leading_ip::count_leading_ip`], the daemon's cpu-clock path. `events` gives
+/// the input's events from the start (called twice: the first sample tells whether the
+/// samples have call chains). llvm-profgen 19 reads no such input (its `--leading-ip-only`
+/// makes a flat profile, from LBR samples).
+fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
+    path: &Path,
+    events: impl Fn() -> anyhow::Result<I>,
+    binary: &ProfiledBinary,
+    load: &BinaryLoadInfo,
+    options: &UnwindOptions,
+) -> anyhow::Result<CounterSet> {
     use unwinder::leading_ip::{count_leading_ip, leading_ip_kind, LeadingIpOutcome};
-    let read = |r: &mut PerfDataReader| r.next_event().context("reading perf.data");
     // The kind follows the samples: with call chains, contexts; else flat.
-    let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
     let mut has_callchain = false;
-    while let Some(event) = read(&mut reader)? {
-        if let PerfEvent::Sample(s) = event {
+    for event in events()? {
+        if let PerfEvent::Sample(s) = event? {
             has_callchain = !s.callchain.is_empty();
             break;
         }
@@ -271,9 +319,8 @@ fn leading_ip_counters(
     let mut counters = CounterSet::new(leading_ip_kind(binary, options, has_callchain));
     let mut placement = unwinder::BinaryPlacement::new(load.clone(), options.pid)?;
     let (mut counted, mut not_code, mut bad_stack) = (0u64, 0u64, 0u64);
-    let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
-    while let Some(event) = read(&mut reader)? {
-        match event {
+    for event in events()? {
+        match event? {
             PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)) => {
                 placement.observe(&m)?;
             }
@@ -285,10 +332,11 @@ fn leading_ip_counters(
                 {
                     continue;
                 }
+                let n = s.count.max(1);
                 match count_leading_ip(&s, &placement, binary, options, &mut counters) {
-                    LeadingIpOutcome::Counted => counted += 1,
-                    LeadingIpOutcome::NotCode => not_code += 1,
-                    LeadingIpOutcome::BadStack => bad_stack += 1,
+                    LeadingIpOutcome::Counted => counted += n,
+                    LeadingIpOutcome::NotCode => not_code += n,
+                    LeadingIpOutcome::BadStack => bad_stack += n,
                 }
             }
             _ => {}
@@ -329,6 +377,20 @@ fn counters_of_script<'b>(
             return Err(e);
         }
     };
+    if matches!(
+        PerfScriptType::of(text.bytes(), text.name()),
+        Ok(PerfScriptType::StackOnly)
+    ) {
+        progress.finish();
+        let binary = binary()?;
+        return stack_only_script_counters(
+            path,
+            &text,
+            binary,
+            &binary.load_info(),
+            &unwind_options(args),
+        );
+    }
     // Each distinct sample text is parsed once; the tally holds compact copies of the
     // distinct samples, or where they are in the text.
     let tally = tally_script(&text, convert_threads(), &|n| progress.bytes_read(n));

@@ -19,9 +19,14 @@ use collector::recorder::{self, RecordOptions, TraceeExit};
 /// frame-pointer walk (with its blind spot in function prologues). Build PROG with
 /// `-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer` for useful call chains.
 ///
-/// Slow by design (every instruction is a ptrace stop, roughly 10^5–10^6 instructions per
-/// second): meant for test programs of a few million instructions. Only the main thread is
+/// Slow by design (every instruction is a ptrace stop, roughly 10^4 instructions per
+/// second): meant for test programs of a few hundred thousand instructions. Only the main thread is
 /// followed; a program that creates threads, forks or execs again is refused.
+///
+/// A progress line (steps, samples, steps/s) is shown while it runs when stderr is a
+/// terminal (or with `--progress`). SIGINT or SIGTERM stops the recording: the program is
+/// killed and what was recorded until then is written (exit status 130); a second signal
+/// exits at once.
 ///
 /// Example: `pgo-agent record --script out.perfscript --truth truth.json -- ./prog arg`
 #[derive(Debug, clap::Args)]
@@ -48,6 +53,10 @@ pub struct RecordArgs {
     /// repeated recordings of the same program give the same addresses).
     #[arg(long)]
     pub aslr: bool,
+    /// Print the progress line every second even when stderr is not a terminal (one line
+    /// each time).
+    #[arg(long)]
+    pub progress: bool,
     /// The program and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "PROG [ARGS...]")]
     pub command: Vec<String>,
@@ -64,8 +73,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         disable_aslr: !args.aslr,
         ..RecordOptions::default()
     };
-    let outcome = recorder::record(&args.command, &options)
+    crate::signals::install()?;
+    let mut control = Control::new(args.progress);
+    let outcome = recorder::record_with(&args.command, &options, &mut control)
         .with_context(|| format!("recording `{}`", args.command.join(" ")))?;
+    control.end_line();
 
     if let Some(path) = &args.output {
         collector::perf_data::write_perf_data(path, &outcome.recording)
@@ -101,5 +113,85 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             eprintln!("pgo-agent record: the program was killed by signal {sig}");
             ExitCode::from(u8::try_from(128 + (sig & 0x7f)).unwrap_or(1))
         }
+        TraceeExit::Stopped => {
+            eprintln!(
+                "pgo-agent record: stopped by a signal; the program was killed, the samples \
+                 until then are written"
+            );
+            ExitCode::from(130)
+        }
     })
+}
+
+/// The recorder's control: stops at SIGINT/SIGTERM, draws the progress line.
+struct Control {
+    /// How the progress line is drawn, if at all.
+    progress: Option<ProgressLine>,
+    /// When the line was last drawn.
+    last: std::time::Instant,
+    /// Whether a line is drawn that ends without a newline yet.
+    open: bool,
+}
+
+/// Where the progress line goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ProgressLine {
+    /// Redrawn in place on a terminal.
+    InPlace,
+    /// One line each time (`--progress` without a terminal).
+    Lines,
+}
+
+/// Time between two progress lines.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Control {
+    fn new(forced: bool) -> Control {
+        use std::io::IsTerminal;
+        let progress = if std::io::stderr().is_terminal() {
+            Some(ProgressLine::InPlace)
+        } else {
+            forced.then_some(ProgressLine::Lines)
+        };
+        Control {
+            progress,
+            last: std::time::Instant::now(),
+            open: false,
+        }
+    }
+
+    /// Ends a line drawn in place.
+    fn end_line(&mut self) {
+        if self.open {
+            eprintln!();
+            self.open = false;
+        }
+    }
+}
+
+impl recorder::RecordControl for Control {
+    fn poll(&mut self, stats: &recorder::RecordStats) -> bool {
+        if crate::signals::pending() == Some(crate::signals::Signal::Shutdown) {
+            return true;
+        }
+        if let Some(line) = self.progress {
+            if self.last.elapsed() >= PROGRESS_EVERY {
+                self.last = std::time::Instant::now();
+                let text = format!(
+                    "pgo-agent record: {} steps, {} samples, {:.0} steps/s",
+                    stats.steps,
+                    stats.samples,
+                    stats.steps_per_sec()
+                );
+                match line {
+                    ProgressLine::InPlace => {
+                        eprint!("\r{text}\x1b[K");
+                        self.open = true;
+                    }
+                    ProgressLine::Lines => eprintln!("{text}"),
+                }
+            }
+        }
+        false
+    }
 }

@@ -336,6 +336,9 @@ pub fn human_report(args: &VerifyArgs, r: &VerifyReport) -> String {
         d.threshold,
         d.hot_count_threshold
     );
+    for line in density_advice(d) {
+        let _ = writeln!(s, "             {line}");
+    }
     let _ = writeln!(s, "result: {}", verdict(r.passed()));
     s
 }
@@ -394,12 +397,36 @@ fn consistency_json(r: &ConsistencyReport) -> Value {
     })
 }
 
+/// What a failed density check means and what to do, one line each (none when it
+/// passed or the profile is empty).
+pub fn density_advice(d: &DensityReport) -> Vec<String> {
+    let Some(factor) = d.more_samples_factor() else {
+        return Vec::new();
+    };
+    let mut lines = vec![format!(
+        "about {factor:.1}x the samples reach the threshold: sampling at the same rate, \
+         {factor:.1}x the time sampled so far (docs/operations.md#profile-density)"
+    )];
+    if d.stack_samples_only {
+        lines.push(
+            "no call targets: samples without branch stack (cpu-clock call \
+             stacks counted by leading IP). Below the threshold such a profile still guides \
+             clang (hot blocks, inlining, layout); more samples make it better: sample longer, \
+             or raise sampling.cpu_clock_frequency_hz"
+                .to_string(),
+        );
+    }
+    lines
+}
+
 fn density_json(r: &DensityReport) -> Value {
     json!({
         "passed": r.passed(),
         "density": r.density,
         "threshold": r.threshold,
         "hot_count_threshold": r.hot_count_threshold,
+        "more_samples_factor": r.more_samples_factor(),
+        "stack_samples_only": r.stack_samples_only,
     })
 }
 

@@ -11,4 +11,5 @@ pub mod format;
 pub mod http;
 pub mod metrics;
 pub mod profile_quality;
+pub mod sampling_guidance;
 pub mod store;

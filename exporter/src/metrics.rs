@@ -18,6 +18,7 @@ use prometheus::{
 
 use unwinder::shard::UNWIND_ERROR_REASONS;
 
+use crate::sampling_guidance::DensityGuidance;
 use crate::store::{ProfileQuality, ProfileSummary};
 
 /// Per-binary series are kept for this many binaries (most samples first).
@@ -258,6 +259,7 @@ pub struct Metrics {
     memory: IntGauge,
     decoded: IntGaugeVec,
     density: GaugeVec,
+    more_sampling: GaugeVec,
     branch_ratio: GaugeVec,
     stale_share: GaugeVec,
     http_requests: IntCounterVec,
@@ -373,6 +375,15 @@ impl Metrics {
             &["build_id"],
         )
         .expect("valid");
+        let more_sampling = GaugeVec::new(
+            Opts::new(
+                "pgo_agent_profile_more_sampling_seconds",
+                "Seconds of sampling at the binary's current sample rate its profile still \
+                 needs to reach density 50 (0 when it has; absent when the rate is unknown).",
+            ),
+            &["build_id"],
+        )
+        .expect("valid");
         let branch_ratio = GaugeVec::new(
             Opts::new(
                 "pgo_agent_profile_taken_branches_per_text_byte",
@@ -421,6 +432,7 @@ impl Metrics {
         reg(Box::new(memory.clone()));
         reg(Box::new(decoded.clone()));
         reg(Box::new(density.clone()));
+        reg(Box::new(more_sampling.clone()));
         reg(Box::new(branch_ratio.clone()));
         reg(Box::new(stale_share.clone()));
         reg(Box::new(http_requests.clone()));
@@ -454,6 +466,7 @@ impl Metrics {
             memory,
             decoded,
             density,
+            more_sampling,
             branch_ratio,
             stale_share,
             http_requests,
@@ -521,11 +534,17 @@ impl Metrics {
     }
 
     /// Sets the quality gauges (replacing the previous set).
-    pub fn observe_quality(&self, quality: &[(String, ProfileQuality)]) {
+    pub fn observe_quality(&self, quality: &[(String, ProfileQuality, DensityGuidance)]) {
         self.density.reset();
         self.branch_ratio.reset();
         self.stale_share.reset();
-        for (id, q) in quality.iter().take(QUALITY_BINARIES) {
+        self.more_sampling.reset();
+        for (id, q, g) in quality.iter().take(QUALITY_BINARIES) {
+            if let Some(more) = g.more_secs {
+                self.more_sampling
+                    .with_label_values(&[id.as_str()])
+                    .set(more);
+            }
             self.density
                 .with_label_values(&[id.as_str()])
                 .set(q.density);
@@ -644,6 +663,7 @@ mod tests {
             symbolization: Symbolization::BinaryNotFound,
             names: None,
             unwind_errors: errors.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            density: None,
             freshness: Default::default(),
         };
         let m = Metrics::new();

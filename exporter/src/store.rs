@@ -30,6 +30,8 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 use symbolizer::debug_file::{build_id_candidates, DebugFileFinder};
 use symbolizer::generate::{generate_profile, GenerateOptions};
+
+use crate::sampling_guidance::{density_guidance, DensityGuidance};
 use symbolizer::{LoadOptions, ProfiledBinary};
 
 use crate::format::unsymbolized::read_unsymbolized;
@@ -105,6 +107,14 @@ pub struct StateMeta {
     /// Whether that binary has a `.pseudo_probe` section (absent in older files).
     #[serde(default)]
     pub has_pseudo_probes: Option<bool>,
+    /// Samples counted since the daemon started sampling the binary (absent in older
+    /// files).
+    #[serde(default)]
+    pub counted: u64,
+    /// Seconds from the first to the latest samples counted since then (absent in older
+    /// files): with `counted`, the rate the binary is sampled at.
+    #[serde(default)]
+    pub sampled_secs: u64,
 }
 
 /// Whether the host can symbolize a profile, and why not.
@@ -185,6 +195,10 @@ pub struct ProfileSummary {
     pub names: Option<NamesReport>,
     /// Samples the unwinder could not use fully, by reason, since the daemon started.
     pub unwind_errors: BTreeMap<String, u64>,
+    /// The density of the last flushed profile, its verdict and the sampling time still
+    /// needed ([`crate::sampling_guidance`]); `None` when not computed (binaries past the
+    /// first [`crate::metrics::QUALITY_BINARIES`] symbolizable ones, or not symbolizable).
+    pub density: Option<DensityGuidance>,
     /// Where the counts come from and how old they are (`source`, `updated_unix_secs`,
     /// `age_secs` in the JSON entry).
     #[serde(flatten)]
@@ -560,6 +574,7 @@ impl ProfileStore {
             symbolization,
             names,
             unwind_errors: meta.unwind_errors,
+            density: None,
             freshness,
         }
     }
@@ -758,6 +773,21 @@ impl ProfileStore {
         Ok(Some(q))
     }
 
+    /// The density guidance of `id`'s last flush: its quality's density with the samples,
+    /// rate and time of the same flush; `None` when the host cannot symbolize it.
+    pub fn density_guidance(&self, id: &BuildId) -> Result<Option<DensityGuidance>, StoreError> {
+        let Some(q) = self.quality(id)? else {
+            return Ok(None);
+        };
+        let meta = self.meta(id)?;
+        Ok(Some(density_guidance(
+            q.density,
+            meta.samples,
+            meta.counted,
+            meta.sampled_secs,
+        )))
+    }
+
     fn remember(&self, rendered: RenderedProfile) -> RenderedProfile {
         if let Ok(mut cache) = self.rendered.lock() {
             if cache.len() >= RENDER_CACHE_ENTRIES {
@@ -946,6 +976,8 @@ mod tests {
             unwind_errors: BTreeMap::new(),
             names: None,
             has_pseudo_probes: None,
+            counted: 0,
+            sampled_secs: 0,
         }
     }
 
@@ -975,6 +1007,8 @@ mod tests {
                         ..NamesReport::default()
                     }),
                     has_pseudo_probes: Some(false),
+                    counted: 0,
+                    sampled_secs: 0,
                     ..meta("cafe", 4)
                 },
                 "1\n70-80:4\n0\n".to_string(),

@@ -57,6 +57,7 @@ fn exposed_families() -> BTreeSet<String> {
         symbolization: Symbolization::BinaryNotFound,
         names: None,
         unwind_errors: [("bogus_trace".to_string(), 1)].into_iter().collect(),
+        density: None,
         freshness: Default::default(),
     }]);
     m.observe_quality(&[(
@@ -66,6 +67,7 @@ fn exposed_families() -> BTreeSet<String> {
             taken_branches_per_text_byte: 1.0,
             stale_sample_share: 0.0,
         },
+        exporter::sampling_guidance::density_guidance(1.0, 60, 60, 60),
     )]);
     m.observe_http("/healthz", "GET", 200, Duration::from_millis(1));
     metrics::observe_flush(Duration::from_millis(1));

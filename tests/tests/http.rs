@@ -113,6 +113,8 @@ fn fixture() -> Option<Fixture> {
     ]);
     let meta = serde_json::json!({
         "build_id": hex, "path": bin, "kind": "probe_context", "samples": 1234,
+        // Counted over a minute: the samples stand for 60 s at the binary's rate.
+        "counted": 1234, "sampled_secs": 60,
     });
     std::fs::write(state.join(format!("{hex}.json")), meta.to_string()).unwrap();
     let convert_extbinary = std::fs::read(&ext).unwrap();
@@ -240,6 +242,21 @@ async fn router_serves_the_state_dir() {
     assert_eq!(p["has_pseudo_probes"], true);
     assert_eq!(p["symbolization"], "symbolized");
     assert_eq!(p["window"]["retained_secs"], 3600);
+    // Density guidance: t · 50 / d seconds in all at the binary's rate, t = 60 s.
+    let g = &p["density"];
+    let d = g["density"].as_f64().unwrap();
+    assert!(d > 0.0, "{g}");
+    assert_eq!(g["threshold"], 50.0);
+    assert_eq!(g["sampled_secs"], 60.0);
+    assert!((g["sample_rate_hz"].as_f64().unwrap() - 1234.0 / 60.0).abs() < 1e-9, "{g}");
+    let needed = if d < 50.0 { 60.0 * 50.0 / d } else { 60.0 };
+    assert!((g["needed_secs"].as_f64().unwrap() - needed).abs() < 1e-6, "{g}");
+    assert!((g["more_secs"].as_f64().unwrap() - (needed - 60.0)).abs() < 1e-6, "{g}");
+    assert_eq!(
+        g["verdict"],
+        if d < 50.0 { "more_samples_needed" } else { "enough" },
+        "{g}"
+    );
 
     // Default format: extbinary, byte-equal to convert's.
     let uri = format!("/api/v1/profiles/{hex}");
@@ -392,6 +409,19 @@ async fn router_serves_the_state_dir() {
     assert!(text.contains(&format!(
         "pgo_agent_profile_taken_branches_per_text_byte{{build_id=\"{hex}\"}} "
     )));
+    // The sampling still needed, as the list says (t · (50 / d − 1), 0 when enough).
+    let more: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "pgo_agent_profile_more_sampling_seconds{{build_id=\"{hex}\"}} "
+            ))
+        })
+        .unwrap_or_else(|| panic!("no more-sampling gauge in {text}"))
+        .parse()
+        .unwrap();
+    let want = if density < 50.0 { 60.0 * (50.0 / density - 1.0) } else { 0.0 };
+    assert!((more - want).abs() < 1e-6, "{more} {want}");
     // The aggregate was made from this very binary: nothing is stale.
     assert!(
         text.contains(&format!(

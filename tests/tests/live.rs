@@ -637,9 +637,9 @@ fn live_counters(
 /// with the same samples (router → worker shard in cpu-clock mode; equal unsymbolized
 /// counters), and clang-19 compiles the program with the converted profile.
 #[test]
-fn cpu_clock_perf_data_converts_as_the_daemon_counts() {
+fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
     if !corpus::tools_available(
-        "cpu_clock_perf_data_converts_as_the_daemon_counts",
+        "cpu_clock_perf_data_and_script_convert_as_the_daemon_counts",
         &["clang-19", "perf"],
     ) {
         return;
@@ -726,10 +726,39 @@ fn cpu_clock_perf_data_converts_as_the_daemon_counts() {
         "--output",
         &raw.display().to_string(),
     ]);
+    let live_text = String::from_utf8(live_text).unwrap();
     assert_eq!(
         std::fs::read_to_string(&raw).unwrap(),
-        String::from_utf8(live_text).unwrap(),
+        live_text,
         "convert and the live path count the same samples alike"
+    );
+
+    // convert, from `perf script` of the same file: perf prints the call-chain addresses as
+    // offsets in their file, named with `-F ip,dso`.
+    let script = dir.join("cpu-clock.perfscript");
+    let out = Command::new("perf")
+        .args(["script", "-F", "ip,dso", "--show-mmap-events", "-i"])
+        .arg(&data)
+        .output()
+        .expect("perf runs");
+    assert!(out.status.success(), "perf script: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&script, &out.stdout).unwrap();
+    let script_raw = dir.join("convert-script.raw");
+    let s = script.display().to_string();
+    e2e::support::pgo_agent(&[
+        "convert",
+        "--perfscript",
+        &s,
+        "--binary",
+        &b,
+        "--skip-symbolization",
+        "--output",
+        &script_raw.display().to_string(),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&script_raw).unwrap(),
+        live_text,
+        "convert of the perf script counts the samples as the live path"
     );
 
     let profile = dir.join("cpu-clock.extbinary");
@@ -742,6 +771,50 @@ fn cpu_clock_perf_data_converts_as_the_daemon_counts() {
         "--output",
         &profile.display().to_string(),
     ]);
+    let script_profile = dir.join("cpu-clock-script.extbinary");
+    e2e::support::pgo_agent(&[
+        "convert",
+        "--perfscript",
+        &s,
+        "--binary",
+        &b,
+        "--output",
+        &script_profile.display().to_string(),
+    ]);
+    assert!(
+        std::fs::read(&script_profile).unwrap() == std::fs::read(&profile).unwrap(),
+        "the profiles of the perf script and of the perf.data differ"
+    );
+    // verify says the profile is made of stack samples and, below the threshold, how many
+    // times the samples it needs.
+    let cli = daemon::parse_args(
+        [
+            "pgo-agent",
+            "verify",
+            "--profile",
+            &profile.display().to_string(),
+            "--binary",
+            &b,
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .unwrap();
+    let daemon::cli::Command::Verify(args) = cli.command else {
+        unreachable!("a verify command line")
+    };
+    let report = daemon::verify::verify_files(&args).unwrap();
+    let d = &report.density;
+    assert!(d.stack_samples_only, "{d:?}");
+    let human = daemon::verify::human_report(&args, &report);
+    if d.density < 50.0 {
+        assert_eq!(d.more_samples_factor(), Some(50.0 / d.density));
+        assert!(
+            human.contains(&format!("about {:.1}x the samples", 50.0 / d.density))
+                && human.contains("no call targets: samples without branch stack"),
+            "{human}"
+        );
+    }
     let out = Command::new("clang-19")
         .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
         .arg(dir.join("recursion.o"))

@@ -289,3 +289,105 @@ fn ground_truth_loop_count_probe() {
 fn ground_truth_loop_count_lines() {
     check_loop_truth(Variant::Lines);
 }
+
+/// Environment variable that turns [`cli_process`] into `pgo-agent` (its value: the
+/// arguments, separated by U+001F).
+const CLI_ENV: &str = "PGO_AGENT_RECORD_TEST_ARGS";
+
+/// `pgo-agent <args>` when this executable is re-run with [`CLI_ENV`] set.
+#[test]
+fn cli_process() {
+    e2e::support::cli_child(CLI_ENV);
+}
+
+/// `pgo-agent record` of a program that runs far longer than the test: SIGTERM stops it,
+/// and the perf.data written holds the samples recorded until then (as many as the final
+/// report says), readable by our reader and by perf.
+#[test]
+fn sigterm_stops_record_and_writes_what_it_recorded() {
+    use std::io::BufRead;
+    if !corpus::tools_available("sigterm_stops_record", &["clang-19", "perf"]) {
+        return;
+    }
+    let dir = e2e::support::scratch_dir("record", "sigterm");
+    let spin = e2e::support::build_spin(&dir);
+    let data = dir.join("stopped.data");
+    let args = [
+        "record",
+        "--progress",
+        "--period",
+        "31",
+        "--output",
+        data.to_str().unwrap(),
+        "--",
+        spin.to_str().unwrap(),
+        // Hours under the single-step recorder.
+        "60",
+    ];
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CLI_ENV, args.join("\u{1f}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    // The progress lines: "pgo-agent record: N steps, M samples, R steps/s".
+    let samples_in = |line: &str| -> Option<u64> {
+        let rest = line.strip_prefix("pgo-agent record: ")?;
+        let (_, samples) = rest.split_once(" steps, ")?;
+        samples.split(' ').next()?.parse().ok()
+    };
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if samples_in(&line).is_some_and(|n| n > 0) {
+            break;
+        }
+        assert!(seen.len() < 600, "no samples reported:\n{}", seen.join("\n"));
+    }
+    // SAFETY: kill(2) on the child this test spawned and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let status = child.wait().unwrap();
+    let report = rest.join("\n");
+    // Exited (cli_child maps the non-zero status 130 to 1), not killed by the signal.
+    assert_eq!(status.code(), Some(1), "{status:?}\n{report}");
+    assert!(report.contains("stopped by a signal"), "{report}");
+    // "pgo-agent record: S steps, T taken branches, N samples, ..." after the stop.
+    let reported: u64 = rest
+        .iter()
+        .find_map(|l| {
+            let (_, after) = l.split_once(" taken branches, ")?;
+            after.split(' ').next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no final report:\n{report}"));
+    assert!(reported > 0, "{report}");
+
+    let mut reader = collector::perf_data::PerfDataReader::open(&data).unwrap();
+    let mut samples = 0u64;
+    while let Some(event) = reader.next_event().unwrap() {
+        if let PerfEvent::Sample(s) = event {
+            assert!(!s.lbr.is_empty());
+            samples += 1;
+        }
+    }
+    assert_eq!(samples, reported, "{report}");
+    let out = Command::new("perf")
+        .args(["script", "-F", "ip,brstack", "-i"])
+        .arg(&data)
+        .output()
+        .expect("running perf");
+    assert!(
+        out.status.success(),
+        "perf script: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let perf_samples = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(" 0x"))
+        .count() as u64;
+    assert_eq!(perf_samples, reported);
+}

@@ -221,6 +221,9 @@ fn unmodified_profile_passes_every_check() {
         let r = verify(&args);
         assert!(r.passed(), "{r:?}");
         assert!(r.density.density >= 50.0, "{:?}", r.density);
+        // LBR samples: call targets and head samples, no shortfall.
+        assert!(!r.density.stack_samples_only, "{:?}", r.density);
+        assert_eq!(r.density.more_samples_factor(), None);
         assert_eq!((r.stale_count(), r.dropped_count()), (0, 0));
         assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
     }

@@ -6,6 +6,7 @@ mod compact;
 mod previous_line;
 pub mod reader;
 mod scan_queue;
+pub mod stack_only;
 pub mod tally;
 pub mod text;
 mod text_hash;
@@ -13,9 +14,11 @@ pub mod unit;
 pub mod writer;
 
 pub use reader::{
-    read_perf_script, EntryTokenCache, PerfScriptError, PerfScriptReader, PerfScriptStats,
-    PerfScriptType,
+    parse_stack_line, read_perf_script, EntryTokenCache, PerfScriptError, PerfScriptReader,
+    PerfScriptStats,
+    PerfScriptType, StackLine,
 };
+pub use stack_only::{FileMappings, StackOnlyReader};
 pub use tally::{
     parse_tallied_into, parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece,
     ScriptTally, TalliedSample, TalliedText, TalliedTexts,

@@ -24,11 +24,18 @@
 //!   LBR record"); a line with no entry gives no sample.
 //! * **LBR-only samples** (`LBRPerfReader`): every non-MMAP, non-count line is a
 //!   branch-stack line.
+//! * **Stack-only samples** (no llvm-profgen counterpart): a run of call-stack lines
+//!   ([`parse_stack_line`]: an address, optionally followed by a symbol and ` (DSO)`), leaf
+//!   first, ended by any other line. Other lines (blank lines, `perf script`'s sample header
+//!   lines) make no sample. The addresses are kept as printed: perf prints a user address in
+//!   a file-backed mapping as the offset in that file, which
+//!   [`super::stack_only::StackOnlyReader`] maps back with the MMAP lines.
 //!
 //! The script type ([`PerfScriptType`]) is decided first, by llvm-profgen's
 //! `checkPerfScriptType`: the first line that `isLBRSample` accepts decides, hybrid when at
 //! least one hex stack line is right before it. In llvm-profgen 19, `isLBRSample` needs at
-//! least two entries (a one-entry branch stack line is not recognised); that is kept.
+//! least two entries (a one-entry branch stack line is not recognised); that is kept. Text
+//! with call-stack lines but no such line is stack-only.
 //!
 //! The reader is faithful to the text: address rebasing, external addresses, return address
 //! to call conversion, leaf replacement by `lbr[0].to`, dropping samples whose entries are
@@ -58,6 +65,41 @@ pub enum PerfScriptType {
     LbrOnly,
     /// Call-stack lines followed by a branch-stack line (`PerfContent::LBRStack`).
     Hybrid,
+    /// Call-stack lines and no branch-stack line anywhere: `perf script -F ip,dso
+    /// --show-mmap-events` of `perf record -g` without `-b` (cpu-clock, cycles, ...), counted
+    /// by leading IP. llvm-profgen 19 rejects such input ("Invalid perf script input!").
+    /// Stack lines may name their file: see [`parse_stack_line`].
+    StackOnly,
+}
+
+/// One call-stack line of a stack-only script: `ADDR`, or `ADDR [SYMBOL] (DSO)` as `perf
+/// script -F ip,dso` (or `-F ip,sym,dso`) prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackLine<'a> {
+    /// The address as printed.
+    pub addr: u64,
+    /// The file named in parentheses at the end of the line (`[unknown]` included).
+    pub dso: Option<&'a [u8]>,
+}
+
+/// A call-stack line of a stack-only script: leading whitespace, hex digits (no `0x`), then
+/// nothing or anything ending in ` (DSO)` (the last ` (` opens the file name). `None` for
+/// any other line.
+pub fn parse_stack_line(line: &[u8]) -> Option<StackLine<'_>> {
+    let line = trim_end(trim_start(line));
+    let end = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+    let addr = parse_hex(&line[..end])?;
+    if end == line.len() {
+        return Some(StackLine { addr, dso: None });
+    }
+    let open = rfind(line, b" (")?;
+    if open < end || !line.ends_with(b")") {
+        return None;
+    }
+    Some(StackLine {
+        addr,
+        dso: Some(&line[open + 2..line.len() - 1]),
+    })
 }
 
 /// A perf script could not be read.
@@ -72,8 +114,12 @@ pub enum PerfScriptError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// No branch-stack line anywhere (llvm-profgen: "Invalid perf script input!").
-    #[error("{name}: Invalid perf script input! (no LBR sample line in {lines} lines)")]
+    /// No branch-stack line and no call-stack line anywhere (llvm-profgen: "Invalid perf
+    /// script input!").
+    #[error(
+        "{name}: Invalid perf script input! (no LBR sample line and no call-stack line in \
+         {lines} lines)"
+    )]
     InvalidInput {
         /// The input's name.
         name: String,
@@ -99,6 +145,14 @@ pub enum PerfScriptError {
         line: u64,
         /// The limit.
         max: usize,
+    },
+    /// A stack-only reader was given a script with branch-stack lines.
+    #[error("{name}: the perf script has samples with a branch stack ({found:?}), not stack-only samples")]
+    NotStackOnly {
+        /// The input's name.
+        name: String,
+        /// The type the script has.
+        found: PerfScriptType,
     },
     /// More than [`MAX_DETECTION_LINES`] lines before the first sample.
     #[error("{name}: no LBR sample line in the first {max} lines")]
@@ -264,14 +318,26 @@ impl<'a> PerfScriptReader<'a> {
     }
 }
 
+impl PerfScriptType {
+    /// The type of the script `text` (named `name` in errors), decided as the reader
+    /// decides it.
+    pub fn of(text: &[u8], name: &str) -> Result<PerfScriptType, PerfScriptError> {
+        detect_type(text, name)
+    }
+}
+
 /// `checkPerfScriptType` over the first lines of `text`: the first line `isLBRSample`
-/// accepts decides, hybrid when hex stack lines are right before it.
+/// accepts decides, hybrid when hex stack lines are right before it. Without such a line
+/// (to the end of the text or the first [`MAX_DETECTION_LINES`] lines), text with call-stack
+/// lines ([`parse_stack_line`]) is [`PerfScriptType::StackOnly`].
 pub(crate) fn detect_type(text: &[u8], name: &str) -> Result<PerfScriptType, PerfScriptError> {
     let mut lines = DetectionLines {
         rest: text,
         lines: Vec::new(),
         name,
+        limited: false,
     };
+    let mut stack_lines = false;
     let mut i = 0usize; // index of the current line
     let found = loop {
         if !lines.have(i)? {
@@ -285,6 +351,7 @@ pub(crate) fn detect_type(text: &[u8], name: &str) -> Result<PerfScriptType, Per
             frames += 1;
             i += 1;
         }
+        stack_lines |= frames > 0;
         if lines.have(i)? {
             if is_lbr_sample(lines.lines[i]) {
                 break Some(if frames > 0 {
@@ -293,13 +360,22 @@ pub(crate) fn detect_type(text: &[u8], name: &str) -> Result<PerfScriptType, Per
                     PerfScriptType::LbrOnly
                 });
             }
+            stack_lines |= !is_mmap_event(lines.lines[i]) && parse_stack_line(lines.lines[i]).is_some();
             i += 1;
         }
     };
-    found.ok_or_else(|| PerfScriptError::InvalidInput {
-        name: name.to_string(),
-        lines: lines.lines.len() as u64,
-    })
+    match found {
+        Some(found) => Ok(found),
+        None if stack_lines => Ok(PerfScriptType::StackOnly),
+        None if lines.limited => Err(PerfScriptError::TooManyLinesBeforeFirstSample {
+            name: name.to_string(),
+            max: MAX_DETECTION_LINES,
+        }),
+        None => Err(PerfScriptError::InvalidInput {
+            name: name.to_string(),
+            lines: lines.lines.len() as u64,
+        }),
+    }
 }
 
 /// The lines type detection has looked at, split on demand (at most
@@ -308,10 +384,13 @@ struct DetectionLines<'a, 'n> {
     rest: &'a [u8],
     lines: Vec<&'a [u8]>,
     name: &'n str,
+    /// [`MAX_DETECTION_LINES`] were split and more text follows.
+    limited: bool,
 }
 
 impl DetectionLines<'_, '_> {
-    /// Splits lines until line `i` exists; false at the end of the text.
+    /// Splits lines until line `i` exists; false at the end of the text or past
+    /// [`MAX_DETECTION_LINES`] lines (then `limited`).
     fn have(&mut self, i: usize) -> Result<bool, PerfScriptError> {
         while self.lines.len() <= i {
             if self.rest.is_empty() {
@@ -326,10 +405,8 @@ impl DetectionLines<'_, '_> {
                 });
             }
             if self.lines.len() >= MAX_DETECTION_LINES {
-                return Err(PerfScriptError::TooManyLinesBeforeFirstSample {
-                    name: self.name.to_string(),
-                    max: MAX_DETECTION_LINES,
-                });
+                self.limited = true;
+                return Ok(false);
             }
             self.lines.push(&self.rest[..len]);
             self.rest = &self.rest[(len + 1).min(self.rest.len())..];
@@ -1308,11 +1385,65 @@ mod tests {
     }
 
     #[test]
+    fn stack_lines_with_and_without_their_file() {
+        let line = |s: &'static str| parse_stack_line(s.as_bytes());
+        assert_eq!(
+            line("\t            117d"),
+            Some(StackLine {
+                addr: 0x117d,
+                dso: None
+            })
+        );
+        assert_eq!(
+            line("\t            117d (/tmp/a b/prog)"),
+            Some(StackLine {
+                addr: 0x117d,
+                dso: Some(b"/tmp/a b/prog")
+            })
+        );
+        // With a symbol (C++ ones have parentheses of their own).
+        assert_eq!(
+            line("\t    117d f(int) (/tmp/prog)").and_then(|l| l.dso),
+            Some(&b"/tmp/prog"[..])
+        );
+        assert_eq!(line("\t 117d trailing words"), None);
+        assert_eq!(line("rec 10990 123.45:  50000 cpu-clock:u:"), None);
+        assert_eq!(line("cafe 10990 123.45:  50000 cpu-clock:u: (x"), None);
+        assert_eq!(line(""), None);
+    }
+
+    #[test]
+    fn stack_only_scripts_keep_header_lines_out() {
+        // `perf script -F comm,ip,sym,dso`: a header line, then the frames.
+        let text = "rec \n\t 117d fib (/tmp/prog)\n\t 1169 fib (/tmp/prog)\n\nrec \n\t 1180 main (/tmp/prog)\n";
+        let (ty, events, _) = read(text).unwrap();
+        assert_eq!(ty, PerfScriptType::StackOnly);
+        assert_eq!(
+            samples(&events)
+                .iter()
+                .map(|s| s.callchain.clone())
+                .collect::<Vec<_>>(),
+            vec![vec![0x117d, 0x1169], vec![0x1180]]
+        );
+    }
+
+    #[test]
     fn invalid_input_and_missing_lbr_line() {
-        let err = read("\t 4005dc\n\t 4005e0\n").unwrap_err();
+        let err = read("no sample\n\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "test: Invalid perf script input! (no LBR sample line in 2 lines)"
+            "test: Invalid perf script input! (no LBR sample line and no call-stack line in 2 \
+             lines)"
+        );
+        // Call-stack lines without a branch-stack line anywhere: stack-only.
+        let (ty, events, _) = read("\t 4005dc\n\t 4005e0\n").unwrap();
+        assert_eq!(ty, PerfScriptType::StackOnly);
+        assert_eq!(
+            samples(&events)
+                .iter()
+                .map(|s| (s.ip, s.callchain.clone()))
+                .collect::<Vec<_>>(),
+            vec![(0x4005dc, vec![0x4005dc, 0x4005e0])]
         );
         let text = "\t 10\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n\n\t 4005dc\n\t 4005e0\n";
         let err = read(text).unwrap_err();

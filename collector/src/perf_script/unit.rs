@@ -13,8 +13,8 @@
 //! which is where [`super::tally`] may cut the text to scan it on several threads.
 
 use super::reader::{
-    is_mmap_event, parse_dec, parse_hex, parse_lbr_line, trim_end, trim_start, EntryTokenCache,
-    LbrLine, PerfScriptError, PerfScriptType, MAX_LINE_BYTES,
+    is_mmap_event, parse_dec, parse_hex, parse_lbr_line, parse_stack_line, trim_end, trim_start,
+    EntryTokenCache, LbrLine, PerfScriptError, PerfScriptType, MAX_LINE_BYTES,
 };
 use crate::Sample;
 
@@ -33,7 +33,9 @@ pub enum Unit<'a> {
 }
 
 /// The text of one sample: for a hybrid sample its stack lines (already checked to be hex)
-/// followed by its branch-stack line; for an LBR-only sample the branch-stack line.
+/// followed by its branch-stack line; for an LBR-only sample the branch-stack line; for a
+/// stack-only sample its stack lines (no branch-stack line: `lbr_start` is the block's
+/// length).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleText<'a> {
     /// The repeat count of its count line, else 1.
@@ -66,6 +68,13 @@ impl<'a> SampleText<'a> {
         &self.block[self.lbr_start..]
     }
 
+    /// The stack lines of a stack-only sample, parsed, leaf first.
+    pub fn stack_frames(&self) -> impl Iterator<Item = super::reader::StackLine<'a>> {
+        self.stack_lines()
+            .split(|&b| b == b'\n')
+            .filter_map(parse_stack_line)
+    }
+
     /// Parses the text (`extractCallstack` + `extractLBRStack`), with `tokens` remembering
     /// entry tokens across calls. The count is not applied: the sample's `count` is 1.
     pub fn parse(&self, script_type: PerfScriptType, tokens: &mut EntryTokenCache) -> ParsedSample {
@@ -94,6 +103,24 @@ impl<'a> SampleText<'a> {
         let mut lbr = std::mem::take(&mut sample.lbr);
         let mut callchain = std::mem::take(&mut sample.callchain);
         callchain.clear();
+        if script_type == PerfScriptType::StackOnly {
+            lbr.clear();
+            callchain.extend(self.stack_frames().map(|f| f.addr));
+            verdict.kept = !callchain.is_empty();
+            let ip = callchain.first().copied().unwrap_or(0);
+            if !self.block.starts_with(b"\t") {
+                // A sample without call chain: its IP alone on its line.
+                callchain.clear();
+            }
+            *sample = Sample {
+                ip,
+                callchain,
+                lbr,
+                count: 1,
+                ..Sample::default()
+            };
+            return verdict;
+        }
         let ip = match parse_lbr_line(self.lbr_line(), tokens, &mut lbr) {
             LbrLine::BadLeadingIp => Err(1),
             LbrLine::Entries { ip, truncated } => {
@@ -120,6 +147,7 @@ impl<'a> SampleText<'a> {
                 Some(callchain.first().copied().unwrap_or(0))
             }
             (Ok(ip), PerfScriptType::LbrOnly) => Some(ip.unwrap_or(0)),
+            (Ok(_), PerfScriptType::StackOnly) => unreachable!("stack-only samples returned above"),
         };
         verdict.kept = ip.is_some();
         *sample = Sample {
@@ -259,6 +287,7 @@ impl<'a> UnitCursor<'a> {
         let unit = match self.script_type {
             PerfScriptType::Hybrid => self.hybrid_unit(count)?,
             PerfScriptType::LbrOnly => self.lbr_only_unit(count)?,
+            PerfScriptType::StackOnly => self.stack_only_unit(count)?,
         };
         Ok(Some(unit))
     }
@@ -306,6 +335,39 @@ impl<'a> UnitCursor<'a> {
             count,
             block: &self.text[start..end],
             lbr_start,
+        }))
+    }
+
+    /// A stack-only sample: the call-stack lines from the current line on, which perf
+    /// indents with a tab; a call-stack line not indented with a tab is a sample without
+    /// call chain on its own (perf prints such a sample's IP on one line, in a field padded
+    /// with spaces). A current line that is no call-stack line (a blank or header line)
+    /// makes no sample.
+    fn stack_only_unit(&mut self, count: u64) -> Result<Unit<'a>, PerfScriptError> {
+        let start = self.line_start;
+        let mut end = start;
+        while !self.eof && !is_mmap_event(self.line) && parse_stack_line(self.line).is_some() {
+            let chain = self.line.starts_with(b"\t");
+            if end > start && !chain {
+                break;
+            }
+            end = self.line_start + self.line.len();
+            self.advance()?;
+            if !chain {
+                break;
+            }
+        }
+        if end == start {
+            if !self.eof && !is_mmap_event(self.line) {
+                self.advance()?;
+            }
+            return Ok(Unit::Skipped { dropped: 0 });
+        }
+        let block = &self.text[start..end];
+        Ok(Unit::Sample(SampleText {
+            count,
+            block,
+            lbr_start: block.len(),
         }))
     }
 

@@ -32,7 +32,10 @@ pub mod tracer;
 
 pub use error::RecorderError;
 pub use ground_truth::GroundTruth;
-pub use session::{record, RecordOptions, RecordOutcome, RecordStats, TraceeExit};
+pub use session::{
+    record, record_with, RecordControl, RecordOptions, RecordOutcome, RecordStats, TraceeExit,
+    POLL_STEPS,
+};
 
 /// Default sampling period: a prime near 1000, so samples do not lock onto loop periods.
 pub const DEFAULT_PERIOD: u64 = 1009;

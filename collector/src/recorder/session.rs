@@ -63,6 +63,29 @@ pub enum TraceeExit {
     Exited(i32),
     /// Killed by this signal number.
     Killed(i32),
+    /// Still running when [`RecordControl::poll`] asked to stop: the program was killed
+    /// and the recording holds what was recorded until then.
+    Stopped,
+}
+
+/// What a session asks its caller while it runs ([`record_with`]).
+pub trait RecordControl {
+    /// Called every [`POLL_STEPS`] steps with the counters so far; `true` stops the
+    /// recording (the program is killed, what was recorded is kept).
+    fn poll(&mut self, stats: &RecordStats) -> bool;
+}
+
+/// Steps between two [`RecordControl::poll`] calls (a few tens of milliseconds at the
+/// recorder's speed).
+pub const POLL_STEPS: u64 = 1024;
+
+/// A control that never stops and reports nothing.
+struct Unattended;
+
+impl RecordControl for Unattended {
+    fn poll(&mut self, _: &RecordStats) -> bool {
+        false
+    }
 }
 
 /// Counters of a session.
@@ -133,6 +156,16 @@ struct Session<'a> {
 
 /// Records `args[0]` (resolved like `execvp`) with `args[1..]` until it exits.
 pub fn record(args: &[String], options: &RecordOptions) -> Result<RecordOutcome, RecorderError> {
+    record_with(args, options, &mut Unattended)
+}
+
+/// [`record`], asking `control` every [`POLL_STEPS`] steps whether to stop (then the
+/// program is killed and the outcome, [`TraceeExit::Stopped`], holds what was recorded).
+pub fn record_with(
+    args: &[String],
+    options: &RecordOptions,
+    control: &mut dyn RecordControl,
+) -> Result<RecordOutcome, RecorderError> {
     validate(options)?;
     let program = args
         .first()
@@ -168,7 +201,7 @@ pub fn record(args: &[String], options: &RecordOptions) -> Result<RecordOutcome,
             exec: true,
         })));
     session.refresh_maps()?;
-    let exit = session.run()?;
+    let exit = session.run(started, control)?;
     let stats = RecordStats {
         steps: session.steps,
         taken_branches: session.taken,
@@ -206,9 +239,24 @@ fn comm_name(path: &Path) -> String {
 }
 
 impl Session<'_> {
-    fn run(&mut self) -> Result<TraceeExit, RecorderError> {
+    fn run(
+        &mut self,
+        started: Instant,
+        control: &mut dyn RecordControl,
+    ) -> Result<TraceeExit, RecorderError> {
         let mut regs = self.tracee.regs()?;
         loop {
+            if self.steps.is_multiple_of(POLL_STEPS) {
+                let stats = RecordStats {
+                    steps: self.steps,
+                    taken_branches: self.taken,
+                    samples: self.samples,
+                    wall: started.elapsed(),
+                };
+                if control.poll(&stats) {
+                    return Ok(TraceeExit::Stopped);
+                }
+            }
             if self.steps >= self.options.max_steps {
                 return Err(RecorderError::LimitExceeded {
                     what: "steps",

@@ -117,6 +117,8 @@ fn state_meta(s: BinarySummary) -> StateMeta {
             .collect(),
         names: Some(s.names),
         has_pseudo_probes: Some(s.has_pseudo_probes),
+        counted: s.counted,
+        sampled_secs: s.sampled_secs,
     }
 }
 

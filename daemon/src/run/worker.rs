@@ -106,6 +106,9 @@ pub struct BinarySummary {
     pub names: NamesReport,
     /// Whether the binary has a `.pseudo_probe` section.
     pub has_pseudo_probes: bool,
+    /// Seconds from the first to the latest samples fed since the daemon started (with
+    /// `counted`, the rate the binary is sampled at: the store's density guidance).
+    pub sampled_secs: u64,
 }
 
 /// How the workers load binaries: from the file's memory map, code decoded a function at
@@ -126,6 +129,8 @@ struct Entry {
     shard: BinaryShard,
     path: String,
     dirty: bool,
+    /// Daemon times (seconds) of the first and the latest samples fed since start.
+    fed_secs: Option<(u64, u64)>,
 }
 
 /// Counters of a worker.
@@ -392,6 +397,8 @@ impl Worker {
         {
             entry.dirty = true;
         }
+        let first = entry.fed_secs.map_or(g.now_secs, |(first, _)| first);
+        entry.fed_secs = Some((first, g.now_secs));
         self.fed_since_budget_check += g.samples.len() as u64;
         if self.fed_since_budget_check >= BUDGET_CHECK_SAMPLES {
             self.enforce_memory_budget();
@@ -635,6 +642,7 @@ impl Worker {
             shard,
             path,
             dirty: false,
+            fed_secs: None,
         })
     }
 
@@ -739,6 +747,7 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
         unwind_errors: s.errors_by_reason().into_iter().collect(),
         names: e.names.clone(),
         has_pseudo_probes: e.binary.has_pseudo_probes(),
+        sampled_secs: e.fed_secs.map_or(0, |(first, last)| last - first),
     }
 }
 

@@ -44,7 +44,8 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
                 .filter_map(|p| {
                     let id = collector::BuildId::from_hex(&p.build_id)?;
                     let q = state.store.quality(&id).ok()??;
-                    Some((p.build_id.clone(), q))
+                    let g = state.store.density_guidance(&id).ok()??;
+                    Some((p.build_id.clone(), q, g))
                 })
                 .collect();
             state.metrics.observe_quality(&quality);
@@ -77,7 +78,22 @@ pub async fn list_profiles(
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let list = blocking(move || Ok(state.store.list()?)).await?;
+    let list = blocking(move || {
+        let mut list = state.store.list()?;
+        // The density guidance of the first symbolizable binaries with samples (each
+        // profile generated once per flush, as for `/metrics`).
+        for p in list
+            .iter_mut()
+            .filter(|p| p.samples > 0 && p.symbolization == Symbolization::Symbolized)
+            .take(QUALITY_BINARIES)
+        {
+            if let Some(id) = collector::BuildId::from_hex(&p.build_id) {
+                p.density = state.store.density_guidance(&id).ok().flatten();
+            }
+        }
+        Ok(list)
+    })
+    .await?;
     let (shown, hidden): (Vec<_>, Vec<_>) =
         list.into_iter().partition(|p| query.all || p.samples > 0);
     let mut body = serde_json::json!({ "profiles": shown, "hidden": hidden.len() });

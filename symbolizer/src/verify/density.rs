@@ -32,6 +32,10 @@ pub struct DensityReport {
     pub threshold: f64,
     /// The summary's hot count threshold.
     pub hot_count_threshold: u64,
+    /// The profile has body samples but no call target anywhere: it was made from samples
+    /// without branch stack (cpu-clock call stacks counted by leading IP; their head
+    /// samples, if any, come from entry probes).
+    pub stack_samples_only: bool,
 }
 
 impl DensityReport {
@@ -39,6 +43,37 @@ impl DensityReport {
     pub fn passed(&self) -> bool {
         self.density >= self.threshold
     }
+
+    /// How many times the samples (at the same rate: the sampling time) the density needs
+    /// to reach the threshold, as llvm-profgen estimates it (`threshold / density`);
+    /// `None` when it passed or the profile is empty.
+    pub fn more_samples_factor(&self) -> Option<f64> {
+        (!self.passed() && self.density > 0.0).then(|| self.threshold / self.density)
+    }
+}
+
+/// Whether a function (with its inlinees) has call targets.
+fn has_branch_counts(f: &FunctionSamples) -> bool {
+    f.body.values().any(|b| !b.call_targets.is_empty())
+        || f
+            .callsites
+            .values()
+            .flat_map(|callees| callees.values())
+            .any(has_branch_counts)
+}
+
+/// [`DensityReport::stack_samples_only`] of `profile`.
+pub fn stack_samples_only(profile: &SampleProfile) -> bool {
+    let mut any_body = false;
+    for f in profile.profiles.values() {
+        if has_branch_counts(f) {
+            return false;
+        }
+        let (mut samples, mut size) = (0, 0);
+        body_samples_and_size(f, &mut samples, &mut size);
+        any_body |= samples > 0;
+    }
+    any_body
 }
 
 fn body_samples_and_size(f: &FunctionSamples, samples: &mut u64, size: &mut u64) {
@@ -90,6 +125,7 @@ pub fn check_density(profile: &SampleProfile, cutoff_hot: u32, threshold: f64) -
         density: profile_density(profile, cutoff_hot),
         threshold,
         hot_count_threshold: ProfileSummary::compute(profile).hot_count_threshold(),
+        stack_samples_only: stack_samples_only(profile),
     }
 }
 
@@ -120,6 +156,32 @@ mod tests {
             p.profiles.insert(f.context.clone(), f);
         }
         p
+    }
+
+    #[test]
+    fn stack_samples_only_and_the_shortfall() {
+        let mut p = three_functions();
+        let r = check_density(&p, DENSITY_CUTOFF_HOT, DENSITY_THRESHOLD);
+        assert!(r.stack_samples_only);
+        // Density 20 against 50: 2.5× the samples.
+        assert_eq!(r.more_samples_factor(), Some(2.5));
+        // A call target anywhere (here in an inlinee) means branch samples.
+        let mut callee = func("callee", &[5]);
+        callee
+            .body
+            .get_mut(&LineLocation::new(1, 0))
+            .unwrap()
+            .call_targets
+            .insert("x".into(), 5);
+        let hot = p.profiles.values_mut().next().unwrap();
+        hot.callsites
+            .entry(LineLocation::new(1, 0))
+            .or_default()
+            .insert("callee".into(), callee);
+        assert!(!stack_samples_only(&p));
+        assert!(!stack_samples_only(&SampleProfile::default()));
+        let r = check_density(&three_functions(), DENSITY_CUTOFF_HOT, 10.0);
+        assert_eq!(r.more_samples_factor(), None);
     }
 
     #[test]
