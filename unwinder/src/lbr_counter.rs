@@ -32,6 +32,23 @@ pub fn count_lbr_sample(
     }
 }
 
+/// `--leading-ip-only` flat counting (`computeCounterFromLBR`): the first entry, when its
+/// source is its target (a sampled IP) and code, is a one-address range; nothing else of
+/// the sample is counted.
+pub fn count_leading_ip_sample(
+    sample: &PerfSample,
+    repeat: u64,
+    layout: &dyn CodeLayout,
+    out: &mut CounterTable,
+    context: ContextId,
+) {
+    if let Some(first) = sample.lbr.first() {
+        if first.source == first.target && layout.is_code(first.target) {
+            out.add_range(context, first.source, first.target, repeat);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
