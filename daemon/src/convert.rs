@@ -171,7 +171,8 @@ Examples:
   pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
 
 Options of llvm-profgen that convert does not implement yet are rejected with a message
-naming them; none is silently ignored.";
+naming them; none is silently ignored. Every llvm-profgen 19 option and its support:
+docs/llvm-profgen-flags.md.";
 
 /// Output formats `convert` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

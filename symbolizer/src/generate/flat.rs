@@ -86,7 +86,29 @@ fn preprocess_ranges<B: BinaryView>(
         }
     };
     if opts.fill_zero_for_all_funcs {
-        binary.all_function_ranges().into_iter().for_each(&mut zero);
+        // llvm-profgen 19 decodes the probes of profiled functions only (a range starts, or
+        // a branch starts or ends, in them): other functions of a probe binary add nothing.
+        let profiled: Option<std::collections::HashSet<usize>> =
+            binary.has_pseudo_probes().then(|| {
+                let ends = counters.branches.keys().flat_map(|&(s, d)| [s, d]);
+                counters
+                    .ranges
+                    .keys()
+                    .map(|&(s, _)| s)
+                    .chain(ends)
+                    .filter_map(|a| binary.func_range_id_at(a).map(|(_, id)| id))
+                    .collect()
+            });
+        for range in binary.all_function_ranges() {
+            let keep = profiled.as_ref().is_none_or(|p| {
+                binary
+                    .func_range_id_at(range.0)
+                    .is_some_and(|(_, id)| p.contains(&id))
+            });
+            if keep {
+                zero(range);
+            }
+        }
     } else {
         for &(start, _) in counters.ranges.keys() {
             binary
