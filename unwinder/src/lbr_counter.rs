@@ -115,6 +115,31 @@ mod tests {
     }
 
     #[test]
+    fn leading_ip_counts_the_first_entry_only_when_it_is_an_ip() {
+        let l = layout();
+        let mut table = CounterTable::new(CounterKind::Flat);
+        let flat = table.context(&[]);
+        let ip = |a| PerfSample {
+            call_stack: vec![],
+            lbr: vec![br(a, a), br(0x12, 0x18)],
+        };
+        count_leading_ip_sample(&ip(0x14), 2, &l, &mut table, flat);
+        // Not an instruction; a branch (source ≠ target) is no IP.
+        count_leading_ip_sample(&ip(0x15), 5, &l, &mut table, flat);
+        let branch = PerfSample {
+            call_stack: vec![],
+            lbr: vec![br(0x12, 0x18)],
+        };
+        count_leading_ip_sample(&branch, 7, &l, &mut table, flat);
+        let c = table.into_counter_set().contexts.remove(&vec![]).unwrap();
+        assert_eq!(
+            c.ranges.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
+            vec![((0x14, 0x14), 2)]
+        );
+        assert!(c.branches.is_empty());
+    }
+
+    #[test]
     fn invalid_ranges_dropped_branches_kept() {
         let l = layout();
         // [0x14, 0x1a] crosses the jmp at 0x16; [0x18, 0x12] is backwards.

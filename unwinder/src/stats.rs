@@ -266,6 +266,33 @@ mod tests {
     }
 
     #[test]
+    fn detailed_warnings_come_before_their_summaries() {
+        let s = UnwindStats {
+            aggregated_samples: 4,
+            invalid_return_addresses: BTreeSet::from([0x1234]),
+            total_range_samples: 10,
+            range_checks_done: true,
+            ranges_outside_functions: 3,
+            range_details: vec![(0x2000, 0x2008, RANGE_OUTSIDE_FUNCTIONS)],
+            contexts: 2,
+            untracked_callsites: BTreeSet::from([0x40]),
+            ..UnwindStats::default()
+        };
+        assert_eq!(
+            s.warnings_detailed(true, true),
+            vec![
+                "Truncated stack sample due to invalid return address at 0x1234, likely caused by frame pointer omission",
+                "25.00%(1/4) of truncated stack samples due to invalid return address, likely caused by frame pointer omission.",
+                "[    2000,    2008]: Range does not belong to any functions, likely from PLT, .init or .fini section.",
+                "30.00%(3/10) of samples are from ranges that do not belong to any functions.",
+                "Profile context truncated due to missing probe for call instruction at 0x40",
+                "50.00%(1/2) of profiled contexts are truncated due to missing probe for call instruction.",
+            ]
+        );
+        assert_eq!(s.warnings(true).len(), 3);
+    }
+
+    #[test]
     fn warnings_in_order() {
         let mut s = UnwindStats {
             total_samples: 4,

@@ -397,6 +397,28 @@ mod tests {
     }
 
     #[test]
+    fn profile_symbol_list_reads_back_sorted() {
+        let symbols: BTreeSet<String> = ["zeta", "main", "_Z3fooi"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let bytes = to_bytes_with_symbol_list(&flat_line_profile(), &symbols);
+        let Some(text) = profdata(&["show", "--sample", "--show-prof-sym-list"], &bytes, "psl")
+        else {
+            eprintln!("llvm-profdata-19 not installed; skipping");
+            return;
+        };
+        let list = text.split("profile symbol list").nth(1).unwrap_or_default();
+        assert_eq!(
+            list.lines()
+                .filter(|l| !l.contains("="))
+                .collect::<Vec<_>>(),
+            vec!["_Z3fooi", "main", "zeta"],
+            "{text}"
+        );
+    }
+
+    #[test]
     fn flat_line_profile_round_trips_through_llvm_profdata() {
         round_trip(&flat_line_profile(), "flat");
     }
