@@ -134,6 +134,35 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
     pub use_offset: bool,
+    /// With `--use-offset`: offsets of the unsymbolized profile are from the first loadable
+    /// segment's address instead of the first executable segment's.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub use_first_loadable_segment_as_base: bool,
+    /// A profile of sample IPs only: each LBR-only sample counts its leading IP (the
+    /// branch stack is ignored) and line-based body counts are summed, not maxed.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub leading_ip_only: bool,
+    /// Flat profiles: every function of the binary gets its zero-count lines, sampled or
+    /// not (by default only functions with a sampled range do).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub fill_zero_for_all_funcs: bool,
+    /// extbinary: write the profile symbol list (every function name in the binary's DWARF),
+    /// so the compiler can tell functions without samples from functions not profiled.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub populate_profile_symbol_list: bool,
+    /// Print each mmap event of the input on stdout (`Mmap: Binary PATH loaded at ADDR:`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_mmap_events: bool,
+    /// Print a warning per item behind the summary warnings (each invalid return address,
+    /// each context truncated at a call without a probe).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_detailed_warning: bool,
 }
 
 const AFTER_HELP: &str = "\
@@ -145,7 +174,8 @@ Examples:
   pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
 
 Options of llvm-profgen that convert does not implement yet are rejected with a message
-naming them; none is silently ignored.";
+naming them; none is silently ignored. Every llvm-profgen 19 option and its support:
+docs/llvm-profgen-flags.md.";
 
 /// Output formats `convert` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -174,18 +204,12 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "perf-event",
     "perf-events",
     "sample-period",
-    "leading-ip-only",
-    "use-first-loadable-segment-as-base",
     "use-dwarf-correlation",
     "use-md5",
-    "populate-profile-symbol-list",
     "max-search-depth",
     "csspgo-replay-preinline",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
-    "fill-zero-for-all-funcs",
-    "show-mmap-events",
-    "show-detailed-warning",
     "show-disassembly-only",
     "disassemble-functions",
     "show-source-locations",
@@ -220,6 +244,19 @@ pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 impl ConvertArgs {
+    /// What addresses of the unsymbolized profile are relative to: nothing (0) without
+    /// `--use-offset`, else the first executable segment's preferred address, or the first
+    /// loadable segment's with `--use-first-loadable-segment-as-base`.
+    pub fn address_base(&self, binary: &symbolizer::ProfiledBinary) -> u64 {
+        if !self.use_offset {
+            0
+        } else if self.use_first_loadable_segment_as_base {
+            binary.first_loadable_address()
+        } else {
+            binary.preferred_base()
+        }
+    }
+
     /// The generation options these arguments ask for (llvm-profgen 19 defaults for the
     /// rest).
     pub fn generate_options(&self) -> GenerateOptions {
@@ -248,6 +285,8 @@ impl ConvertArgs {
         o.max_context_depth = self.csprof_max_context_depth;
         o.update_total_samples = self.update_total_samples;
         o.infer_missing_frames = self.infer_missing_frames;
+        o.leading_ip_only = self.leading_ip_only;
+        o.fill_zero_for_all_funcs = self.fill_zero_for_all_funcs;
         o.summary_hot_count = self.profile_summary_hot_count;
         o.summary_cold_count = self.profile_summary_cold_count;
         o
@@ -302,8 +341,8 @@ mod tests {
             err.to_string().contains("--mark-all-context-preinlined"),
             "{err}"
         );
-        let err = normalize_llvm_args(&strings(&["-leading-ip-only"])).unwrap_err();
-        assert!(err.to_string().contains("--leading-ip-only"), "{err}");
+        let err = normalize_llvm_args(&strings(&["-use-md5"])).unwrap_err();
+        assert!(err.to_string().contains("--use-md5"), "{err}");
     }
 
     #[test]

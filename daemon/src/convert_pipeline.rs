@@ -48,11 +48,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         })
     })?;
     let binary = loaded.get().expect("read_counters got the binary");
-    let address_base = if args.use_offset {
-        binary.preferred_base()
-    } else {
-        0
-    };
+    let address_base = args.address_base(binary);
     let mut out = BufWriter::new(
         File::create(&args.output)
             .with_context(|| format!("creating {}", args.output.display()))?,
@@ -65,11 +61,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     } else {
         let profile = generate_profile(binary, &counters, &args.generate_options());
         show_density(args, &profile);
-        let written = match args.format {
-            OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
-            OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
-        };
-        written.with_context(|| format!("writing {}", args.output.display()))?;
+        write_profile(args, binary, &profile, &mut out)?;
         // `convert` is the process's last work: the process's exit returns the memory at
         // once, where dropping would free every map node one by one first.
         std::mem::forget(profile);
@@ -79,6 +71,40 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     std::mem::forget(counters);
     std::mem::forget(loaded);
     Ok(())
+}
+
+/// Writes `profile` in the format `args` ask for, with the profile symbol list of `binary`
+/// in an extbinary profile when `--populate-profile-symbol-list` is given.
+fn write_profile(
+    args: &ConvertArgs,
+    binary: &ProfiledBinary,
+    profile: &symbolizer::profile::SampleProfile,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let written = match args.format {
+        OutputFormat::Text => exporter::format::llvm_text::write(profile, out),
+        OutputFormat::Extbinary if args.populate_profile_symbol_list => {
+            exporter::format::extbinary::write_with_symbol_list(
+                profile,
+                &profile_symbol_list(binary),
+                out,
+            )
+        }
+        OutputFormat::Extbinary => exporter::format::extbinary::write(profile, out),
+    };
+    written.with_context(|| format!("writing {}", args.output.display()))
+}
+
+/// llvm-profgen 19's `populateSymbolListFromDWARF`: the DWARF name of the function of
+/// every function range.
+fn profile_symbol_list(binary: &ProfiledBinary) -> std::collections::BTreeSet<String> {
+    let functions = binary.function_table().functions();
+    binary
+        .function_table()
+        .ranges()
+        .iter()
+        .filter_map(|r| functions.get(r.func_index).map(|f| f.name.clone()))
+        .collect()
 }
 
 /// llvm-profgen 19's density report of the generated profile (`calculateAndShowDensity`):
@@ -126,11 +152,7 @@ fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool
         args.debug_binary.as_deref(),
         !args.skip_symbolization,
     )?;
-    let base = if args.use_offset {
-        binary.preferred_base()
-    } else {
-        0
-    };
+    let base = args.address_base(&binary);
     let profile = read_unsymbolized(&text, base)
         .with_context(|| format!("reading unsymbolized profile {}", path.display()))?;
     let contexts = profile
@@ -151,11 +173,7 @@ fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool
             &args.generate_options(),
         );
         show_density(args, &profile);
-        let written = match args.format {
-            OutputFormat::Text => exporter::format::llvm_text::write(&profile, &mut out),
-            OutputFormat::Extbinary => exporter::format::extbinary::write(&profile, &mut out),
-        };
-        written.with_context(|| format!("writing {}", args.output.display()))?;
+        write_profile(args, &binary, &profile, &mut out)?;
     }
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;
@@ -183,11 +201,7 @@ fn read_counters_while_loading<'b>(
     if let Some(path) = &args.unsymbolized_profile {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let base = if args.use_offset {
-            binary.preferred_base()
-        } else {
-            0
-        };
+        let base = args.address_base(binary);
         let profile = read_unsymbolized(&text, base)
             .with_context(|| format!("reading unsymbolized profile {}", path.display()))?;
         let Some(counters) = profile.to_counter_set_for(base, binary.has_pseudo_probes()) else {
@@ -204,7 +218,7 @@ fn read_counters_while_loading<'b>(
     let (counters, stats) = if let Some(path) = &args.perfdata {
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
-        let pids = mapping_processes(path, &load.name, options.pid)?;
+        let pids = mapping_processes(path, &load.name, options.pid, args.show_mmap_events)?;
         let options = UnwindOptions {
             sample_pids: Some(pids),
             ..options.clone()
@@ -215,10 +229,27 @@ fn read_counters_while_loading<'b>(
         // Both cores: this thread reads records, the caller's prepares, aggregates and
         // unwinds.
         let result = std::thread::scope(|scope| {
-            let events = EventBatches::spawn(scope, reader, |r: &mut PerfDataReader| {
-                count += 1;
-                progress.events_read(count);
-                r.next_event()
+            let show_mmap = args.show_mmap_events.then_some(&options.sample_pids);
+            let (progress, count) = (&progress, &mut count);
+            let events = EventBatches::spawn(scope, reader, move |r: &mut PerfDataReader| {
+                *count += 1;
+                progress.events_read(*count);
+                let event = r.next_event();
+                if let (
+                    Some(pids),
+                    Ok(Some(PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)))),
+                ) = (show_mmap, &event)
+                {
+                    // The second `perf script` pass of llvm-profgen reads the events of
+                    // the mapping processes only (`--pid`).
+                    if pids
+                        .as_ref()
+                        .is_none_or(|p| u32::try_from(m.pid).is_ok_and(|pid| p.contains(&pid)))
+                    {
+                        print_mmap_event(m);
+                    }
+                }
+                event
             });
             unwind(events, binary, &load, &options, path)
         });
@@ -244,6 +275,7 @@ fn read_counters_while_loading<'b>(
         counters,
         stats,
         &args.generate_options(),
+        args.show_detailed_warning,
     ))
 }
 
@@ -414,10 +446,10 @@ fn counters_of_script<'b>(
     let unwound = match tally.detached() {
         Ok(tally) => {
             release(text);
-            unwind_tally(tally, binary, &load, &options)
+            unwind_tally(tally, binary, &load, &options, args.show_mmap_events)
         }
         Err(tally) => {
-            let unwound = unwind_tally(tally, binary, &load, &options);
+            let unwound = unwind_tally(tally, binary, &load, &options, args.show_mmap_events);
             release(text);
             unwound
         }
@@ -432,6 +464,7 @@ fn counters_of_script<'b>(
         counters,
         stats,
         &args.generate_options(),
+        args.show_detailed_warning,
     ))
 }
 
@@ -450,6 +483,8 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         unwind_threads: convert_threads(),
         max_context_depth: usize::try_from(args.csprof_max_context_depth).ok(),
         compress_recursion: u32::try_from(args.compress_recursion).ok(),
+        leading_ip_only: args.leading_ip_only,
+        detailed_warnings: args.show_detailed_warning,
         ..UnwindOptions::default()
     }
 }
@@ -461,6 +496,7 @@ fn finish_counters(
     counters: CounterSet,
     mut stats: unwinder::UnwindStats,
     opts: &GenerateOptions,
+    detailed: bool,
 ) -> CounterSet {
     if counters.kind == CounterKind::LineContext {
         // llvm-profgen counts line contexts after symbolization (`StringBasedCtxKey`).
@@ -474,7 +510,7 @@ fn finish_counters(
             .collect();
         stats.contexts = symbolized.len() as u64;
     }
-    for warning in stats.warnings(counters.kind != CounterKind::Flat) {
+    for warning in stats.warnings_detailed(counters.kind != CounterKind::Flat, detailed) {
         eprintln!("warning: {warning}");
     }
     counters
@@ -493,6 +529,7 @@ fn unwind_tally(
     binary: &ProfiledBinary,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
+    show_mmap_events: bool,
 ) -> Result<(CounterSet, unwinder::UnwindStats, PerfScriptStats), unwinder::UnwindError> {
     let tally = std::mem::ManuallyDrop::new(tally);
     let script_type = tally.script_type;
@@ -517,7 +554,12 @@ fn unwind_tally(
     let mut agg = Aggregator::new(binary, load.clone(), content, options.clone())?;
     for piece in &tally.pieces {
         match piece {
-            ScriptPiece::Mmap(m) => agg.feed_mmap(m)?,
+            ScriptPiece::Mmap(m) => {
+                if show_mmap_events {
+                    print_mmap_event(m);
+                }
+                agg.feed_mmap(m)?
+            }
             ScriptPiece::Texts(texts) => {
                 // In batches: the threads hold their prepared samples until the batch is
                 // aggregated.
@@ -561,6 +603,12 @@ fn unwind<E: std::error::Error + Send + Sync + 'static>(
         return Err(err).with_context(|| format!("reading {}", path.display()));
     }
     result.with_context(|| format!("unwinding samples of {}", path.display()))
+}
+
+/// `--show-mmap-events`: one mmap event of the input, as llvm-profgen 19 prints each mmap
+/// line it parses.
+fn print_mmap_event(m: &collector::Mmap2Event) {
+    println!("Mmap: Binary {} loaded at {:#x}: ", m.filename, m.addr);
 }
 
 /// Events read on a scoped thread and handed over in batches through a bounded channel, so
@@ -650,10 +698,16 @@ fn mapping_processes(
     path: &Path,
     binary_name: &str,
     pid: Option<u32>,
+    show_mmap_events: bool,
 ) -> anyhow::Result<std::collections::BTreeSet<u32>> {
     let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
     let mut pids = std::collections::BTreeSet::new();
     while let Some(event) = reader.next_event().context("reading perf.data")? {
+        if let (true, PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m))) =
+            (show_mmap_events, &event)
+        {
+            print_mmap_event(m);
+        }
         pids.extend(unwinder::options::processes_mapping(
             std::iter::once(&event),
             binary_name,

@@ -267,6 +267,223 @@ fn context_and_total_flags_match_llvm_profgen() {
     }
 }
 
+/// `perf script -F ip,brstack` of LBR-only samples (a leading IP, then the branch stack on
+/// one line) made from a hybrid perf script: each sample's leaf stack line is its IP.
+fn leading_ip_script(hybrid: &Path, out: &Path) {
+    let mut text = String::new();
+    let mut leaf: Option<&str> = None;
+    let hybrid = read_text(hybrid);
+    for line in hybrid.lines() {
+        if line.contains("PERF_RECORD_MMAP") {
+            text.push_str(line);
+            text.push('\n');
+        } else if line.starts_with(" 0x") {
+            if let Some(ip) = leaf.take() {
+                text.push_str(&format!("{ip:>16} {}\n", line.trim_start()));
+            }
+        } else if line.trim().is_empty() {
+            leaf = None;
+        } else if leaf.is_none() {
+            leaf = Some(line.trim());
+        }
+    }
+    assert!(text.lines().count() > 10, "{}", out.display());
+    std::fs::write(out, text).unwrap();
+}
+
+/// The llvm-profgen 19 flags that change what is read or written, one at a time, on probe
+/// and line builds, CS and flat: unsymbolized counters byte-identical, text profiles
+/// (llvm-profdata canonical) equal, the profile symbol list equal, and the reports on
+/// stdout/stderr (`--show-mmap-events`, `--show-detailed-warning`) the same lines.
+#[test]
+fn input_and_output_flags_match_llvm_profgen() {
+    if !corpus::tools_available("conformance input/output flags", TOOLS) {
+        return;
+    }
+    // What is compared: the unsymbolized counters, the text profile (canonical), the
+    // extbinary profile's symbol list and section flags, the `Mmap:` lines, the warnings
+    // (sorted: llvm-profgen prints invalid ranges in its hash map's order).
+    #[derive(Clone, Copy, PartialEq)]
+    enum Check {
+        Raw,
+        Text,
+        SymbolList,
+        MmapLines,
+        Warnings,
+    }
+    use Check::*;
+    // (input: hybrid `S` or leading-IP `L`, flags, check)
+    let cases: &[(char, &[&str], Check)] = &[
+        ('L', &["--leading-ip-only"], Raw),
+        ('L', &["--leading-ip-only"], Text),
+        (
+            'L',
+            &["--leading-ip-only=true", "--fill-zero-for-all-funcs"],
+            Text,
+        ),
+        ('S', &["--leading-ip-only"], Text),
+        ('S', &["--leading-ip-only", "--ignore-stack-samples"], Raw),
+        (
+            'S',
+            &[
+                "--leading-ip-only",
+                "--csspgo-preinliner=false",
+                "--gen-cs-nested-profile=false",
+            ],
+            Text,
+        ),
+        ('L', &[], Text),
+        ('L', &["--fill-zero-for-all-funcs"], Text),
+        (
+            'S',
+            &["--fill-zero-for-all-funcs", "--ignore-stack-samples"],
+            Text,
+        ),
+        ('S', &["--use-first-loadable-segment-as-base"], Raw),
+        ('L', &["-use-first-loadable-segment-as-base=1"], Raw),
+        ('S', &["--populate-profile-symbol-list"], SymbolList),
+        ('L', &["--populate-profile-symbol-list=true"], SymbolList),
+        ('S', &["--show-mmap-events"], MmapLines),
+        ('S', &["--show-detailed-warning"], Warnings),
+        (
+            'S',
+            &["--show-detailed-warning", "--ignore-stack-samples"],
+            Warnings,
+        ),
+        (
+            'L',
+            &["--show-detailed-warning", "--leading-ip-only"],
+            Warnings,
+        ),
+    ];
+    let (mut checked, mut detailed_warnings) = (0, 0);
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("recursion", Variant::Lines),
+        ("inline_tail", Variant::Lines),
+        // Not a PIE: its first loadable segment is not its first executable one.
+        ("loop_count", Variant::Lines),
+        ("loop_count", Variant::Probe),
+    ] {
+        let program = corpus::program(name, variant).expect("corpus builds");
+        let rec = corpus::record(&program).expect("recorder runs");
+        let dir = out_dir(&format!("{name}-io-flags"), variant);
+        let ip_script = dir.join("leading-ip.perfscript");
+        leading_ip_script(&rec.perf_script, &ip_script);
+        for (i, &(input, flags, check)) in cases.iter().enumerate() {
+            let what = format!("{name} ({variant}) {input} {}", flags.join(" "));
+            let script = if input == 'L' {
+                &ip_script
+            } else {
+                &rec.perf_script
+            };
+            let mut args = vec![
+                format!("--perfscript={}", script.display()),
+                format!("--binary={}", program.binary.display()),
+            ];
+            args.extend(flags.iter().map(|f| f.to_string()));
+            match check {
+                Raw => args.push("--skip-symbolization".into()),
+                Text => args.push("--format=text".into()),
+                _ => {}
+            }
+            let (theirs_out, ours_out) =
+                (dir.join(format!("llvm.{i}")), dir.join(format!("ours.{i}")));
+            let theirs = Command::new("llvm-profgen-19")
+                .args(&args)
+                .arg(format!("--output={}", theirs_out.display()))
+                .output()
+                .expect("llvm-profgen-19");
+            assert!(theirs.status.success(), "{what}: {theirs:?}");
+            let mut ours_args = vec!["convert".to_string()];
+            ours_args.extend(args.iter().cloned());
+            ours_args.push(format!("--output={}", ours_out.display()));
+            let (code, ours) = e2e::support::cli_in_child(CLI_ENV, &ours_args);
+            assert_eq!(code, Some(0), "{what}: {ours}");
+            match check {
+                Raw => assert_same(
+                    &format!("{what}: unsymbolized counters"),
+                    &read_text(&ours_out),
+                    &read_text(&theirs_out),
+                ),
+                Text => {
+                    let theirs = canonical(&theirs_out);
+                    assert!(!theirs.trim().is_empty(), "{what}: empty profile");
+                    assert_same(
+                        &format!("{what}: text profile"),
+                        &canonical(&ours_out),
+                        &theirs,
+                    );
+                }
+                SymbolList => {
+                    let theirs = symbol_list(&theirs_out);
+                    assert!(theirs.contains("\nmain\n"), "{what}: {theirs}");
+                    assert_same(
+                        &format!("{what}: symbol list"),
+                        &symbol_list(&ours_out),
+                        &theirs,
+                    );
+                    assert_same(
+                        &format!("{what}: section flags"),
+                        &section_flags(&ours_out),
+                        &section_flags(&theirs_out),
+                    );
+                    assert_same(
+                        &format!("{what}: profile"),
+                        &canonical(&ours_out),
+                        &canonical(&theirs_out),
+                    );
+                }
+                MmapLines => {
+                    let lines = |text: &str| -> Vec<String> {
+                        text.lines()
+                            .filter_map(|l| l.find("Mmap: Binary").map(|i| l[i..].to_string()))
+                            .collect()
+                    };
+                    let want = lines(&String::from_utf8_lossy(&theirs.stdout));
+                    assert!(want.len() >= 2, "{what}: {want:?}");
+                    assert_eq!(lines(&ours), want, "{what}");
+                }
+                Warnings => {
+                    let lines = |text: &str| -> Vec<String> {
+                        let mut v: Vec<String> = text
+                            .lines()
+                            .filter_map(|l| l.find("warning: ").map(|i| l[i..].to_string()))
+                            .collect();
+                        v.sort();
+                        v
+                    };
+                    let want = lines(&String::from_utf8_lossy(&theirs.stderr));
+                    detailed_warnings += want.iter().filter(|l| l.contains("Range ")).count();
+                    assert_eq!(lines(&ours), want, "{what}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 5 * cases.len());
+    assert!(detailed_warnings > 0, "no per-range warning compared");
+}
+
+/// `llvm-profdata-19 show --sample --show-prof-sym-list`: the profile symbol list part.
+fn symbol_list(profile: &Path) -> String {
+    let out = Command::new("llvm-profdata-19")
+        .args(["show", "--sample", "--show-prof-sym-list"])
+        .arg(profile)
+        .output()
+        .expect("llvm-profdata-19");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text
+        .find("profile symbol list")
+        .unwrap_or_else(|| panic!("{}: no symbol list in\n{text}", profile.display()));
+    text[at..].to_string()
+}
+
 const CLI_ENV: &str = "PGO_CONFORMANCE_CLI_ARGS";
 
 /// `pgo-agent <args>` when this executable is re-run by [`e2e::support::cli_in_child`].

@@ -14,7 +14,7 @@ use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counter_table::CounterTable;
 use crate::frame_trie::add_or_push;
-use crate::lbr_counter::count_lbr_sample;
+use crate::lbr_counter::{count_lbr_sample, count_leading_ip_sample};
 use crate::sample_prep::{
     extract_call_stack_into, extract_lbr_stack_into, lane_hash, PerfSample, StackNotes,
 };
@@ -324,11 +324,16 @@ impl<'a> Aggregator<'a> {
             compress_recursion: self.options.compress_recursion,
             depth: self.options.probe_context_depth(),
         };
+        let leading_ip = CountOptions {
+            leading_ip: self.options.leading_ip_only,
+            range_details: self.options.detailed_warnings,
+        };
         let layout = self.layout;
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
             let samples: Vec<(PerfSample, u64)> = samples.into_iter().collect();
-            count_part(layout, kind, shape, &samples, &mut self.stats).into_counter_set()
+            count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
+                .into_counter_set()
         } else {
             // Counters are sums and every statistic a sum or a set union, so the samples
             // may be counted in parts and the parts merged. Small parts, taken by the
@@ -345,7 +350,7 @@ impl<'a> Aggregator<'a> {
             let counted: Vec<(CounterTable, UnwindStats)> = on_parts(
                 threads,
                 parts.len(),
-                || PartCounter::new(layout, kind, shape),
+                || PartCounter::new(layout, kind, shape, leading_ip),
                 |counter, k| {
                     let part =
                         std::mem::take(&mut *parts[k].lock().unwrap_or_else(|e| e.into_inner()));
@@ -504,6 +509,7 @@ struct PrepareScope<'a> {
     placement: &'a BinaryPlacement,
     content: PerfContent,
     ignore_stack_samples: bool,
+    leading_ip_only: bool,
 }
 
 impl<'a> PrepareScope<'a> {
@@ -518,6 +524,7 @@ impl<'a> PrepareScope<'a> {
             placement,
             content,
             ignore_stack_samples: options.ignore_stack_samples,
+            leading_ip_only: options.leading_ip_only,
         }
     }
 }
@@ -563,7 +570,20 @@ fn prepare_sample(
             });
         }
     }
-    extract_lbr_stack_into(&sample.lbr, scope.placement, scope.layout, &mut out.lbr);
+    if scope.leading_ip_only && scope.content == PerfContent::Lbr && sample.ip != 0 {
+        // `--leading-ip-only` (`extractLBRStack`): the sample IP as a half entry, the
+        // branch stack ignored. (An LBR-only line without a leading IP reads as IP 0.)
+        let ip = scope.placement.canonical(sample.ip);
+        out.lbr.clear();
+        if crate::code_layout::code_test(scope.layout)(ip) {
+            out.lbr.push(crate::sample_prep::Branch {
+                source: ip,
+                target: ip,
+            });
+        }
+    } else {
+        extract_lbr_stack_into(&sample.lbr, scope.placement, scope.layout, &mut out.lbr);
+    }
     if out.lbr.is_empty() {
         stats.dropped_empty_lbr_samples += occurrences;
         return Ok(false);
@@ -597,10 +617,11 @@ fn count_part(
     layout: &dyn CodeLayout,
     kind: CounterKind,
     shape: KeyShape,
+    leading_ip: CountOptions,
     samples: &[(PerfSample, u64)],
     stats: &mut UnwindStats,
 ) -> CounterTable {
-    let mut counter = PartCounter::new(layout, kind, shape);
+    let mut counter = PartCounter::new(layout, kind, shape, leading_ip);
     counter.add(samples);
     let (table, part_stats) = counter.finish();
     stats.merge(&part_stats);
@@ -616,10 +637,27 @@ struct PartCounter<'a> {
     ranges: RangeTally,
     unwinder: VirtualUnwinder<'a>,
     stats: UnwindStats,
+    /// `--leading-ip-only`, `--show-detailed-warning`.
+    options: CountOptions,
+}
+
+/// Options of counting aggregated samples.
+#[derive(Clone, Copy)]
+struct CountOptions {
+    /// `--leading-ip-only`: flat counting and range checks take a sample's first entry
+    /// as an IP.
+    leading_ip: bool,
+    /// Keep each invalid range for `--show-detailed-warning`.
+    range_details: bool,
 }
 
 impl<'a> PartCounter<'a> {
-    fn new(layout: &'a dyn CodeLayout, kind: CounterKind, shape: KeyShape) -> PartCounter<'a> {
+    fn new(
+        layout: &'a dyn CodeLayout,
+        kind: CounterKind,
+        shape: KeyShape,
+        options: CountOptions,
+    ) -> PartCounter<'a> {
         let mut table = CounterTable::new(kind);
         if kind == CounterKind::Flat {
             // The one flat context exists even when nothing is counted in it.
@@ -632,6 +670,7 @@ impl<'a> PartCounter<'a> {
             ranges: RangeTally::default(),
             unwinder: VirtualUnwinder::new(layout, shape),
             stats: UnwindStats::default(),
+            options,
         }
     }
 
@@ -641,8 +680,15 @@ impl<'a> PartCounter<'a> {
             if let Some((next, _)) = samples.get(i + 1) {
                 next.prefetch();
             }
-            self.ranges.add(sample, *count);
+            if self.options.leading_ip {
+                self.ranges.add_leading_ip(sample, *count);
+            } else {
+                self.ranges.add(sample, *count);
+            }
             match flat {
+                Some(flat) if self.options.leading_ip => {
+                    count_leading_ip_sample(sample, *count, self.layout, &mut self.table, flat)
+                }
                 Some(flat) => count_lbr_sample(sample, *count, self.layout, &mut self.table, flat),
                 None => {
                     self.unwinder
@@ -654,7 +700,8 @@ impl<'a> PartCounter<'a> {
 
     /// The counters, and the statistics with the range checks.
     fn finish(mut self) -> (CounterTable, UnwindStats) {
-        self.ranges.check(self.layout, &mut self.stats);
+        self.ranges
+            .check(self.layout, self.options, &mut self.stats);
         (self.table, self.stats)
     }
 }
@@ -686,8 +733,26 @@ impl RangeTally {
         }
     }
 
-    /// `warnInvalidRange`'s checks of every range, added to `stats`.
-    fn check(mut self, layout: &dyn CodeLayout, stats: &mut UnwindStats) {
+    /// `--leading-ip-only`: a sample's range is its first entry's one address, when that
+    /// entry is an IP (source = target, not external).
+    fn add_leading_ip(&mut self, sample: &PerfSample, count: u64) {
+        self.any_sample = true;
+        if let Some(first) = sample.lbr.first() {
+            if first.source == first.target && first.source != crate::EXTERNAL_ADDR {
+                self.sums
+                    .add((first.source, first.source), count, &mut self.ranges);
+            }
+        }
+    }
+
+    /// `warnInvalidRange`'s checks of every range, added to `stats` (sampled IPs, with
+    /// `leading_ip`, need not end at a branch).
+    fn check(mut self, layout: &dyn CodeLayout, options: CountOptions, stats: &mut UnwindStats) {
+        let mut detail = |start: u64, end: u64, msg: &'static str| {
+            if options.range_details {
+                stats.range_details.push((start, end, msg));
+            }
+        };
         if !self.any_sample {
             return;
         }
@@ -702,19 +767,23 @@ impl RangeTally {
             if !start_code && !end_code {
                 continue;
             }
-            if !start_code || !checks.is_transfer(end) {
+            if !options.leading_ip && (!start_code || !checks.is_transfer(end)) {
                 stats.ranges_not_on_boundary = stats.ranges_not_on_boundary.wrapping_add(count);
+                detail(start, end, crate::stats::RANGE_NOT_ON_BOUNDARY);
             }
             let Some((_, func_end)) = checks.function_range(start) else {
                 stats.ranges_outside_functions = stats.ranges_outside_functions.wrapping_add(count);
+                detail(start, end, crate::stats::RANGE_OUTSIDE_FUNCTIONS);
                 continue;
             };
             if end >= func_end {
                 stats.ranges_crossing_functions =
                     stats.ranges_crossing_functions.wrapping_add(count);
+                detail(start, end, crate::stats::RANGE_CROSSING_FUNCTIONS);
             }
             if start_code && end_code && !layout.is_valid_fall_through_range(start, end) {
                 stats.bogus_ranges = stats.bogus_ranges.wrapping_add(count);
+                detail(start, end, crate::stats::RANGE_BOGUS);
             }
         }
     }

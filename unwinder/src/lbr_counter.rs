@@ -32,6 +32,23 @@ pub fn count_lbr_sample(
     }
 }
 
+/// `--leading-ip-only` flat counting (`computeCounterFromLBR`): the first entry, when its
+/// source is its target (a sampled IP) and code, is a one-address range; nothing else of
+/// the sample is counted.
+pub fn count_leading_ip_sample(
+    sample: &PerfSample,
+    repeat: u64,
+    layout: &dyn CodeLayout,
+    out: &mut CounterTable,
+    context: ContextId,
+) {
+    if let Some(first) = sample.lbr.first() {
+        if first.source == first.target && layout.is_code(first.target) {
+            out.add_range(context, first.source, first.target, repeat);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +112,31 @@ mod tests {
             c.ranges.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
             vec![((0x10, 0x12), 3), ((0x18, 0x1a), 3), ((0x1f, 0x20), 3)]
         );
+    }
+
+    #[test]
+    fn leading_ip_counts_the_first_entry_only_when_it_is_an_ip() {
+        let l = layout();
+        let mut table = CounterTable::new(CounterKind::Flat);
+        let flat = table.context(&[]);
+        let ip = |a| PerfSample {
+            call_stack: vec![],
+            lbr: vec![br(a, a), br(0x12, 0x18)],
+        };
+        count_leading_ip_sample(&ip(0x14), 2, &l, &mut table, flat);
+        // Not an instruction; a branch (source ≠ target) is no IP.
+        count_leading_ip_sample(&ip(0x15), 5, &l, &mut table, flat);
+        let branch = PerfSample {
+            call_stack: vec![],
+            lbr: vec![br(0x12, 0x18)],
+        };
+        count_leading_ip_sample(&branch, 7, &l, &mut table, flat);
+        let c = table.into_counter_set().contexts.remove(&vec![]).unwrap();
+        assert_eq!(
+            c.ranges.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
+            vec![((0x14, 0x14), 2)]
+        );
+        assert!(c.branches.is_empty());
     }
 
     #[test]

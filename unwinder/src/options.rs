@@ -62,6 +62,13 @@ pub struct UnwindOptions {
     /// path runs `perf script --pid` with the processes that mapped the binary (see
     /// [`processes_mapping`]); its perf script path does not filter samples.
     pub sample_pids: Option<BTreeSet<u32>>,
+    /// `--leading-ip-only`: an LBR-only sample with a leading IP is counted as the one-address
+    /// range of that IP (its branch stack ignored, a non-code IP dropping it); flat counting
+    /// takes only a first entry whose source is its target, and no branch.
+    pub leading_ip_only: bool,
+    /// `--show-detailed-warning`: the invalid ranges are kept in
+    /// [`crate::UnwindStats::range_details`] for their warnings.
+    pub detailed_warnings: bool,
     /// Threads a flush unwinds the aggregated samples on (0 or 1: the caller's thread
     /// only). `convert` uses every core; the daemon's workers are already one per core.
     pub unwind_threads: usize,

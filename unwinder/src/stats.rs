@@ -66,7 +66,22 @@ pub struct UnwindStats {
     pub untracked_callsites: BTreeSet<u64>,
     /// Context-sensitive contexts produced (`SampleCounters.size()`).
     pub contexts: u64,
+    /// With [`crate::UnwindOptions::detailed_warnings`]: each invalid range
+    /// `warnInvalidRange` names (start, end, message), in no particular order.
+    pub range_details: Vec<(u64, u64, &'static str)>,
 }
+
+/// `warnInvalidRange`'s message for a range not on instruction boundaries.
+pub const RANGE_NOT_ON_BOUNDARY: &str =
+    "Range is not on instruction boundary, likely due to profile and binary mismatch.";
+/// `warnInvalidRange`'s message for a range outside every function.
+pub const RANGE_OUTSIDE_FUNCTIONS: &str =
+    "Range does not belong to any functions, likely from PLT, .init or .fini section.";
+/// `warnInvalidRange`'s message for a range crossing its function's end.
+pub const RANGE_CROSSING_FUNCTIONS: &str =
+    "Fall through range should not cross function boundaries, likely due to profile and binary mismatch.";
+/// `warnInvalidRange`'s message for a range that is not a valid fall-through.
+pub const RANGE_BOGUS: &str = "Range start is after or too far from range end.";
 
 /// llvm-profgen's `emitWarningSummary` text (without the "warning: " prefix), or `None`
 /// when it prints nothing (zero count or zero total).
@@ -111,6 +126,8 @@ impl UnwindStats {
         self.untracked_callsites
             .extend(other.untracked_callsites.iter().copied());
         self.contexts += other.contexts;
+        self.range_details
+            .extend(other.range_details.iter().copied());
     }
 
     /// The warnings llvm-profgen 19 prints while reading samples and unwinding, in its
@@ -119,6 +136,15 @@ impl UnwindStats {
     /// [`crate::code_layout::RangeChecks`]. For line contexts llvm-profgen's context count
     /// is the number of symbolized contexts: set [`UnwindStats::contexts`] to it first.
     pub fn warnings(&self, context_sensitive: bool) -> Vec<String> {
+        self.warnings_detailed(context_sensitive, false)
+    }
+
+    /// [`UnwindStats::warnings`], with `detailed` (`--show-detailed-warning`) the warning of
+    /// each item before its summary, as llvm-profgen 19 prints them: each invalid return
+    /// address, each invalid range (`[   start,     end]: message`, canonical addresses,
+    /// sorted here where llvm-profgen's order is its hash map's) and each call site where
+    /// a context was truncated.
+    pub fn warnings_detailed(&self, context_sensitive: bool, detailed: bool) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(w) = &self.missing_mmap_warning {
             out.push(w.clone());
@@ -134,6 +160,14 @@ impl UnwindStats {
             self.total_samples,
             "of samples have leading external LBR.",
         );
+        if detailed {
+            for a in &self.invalid_return_addresses {
+                out.push(format!(
+                    "Truncated stack sample due to invalid return address at {a:#x}, likely caused by frame pointer omission"
+                ));
+            }
+        }
+        let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
         push(
             self.invalid_return_addresses.len() as u64,
             self.aggregated_samples,
@@ -142,6 +176,13 @@ impl UnwindStats {
         if self.total_range_samples == 0 {
             out.push("No samples in perf script!".to_string());
         } else if self.range_checks_done {
+            if detailed {
+                let mut details = self.range_details.clone();
+                details.sort();
+                for (start, end, msg) in details {
+                    out.push(format!("[{start:8x},{end:8x}]: {msg}"));
+                }
+            }
             let total = self.total_range_samples;
             let mut push = |num, msg: &str| out.extend(warning_summary(num, total, msg));
             push(
@@ -163,6 +204,13 @@ impl UnwindStats {
         }
         if !context_sensitive {
             return out;
+        }
+        if detailed {
+            for a in &self.untracked_callsites {
+                out.push(format!(
+                    "Profile context truncated due to missing probe for call instruction at {a:#x}"
+                ));
+            }
         }
         let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
         push(
@@ -215,6 +263,33 @@ mod tests {
             warning_summary(2, 2, "m"),
             Some("100.00%(2/2) m".to_string())
         );
+    }
+
+    #[test]
+    fn detailed_warnings_come_before_their_summaries() {
+        let s = UnwindStats {
+            aggregated_samples: 4,
+            invalid_return_addresses: BTreeSet::from([0x1234]),
+            total_range_samples: 10,
+            range_checks_done: true,
+            ranges_outside_functions: 3,
+            range_details: vec![(0x2000, 0x2008, RANGE_OUTSIDE_FUNCTIONS)],
+            contexts: 2,
+            untracked_callsites: BTreeSet::from([0x40]),
+            ..UnwindStats::default()
+        };
+        assert_eq!(
+            s.warnings_detailed(true, true),
+            vec![
+                "Truncated stack sample due to invalid return address at 0x1234, likely caused by frame pointer omission",
+                "25.00%(1/4) of truncated stack samples due to invalid return address, likely caused by frame pointer omission.",
+                "[    2000,    2008]: Range does not belong to any functions, likely from PLT, .init or .fini section.",
+                "30.00%(3/10) of samples are from ranges that do not belong to any functions.",
+                "Profile context truncated due to missing probe for call instruction at 0x40",
+                "50.00%(1/2) of profiled contexts are truncated due to missing probe for call instruction.",
+            ]
+        );
+        assert_eq!(s.warnings(true).len(), 3);
     }
 
     #[test]

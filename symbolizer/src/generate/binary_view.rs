@@ -39,6 +39,9 @@ pub trait BinaryView {
     /// All ranges `[start, end)` of the function whose range contains `addr`
     /// (`ProfiledBinary::getRanges`); empty when no function does.
     fn function_ranges_at(&self, addr: u64) -> &[(u64, u64)];
+    /// Every range `[start, end)` of every function of the binary
+    /// (`getAllBinaryFunctions`), for `--fill-zero-for-all-funcs`.
+    fn all_function_ranges(&self) -> Vec<(u64, u64)>;
     /// Canonical callee name when `target` starts a function range marked as entry
     /// (`getCalleeNameForAddress`).
     fn callee_name_at(&self, target: u64) -> Option<&str>;
@@ -102,6 +105,12 @@ impl BinaryView for ProfiledBinary {
                 .map_or(&[], |f| f.ranges.as_slice()),
             None => &[],
         }
+    }
+
+    fn all_function_ranges(&self) -> Vec<(u64, u64)> {
+        self.functions()
+            .flat_map(|f| f.ranges.iter().copied())
+            .collect()
     }
 
     fn callee_name_at(&self, target: u64) -> Option<&str> {

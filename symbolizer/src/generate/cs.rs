@@ -239,7 +239,7 @@ pub fn generate_cs_line_trie<B: BinaryView>(
         e.0.merge(&counters.contexts[key]);
         e.1 |= inl;
     }
-    line_trie_of_contexts(binary, &by_context)
+    line_trie_of_contexts(binary, &by_context, opts)
 }
 
 /// CS line-based trie of counters already keyed by symbolized context (an unsymbolized
@@ -260,13 +260,14 @@ pub fn generate_cs_line_trie_of_contexts<B: BinaryView>(
             .0
             .merge(cc);
     }
-    line_trie_of_contexts(binary, &by_context)
+    line_trie_of_contexts(binary, &by_context, opts)
 }
 
 /// The trie of line contexts with their counters and `WasLeafInlined`.
 fn line_trie_of_contexts<B: BinaryView>(
     binary: &B,
     by_context: &BTreeMap<SampleContext, (ContextCounters, bool)>,
+    opts: &GenerateOptions,
 ) -> ContextTrie {
     let fs = binary.uses_fs_discriminator();
     let mut trie = ContextTrie::new();
@@ -284,7 +285,14 @@ fn line_trie_of_contexts<B: BinaryView>(
                 }
                 for (addr, _) in binary.instructions_in(b, e) {
                     if let Some(leaf) = binary.inline_frames(addr).last() {
-                        update_body_max(f, leaf.line_offset, leaf.discriminator, c, fs);
+                        update_body_max(
+                            f,
+                            leaf.line_offset,
+                            leaf.discriminator,
+                            c,
+                            fs,
+                            opts.leading_ip_only,
+                        );
                         f.add_total_samples(c);
                     }
                 }

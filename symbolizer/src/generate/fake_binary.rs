@@ -46,6 +46,9 @@ impl BinaryView for FakeBinary {
             .find(|r| r.iter().any(|(s, e)| *s <= addr && addr < *e))
             .map_or(&[], |r| r.as_slice())
     }
+    fn all_function_ranges(&self) -> Vec<(u64, u64)> {
+        self.funcs.values().flatten().copied().collect()
+    }
     fn callee_name_at(&self, target: u64) -> Option<&str> {
         self.entries.get(&target).map(|s| s.as_str())
     }

@@ -71,18 +71,51 @@ impl FlatProfiles {
     }
 }
 
-/// Range counters plus zero-count ranges covering every function a range starts in,
-/// made disjoint (`ProfileGenerator::preprocessRangeCounter`).
+/// Range counters plus zero-count ranges covering every function a range starts in (every
+/// function with `--fill-zero-for-all-funcs`), made disjoint
+/// (`ProfileGenerator::preprocessRangeCounter`).
 fn preprocess_ranges<B: BinaryView>(
     binary: &B,
     counters: &ContextCounters,
+    opts: &GenerateOptions,
 ) -> BTreeMap<(u64, u64), u64> {
     let mut ranges = counters.ranges.clone();
-    for &(start, _) in counters.ranges.keys() {
-        for &(s, e) in binary.function_ranges_at(start) {
-            if e > s {
-                ranges.entry((s, e - 1)).or_insert(0);
+    let mut zero = |(s, e): (u64, u64)| {
+        if e > s {
+            ranges.entry((s, e - 1)).or_insert(0);
+        }
+    };
+    if opts.fill_zero_for_all_funcs {
+        // llvm-profgen 19 decodes the probes of profiled functions only (a range starts, or
+        // a branch starts or ends, in them): other functions of a probe binary add nothing.
+        let profiled: Option<std::collections::HashSet<usize>> =
+            binary.has_pseudo_probes().then(|| {
+                let ends = counters.branches.keys().flat_map(|&(s, d)| [s, d]);
+                counters
+                    .ranges
+                    .keys()
+                    .map(|&(s, _)| s)
+                    .chain(ends)
+                    .filter_map(|a| binary.func_range_id_at(a).map(|(_, id)| id))
+                    .collect()
+            });
+        for range in binary.all_function_ranges() {
+            let keep = profiled.as_ref().is_none_or(|p| {
+                binary
+                    .func_range_id_at(range.0)
+                    .is_some_and(|(_, id)| p.contains(&id))
+            });
+            if keep {
+                zero(range);
             }
+        }
+    } else {
+        for &(start, _) in counters.ranges.keys() {
+            binary
+                .function_ranges_at(start)
+                .iter()
+                .copied()
+                .for_each(&mut zero);
         }
     }
     find_disjoint_ranges(&ranges)
@@ -120,15 +153,21 @@ fn leaf_profile<'p, B: BinaryView, F: StackFrame>(
     cur
 }
 
-/// MAX × duplication-factor body update (`updateBodySamplesforFunctionProfile`).
+/// The body update of `updateBodySamplesforFunctionProfile`: MAX × duplication factor, or
+/// the SUM with `--leading-ip-only` (`sum`).
 pub(crate) fn update_body_max(
     profile: &mut FunctionSamples,
     line: u32,
     disc: u32,
     count: u64,
     fs: bool,
+    sum: bool,
 ) {
     let loc = LineLocation::new(line, base_discriminator(disc, fs));
+    if sum {
+        profile.add_body_samples(loc, count);
+        return;
+    }
     let v = count.saturating_mul(u64::from(duplication_factor(disc, fs)));
     let prev = profile.samples_at(loc).unwrap_or(0);
     if prev <= v {
@@ -155,7 +194,7 @@ pub fn generate_flat_line<B: BinaryView>(
 ) -> SampleProfile {
     let fs = binary.uses_fs_discriminator();
     let mut profiles = FlatProfiles::default();
-    for ((b, e), c) in preprocess_ranges(binary, counters) {
+    for ((b, e), c) in preprocess_ranges(binary, counters, opts) {
         for (addr, size) in binary.instructions_in(b, e) {
             let frames = binary.inline_frames(addr);
             let Some(leaf) = frames.last() else {
@@ -168,7 +207,14 @@ pub fn generate_flat_line<B: BinaryView>(
                 c.saturating_mul(u64::from(size)),
                 fs,
             );
-            update_body_max(f, leaf.line_offset, leaf.discriminator, c, fs);
+            update_body_max(
+                f,
+                leaf.line_offset,
+                leaf.discriminator,
+                c,
+                fs,
+                opts.leading_ip_only,
+            );
         }
     }
     for (&(src, dst), &c) in &counters.branches {
@@ -225,7 +271,7 @@ pub fn generate_flat_probe<B: BinaryView>(
 ) -> SampleProfile {
     let fs = binary.uses_fs_discriminator();
     let mut profiles = FlatProfiles::default();
-    let ranges = preprocess_ranges(binary, counters);
+    let ranges = preprocess_ranges(binary, counters, opts);
     for (probe, c) in probe_counts(binary, &ranges).into_values() {
         let frames = binary.probe_inline_context(probe, true);
         if frames.is_empty() {

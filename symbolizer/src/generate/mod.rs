@@ -6,7 +6,7 @@
 //! ([`MissingFrameInferrer`], `--infer-missing-frames`). CS post-processing runs as
 //! llvm-profgen 19's by default: the CS pre-inliner ([`preinline`], context sizes from
 //! [`SizeTracker`]), cold-context trimming/merging, and the conversion to a nested profile
-//! ([`nested`]). `--fill-zero-for-all-funcs` and the density warning are not implemented.
+//! ([`nested`]).
 //!
 //! Checked against llvm-profgen-19 on the corpus (tests/tests/generate.rs,
 //! tests/tests/conformance.rs): identical canonical text for all four profile kinds, with
@@ -70,6 +70,12 @@ pub struct GenerateOptions {
     pub summary_hot_count: Option<u64>,
     /// `--profile-summary-cold-count`: overrides the cold count threshold.
     pub summary_cold_count: Option<u64>,
+    /// `--leading-ip-only`: line-based body counts are the SUM of the instructions' counts
+    /// at a location, without duplication factors (else the MAX × duplication factor).
+    pub leading_ip_only: bool,
+    /// `--fill-zero-for-all-funcs`: flat profiles zero-fill the ranges of every function
+    /// of the binary (else only of functions a sampled range starts in).
+    pub fill_zero_for_all_funcs: bool,
 }
 
 impl Default for GenerateOptions {
@@ -88,6 +94,8 @@ impl Default for GenerateOptions {
             summary_hot_count: None,
             summary_cold_count: None,
             merge_cold_context_given: false,
+            leading_ip_only: false,
+            fill_zero_for_all_funcs: false,
         }
     }
 }

@@ -8,4 +8,4 @@ pub mod reader;
 pub mod section;
 pub mod writer;
 
-pub use writer::{to_bytes, write};
+pub use writer::{to_bytes, to_bytes_with_symbol_list, write, write_with_symbol_list};

@@ -19,6 +19,17 @@ pub fn write(profile: &SampleProfile, out: &mut dyn Write) -> io::Result<()> {
     out.write_all(&to_bytes(profile))
 }
 
+/// Writes `profile` as extbinary to `out` with `symbols` in its ProfileSymbolList section
+/// (llvm-profgen's `--populate-profile-symbol-list`: the names the compiler may treat as
+/// cold when they have no profile).
+pub fn write_with_symbol_list(
+    profile: &SampleProfile,
+    symbols: &BTreeSet<String>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    out.write_all(&to_bytes_with_symbol_list(profile, symbols))
+}
+
 /// Name → index tables built before the sections that refer to them.
 struct Tables {
     names: BTreeMap<String, u64>,
@@ -76,6 +87,12 @@ impl Tables {
 
 /// The extbinary bytes of `profile`.
 pub fn to_bytes(profile: &SampleProfile) -> Vec<u8> {
+    to_bytes_with_symbol_list(profile, &BTreeSet::new())
+}
+
+/// The extbinary bytes of `profile` with `symbols` as its profile symbol list
+/// (`ProfileSymbolList::write`: the names sorted, each ended by a NUL; empty when none).
+pub fn to_bytes_with_symbol_list(profile: &SampleProfile, symbols: &BTreeSet<String>) -> Vec<u8> {
     let tables = Tables::build(profile);
     let mut out = Vec::new();
     write_uleb(&mut out, MAGIC);
@@ -147,8 +164,13 @@ pub fn to_bytes(profile: &SampleProfile) -> Vec<u8> {
     }
     section(&mut out, 4, 0, &data);
 
-    // ProfileSymbolList: not populated (`--populate-profile-symbol-list` is off).
-    section(&mut out, 5, 0, &[]);
+    // ProfileSymbolList (empty without `--populate-profile-symbol-list`).
+    let mut data = Vec::new();
+    for name in symbols {
+        data.extend_from_slice(name.as_bytes());
+        data.push(0);
+    }
+    section(&mut out, 5, 0, &data);
 
     // FuncOffsetTable: sorted by context for CS (Ordered), else in writing order.
     let mut data = Vec::new();
@@ -372,6 +394,28 @@ mod tests {
         );
         // Non-probe, non-CS: FuncMetadata empty.
         assert_eq!(entry(6)[3], 0);
+    }
+
+    #[test]
+    fn profile_symbol_list_reads_back_sorted() {
+        let symbols: BTreeSet<String> = ["zeta", "main", "_Z3fooi"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let bytes = to_bytes_with_symbol_list(&flat_line_profile(), &symbols);
+        let Some(text) = profdata(&["show", "--sample", "--show-prof-sym-list"], &bytes, "psl")
+        else {
+            eprintln!("llvm-profdata-19 not installed; skipping");
+            return;
+        };
+        let list = text.split("profile symbol list").nth(1).unwrap_or_default();
+        assert_eq!(
+            list.lines()
+                .filter(|l| !l.contains("="))
+                .collect::<Vec<_>>(),
+            vec!["_Z3fooi", "main", "zeta"],
+            "{text}"
+        );
     }
 
     #[test]
