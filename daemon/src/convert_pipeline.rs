@@ -477,6 +477,9 @@ fn finish_counters(
     for warning in stats.warnings(counters.kind != CounterKind::Flat) {
         eprintln!("warning: {warning}");
     }
+    for note in stats.notes() {
+        eprintln!("note: {note}");
+    }
     counters
 }
 
