@@ -270,9 +270,11 @@ mod tests {
         );
         assert_eq!(
             s.notes(),
-            ["the leaf external frame share counts each sample with a call stack twice in its \
+            [
+                "the leaf external frame share counts each sample with a call stack twice in its \
               denominator, as llvm-profgen 19 does: 1 of the 2 samples read (50.00%) have a \
-              leaf external frame"]
+              leaf external frame"
+            ]
         );
     }
 }
