@@ -306,10 +306,11 @@ fn stack_only_script_counters(
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
 ) -> anyhow::Result<CounterSet> {
-    let events = || -> anyhow::Result<_> {
-        Ok(StackOnlyReader::new(text.bytes(), text.name())?
-            .map(|e| e.map_err(anyhow::Error::from)))
-    };
+    let events =
+        || -> anyhow::Result<_> {
+            Ok(StackOnlyReader::new(text.bytes(), text.name())?
+                .map(|e| e.map_err(anyhow::Error::from)))
+        };
     let counters = count_leading_ips(path, events, binary, load, options);
     let any_file_named = text
         .bytes()
@@ -512,6 +513,9 @@ fn finish_counters(
     }
     for warning in stats.warnings_detailed(counters.kind != CounterKind::Flat, detailed) {
         eprintln!("warning: {warning}");
+    }
+    for note in stats.notes() {
+        eprintln!("note: {note}");
     }
     counters
 }
