@@ -15,6 +15,8 @@
 //! report also gives the summary's hot count threshold (the smallest count among the
 //! counts making up 99% of the total), the count clang calls hot.
 
+use unwinder::CounterSet;
+
 use crate::profile::{FunctionSamples, ProfileSummary, SampleProfile};
 
 /// llvm-profgen's default `--profile-density-cutoff-hot`.
@@ -32,9 +34,10 @@ pub struct DensityReport {
     pub threshold: f64,
     /// The summary's hot count threshold.
     pub hot_count_threshold: u64,
-    /// The profile has body samples but no call target anywhere: it was made from samples
-    /// without branch stack (cpu-clock call stacks counted by leading IP; their head
-    /// samples, if any, come from entry probes).
+    /// The profile was made from samples without branch stack (cpu-clock call stacks
+    /// counted by leading IP; their head samples, if any, come from entry probes): decided
+    /// from the samples when given, else from the profile (body samples and no call target
+    /// anywhere).
     pub stack_samples_only: bool,
 }
 
@@ -61,7 +64,22 @@ fn has_branch_counts(f: &FunctionSamples) -> bool {
             .any(has_branch_counts)
 }
 
-/// [`DensityReport::stack_samples_only`] of `profile`.
+/// [`DensityReport::stack_samples_only`] from the samples: counted ranges and no taken
+/// branch in any context (leading-IP counting of call stacks).
+pub fn counters_without_branches(counters: &CounterSet) -> bool {
+    let mut any_range = false;
+    for c in counters.contexts.values() {
+        if !c.branches.is_empty() {
+            return false;
+        }
+        any_range |= !c.ranges.is_empty();
+    }
+    any_range
+}
+
+/// [`DensityReport::stack_samples_only`] judged from `profile` alone: body samples and no
+/// call target anywhere. A profile whose every call was inlined has none either, so with
+/// the samples at hand [`counters_without_branches`] decides instead.
 pub fn stack_samples_only(profile: &SampleProfile) -> bool {
     let mut any_body = false;
     for f in profile.profiles.values() {
@@ -181,6 +199,19 @@ mod tests {
         assert!(!stack_samples_only(&SampleProfile::default()));
         let r = check_density(&three_functions(), DENSITY_CUTOFF_HOT, 10.0);
         assert_eq!(r.more_samples_factor(), None);
+    }
+
+    #[test]
+    fn samples_decide_stack_only() {
+        use unwinder::CounterKind;
+        let mut c = CounterSet::new(CounterKind::ProbeContext);
+        assert!(!counters_without_branches(&c));
+        c.context_mut(&[0x40]).ranges.insert((0x10, 0x10), 7);
+        c.context_mut(&[]).ranges.insert((0x20, 0x20), 3);
+        assert!(counters_without_branches(&c));
+        // One taken branch in any context: LBR samples.
+        c.context_mut(&[0x40]).branches.insert((0x18, 0x30), 1);
+        assert!(!counters_without_branches(&c));
     }
 
     #[test]

@@ -107,10 +107,18 @@ pub fn verify(
             dropped::check_dropped(profile, &sampled, options.min_dropped_samples)
         }),
         consistency: consistency::check_consistency(profile, options.tolerance),
-        density: density::check_density(
-            profile,
-            options.density_cutoff_hot,
-            options.density_threshold,
-        ),
+        density: {
+            let mut d = density::check_density(
+                profile,
+                options.density_cutoff_hot,
+                options.density_threshold,
+            );
+            // The samples, when given, tell it exactly: a profile whose calls were all
+            // inlined (pre-inlined LBR) has no call targets either.
+            if let Some(c) = counters {
+                d.stack_samples_only = density::counters_without_branches(c);
+            }
+            d
+        },
     }
 }
