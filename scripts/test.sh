@@ -4,4 +4,4 @@
 # clang-19, llvm-19 and linux-perf: `.ci/run` installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo test --workspace --release --locked "$@"
+exec cargo test --workspace --release --locked --no-fail-fast "$@"
