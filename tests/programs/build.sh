@@ -34,7 +34,7 @@ for variant in probe lines; do
   "$CC" "${flags[@]}" -fPIE -pie "${LDFLAGS[@]}" -o "$tmp/shlib_user" "$SRC/shlib_user.c" \
     -L"$tmp" -lpgoshared -Wl,-rpath,'$ORIGIN'
   "$CC" "${flags[@]}" -fno-pie -no-pie "${LDFLAGS[@]}" -o "$tmp/loop_count" "$SRC/loop_count.c"
-  for prog in recursion inline_tail interp unroll; do
+  for prog in recursion inline_tail inlined_calls interp unroll; do
     "$CC" "${flags[@]}" -fPIE -pie "${LDFLAGS[@]}" -o "$tmp/$prog" "$SRC/$prog.c"
   done
   "$CXX" "${flags[@]}" -fPIE -pie -fno-exceptions -fno-rtti "${LDFLAGS[@]}" \

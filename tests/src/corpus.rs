@@ -21,6 +21,7 @@ pub const PROGRAM_NAMES: &[&str] = &[
     "loop_count",
     "recursion",
     "inline_tail",
+    "inlined_calls",
     "virtual_calls",
     "interp",
     "unroll",
