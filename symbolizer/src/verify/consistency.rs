@@ -12,7 +12,10 @@
 //!    the sum of its targets. Nesting a context into its caller
 //!    (`removeCalledTargetAndBodySample`) takes the same amount off both, and merging
 //!    contexts adds both. Flat generation counts the call instruction's range and then raises
-//!    it to at least its targets (`updateCallsiteSamples`): there, targets ≤ count.
+//!    it to at least its targets (`updateCallsiteSamples`): there, targets ≤ count in a
+//!    top-level profile. LLVM 19 does not raise inlined callees' call sites, whose range
+//!    count may be below their targets (an LBR stack's oldest branch counts as a branch but
+//!    ends no range), so in them the check is skipped.
 //! 2. **Total.** Every count added to a body entry is added to the total, and an inlined
 //!    callee's total to its caller's: `total = Σ body + Σ inlinee totals`, exactly for
 //!    context-sensitive output. Flat output raised some call sites without touching the
@@ -135,8 +138,11 @@ impl Checker {
             let targets = b.call_target_sum();
             let ok = if self.exact {
                 agree(b.count, targets, tol)
-            } else {
+            } else if top_level {
                 targets <= b.count || agree(b.count, targets, tol)
+            } else {
+                // A flat profile's inlinee keeps its range count (not raised): no relation.
+                true
             };
             if !ok {
                 self.issue(
@@ -287,6 +293,25 @@ mod tests {
         );
         // Within a 20% tolerance 30 and 25 agree.
         assert!(check_consistency(&profile(foo(), true), 0.2).passed());
+    }
+
+    #[test]
+    fn flat_inlinee_call_sites_are_not_bounded() {
+        // An inlinee's call site below its targets: only a flat profile allows it.
+        let mut f = foo();
+        let bar = f.callee_mut(LineLocation::new(5, 0), "bar");
+        bar.add_body_samples(LineLocation::new(2, 0), 3);
+        bar.add_called_target_samples(LineLocation::new(2, 0), "baz", 4);
+        bar.total += 3;
+        f.total += 3;
+        assert!(check_consistency(&profile(f.clone(), false), 0.0).passed());
+        let r = check_consistency(&profile(f.clone(), true), 0.0);
+        assert_eq!(r.issues.len(), 1, "{r:?}");
+        // At the top level the flat bound holds.
+        f.body.get_mut(&LineLocation::new(4, 0)).unwrap().count = 20;
+        f.total -= 5;
+        let r = check_consistency(&profile(f, false), 0.0);
+        assert_eq!(r.issues.len(), 1, "{r:?}");
     }
 
     #[test]
