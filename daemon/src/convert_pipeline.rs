@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
+    event_filter,
     parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats,
     PerfScriptType, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
 };
@@ -216,6 +217,13 @@ fn read_counters_while_loading<'b>(
     let load = binary.load_info();
     let options = unwind_options(args);
     let (counters, stats) = if let Some(path) = &args.perfdata {
+        if !args.event_filter().is_empty() {
+            bail!(
+                "{}: --perf-event is not implemented for perf.data input yet; give the \
+                 samples as `perf script -F event,ip,brstack --show-mmap-events` text",
+                path.display()
+            );
+        }
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
         let pids = mapping_processes(path, &load.name, options.pid, args.show_mmap_events)?;
@@ -403,17 +411,26 @@ fn counters_of_script<'b>(
 ) -> anyhow::Result<CounterSet> {
     let opened =
         Progress::for_file(path).and_then(|progress| Ok((progress, ScriptText::open(path)?)));
-    let (progress, text) = match opened {
+    let (progress, mut text) = match opened {
         Ok(opened) => opened,
         Err(e) => {
             binary()?;
             return Err(e);
         }
     };
-    if matches!(
-        PerfScriptType::of(text.bytes(), text.name()),
-        Ok(PerfScriptType::StackOnly)
-    ) {
+    let script_type = PerfScriptType::of(text.bytes(), text.name());
+    let filter = args.event_filter();
+    if let Ok(PerfScriptType::LbrOnly) = script_type {
+        text = filter_script_events(text, &filter);
+    } else if !filter.is_empty() {
+        binary()?;
+        bail!(
+            "{}: --perf-event filters LBR-only perf scripts (`perf script -F event,ip,brstack`); \
+             this script has call stacks or no branch stacks",
+            path.display()
+        );
+    }
+    if matches!(script_type, Ok(PerfScriptType::StackOnly)) {
         progress.finish();
         let binary = binary()?;
         return stack_only_script_counters(
@@ -469,6 +486,23 @@ fn counters_of_script<'b>(
     ))
 }
 
+/// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
+/// printed, the samples of other events dropped. The text is read once more only when a
+/// filter is given or its first sample names its event.
+fn filter_script_events(text: ScriptText, filter: &[String]) -> ScriptText {
+    if filter.is_empty() && !event_filter::has_event_names(text.bytes()) {
+        return text;
+    }
+    let outcome = event_filter::filter_events(text.bytes(), filter);
+    for warning in &outcome.warnings {
+        eprintln!("warning: {warning}");
+    }
+    match outcome.kept {
+        Some(kept) => ScriptText::from_bytes(text.name(), kept),
+        None => text,
+    }
+}
+
 /// Threads `convert` reads, parses and unwinds on: every core.
 fn convert_threads() -> usize {
     std::thread::available_parallelism()
@@ -485,6 +519,7 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         max_context_depth: usize::try_from(args.csprof_max_context_depth).ok(),
         compress_recursion: u32::try_from(args.compress_recursion).ok(),
         leading_ip_only: args.leading_ip_only,
+        sample_period: args.sample_period,
         detailed_warnings: args.show_detailed_warning,
         ..UnwindOptions::default()
     }
