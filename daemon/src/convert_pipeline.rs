@@ -7,9 +7,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
-    event_filter,
-    parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats,
-    PerfScriptType, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
+    event_filter, parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache,
+    PerfScriptStats, PerfScriptType, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
 };
 use collector::PerfEvent;
 use exporter::format::unsymbolized::{line_context_name, read_unsymbolized, write_unsymbolized};
@@ -421,7 +420,12 @@ fn counters_of_script<'b>(
     let script_type = PerfScriptType::of(text.bytes(), text.name());
     let filter = args.event_filter();
     if let Ok(PerfScriptType::LbrOnly) = script_type {
-        text = filter_script_events(text, &filter);
+        let any_sample;
+        (text, any_sample) = filter_script_events(text, &filter);
+        if !any_sample {
+            progress.finish();
+            return counters_without_samples(args, &text, binary()?);
+        }
     } else if !filter.is_empty() {
         binary()?;
         bail!(
@@ -489,18 +493,50 @@ fn counters_of_script<'b>(
 /// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
 /// printed, the samples of other events dropped. The text is read once more only when a
 /// filter is given or its first sample names its event.
-fn filter_script_events(text: ScriptText, filter: &[String]) -> ScriptText {
+/// Also tells whether any sample is left.
+fn filter_script_events(text: ScriptText, filter: &[String]) -> (ScriptText, bool) {
     if filter.is_empty() && !event_filter::has_event_names(text.bytes()) {
-        return text;
+        return (text, true);
     }
     let outcome = event_filter::filter_events(text.bytes(), filter);
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }
+    let any_sample = outcome.kept_samples > 0;
     match outcome.kept {
-        Some(kept) => ScriptText::from_bytes(text.name(), kept),
-        None => text,
+        Some(kept) => (ScriptText::from_bytes(text.name(), kept), any_sample),
+        None => (text, any_sample),
     }
+}
+
+/// The (empty) counters of an LBR-only script whose every sample `--perf-event` dropped:
+/// its MMAP lines placed (and shown with `--show-mmap-events`), no sample, as llvm-profgen
+/// 19 writes an empty profile for it.
+fn counters_without_samples(
+    args: &ConvertArgs,
+    text: &ScriptText,
+    binary: &ProfiledBinary,
+) -> anyhow::Result<CounterSet> {
+    let options = unwind_options(args);
+    let mut agg = Aggregator::new(binary, binary.load_info(), PerfContent::Lbr, options)?;
+    for line in text.bytes().split(|&b| b == b'\n') {
+        if collector::perf_script::reader::is_mmap_event(line) {
+            if let Some(m) = collector::perf_script::reader::parse_mmap_line(line) {
+                if args.show_mmap_events {
+                    print_mmap_event(&m);
+                }
+                agg.feed_mmap(&m)?;
+            }
+        }
+    }
+    let (counters, stats) = agg.finish();
+    Ok(finish_counters(
+        binary,
+        counters,
+        stats,
+        &args.generate_options(),
+        args.show_detailed_warning,
+    ))
 }
 
 /// Threads `convert` reads, parses and unwinds on: every core.

@@ -384,7 +384,12 @@ fn input_and_output_flags_match_llvm_profgen() {
         ('E', &["--perf-events=branches:u,other"], Text),
         (
             'E',
-            &["--perf-event=branches:u", "--perf-event", "cycles", "--sample-period=3"],
+            &[
+                "--perf-event=branches:u",
+                "--perf-event",
+                "cycles",
+                "--sample-period=3",
+            ],
             Raw,
         ),
         ('E', &["--perf-event=nope"], Raw),

@@ -288,7 +288,9 @@ impl<'a> Aggregator<'a> {
                 }
                 let index = first_index + i as u64;
                 match prepare_sample(&scope, sample, occurrences, index, out, &mut stats) {
-                    Ok(true) => kept.push((out.clone(), scope.count(out, occurrences, sample.count))),
+                    Ok(true) => {
+                        kept.push((out.clone(), scope.count(out, occurrences, sample.count)))
+                    }
                     Ok(false) => {}
                     Err(e) => {
                         error = Some(e);

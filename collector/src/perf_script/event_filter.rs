@@ -20,6 +20,8 @@ pub struct EventFilterOutcome {
     pub warnings: Vec<String>,
     /// Samples dropped for an event name not in the filter.
     pub dropped: u64,
+    /// Sample lines kept.
+    pub kept_samples: u64,
 }
 
 /// The event name of a branch-stack line, when its first token ends with `:`.
@@ -70,22 +72,26 @@ pub fn filter_events(text: &[u8], filter: &[String]) -> EventFilterOutcome {
         let sample_start = count_line.take().unwrap_or(start);
         let number = i + 1;
         let shown = || String::from_utf8_lossy(line).into_owned();
-        match event_name(line) {
+        let name = event_name(line);
+        match name {
             Some(_) if filter.is_empty() => out.warnings.push(format!(
                 "No --perf-event filter was specified, but an \"event\" field was found in line {number}: {}",
                 shown()
             )),
-            Some(name) if !filter.iter().any(|f| f.as_bytes() == name) => {
-                kept.extend_from_slice(&text[copied..sample_start]);
-                copied = offset.min(text.len());
-                out.dropped += 1;
-            }
-            Some(_) => {}
             None if !filter.is_empty() => out.warnings.push(format!(
                 "A --perf-event filter was specified, but no \"event\" field found in line {number}: {}",
                 shown()
             )),
-            None => {}
+            _ => {}
+        }
+        if name
+            .is_some_and(|name| !filter.is_empty() && !filter.iter().any(|f| f.as_bytes() == name))
+        {
+            kept.extend_from_slice(&text[copied..sample_start]);
+            copied = offset.min(text.len());
+            out.dropped += 1;
+        } else {
+            out.kept_samples += 1;
         }
     }
     if out.dropped > 0 {
@@ -137,7 +143,10 @@ cycles:: 400631 0x4005c8/0x4005dc/P/-/-/0 0x40062f/0x4005b0/P/-/-/0
     #[test]
     fn event_names_lose_every_trailing_colon() {
         assert_eq!(event_name(b"cycles: 40062f 0x1/0x2"), Some(&b"cycles"[..]));
-        assert_eq!(event_name(b"  branches:u: 1 0x1/0x2"), Some(&b"branches:u"[..]));
+        assert_eq!(
+            event_name(b"  branches:u: 1 0x1/0x2"),
+            Some(&b"branches:u"[..])
+        );
         assert_eq!(event_name(b"cycles:: 1"), Some(&b"cycles"[..]));
         assert_eq!(event_name(b"40062f 0x1/0x2"), None);
         assert_eq!(event_name(b""), None);
@@ -148,7 +157,7 @@ cycles:: 400631 0x4005c8/0x4005dc/P/-/-/0 0x40062f/0x4005b0/P/-/-/0
     #[test]
     fn a_filter_drops_other_events_with_their_count_lines() {
         let out = filter_events(SCRIPT.as_bytes(), &["cycles".into()]);
-        assert_eq!(out.dropped, 1);
+        assert_eq!((out.dropped, out.kept_samples), (1, 2));
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);
         let kept = String::from_utf8(out.kept.unwrap()).unwrap();
         let want: String = SCRIPT
