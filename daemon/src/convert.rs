@@ -144,6 +144,20 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub leading_ip_only: bool,
+    /// The sampling period (`perf record -c N`) of LBR-only samples: each sample counts N,
+    /// divided by its branches less one (unless `--leading-ip-only`), so that LBR and
+    /// leading-IP profiles have comparable magnitudes. Not given: each sample counts 1.
+    #[arg(long, value_name = "N")]
+    pub sample_period: Option<u64>,
+    /// Keep only the LBR-only samples of this event (repeatable): the event name `perf
+    /// script -F event,ip,brstack` prints first on each line (`cycles:`), its trailing `:`
+    /// removed. A line without an event name is warned about, and so is one with an event
+    /// name when no filter is given.
+    #[arg(long, value_name = "NAME")]
+    pub perf_event: Vec<String>,
+    /// `--perf-event` for each of comma-separated names.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub perf_events: Vec<String>,
     /// Flat profiles: every function of the binary gets its zero-count lines, sampled or
     /// not (by default only functions with a sampled range do).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -201,9 +215,6 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "llvm-sample-profile",
     "dwp",
     "kernel",
-    "perf-event",
-    "perf-events",
-    "sample-period",
     "use-dwarf-correlation",
     "use-md5",
     "max-search-depth",
@@ -244,6 +255,15 @@ pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 impl ConvertArgs {
+    /// The event names of `--perf-event` and `--perf-events` (empty: no filter).
+    pub fn event_filter(&self) -> Vec<String> {
+        self.perf_event
+            .iter()
+            .chain(&self.perf_events)
+            .cloned()
+            .collect()
+    }
+
     /// What addresses of the unsymbolized profile are relative to: nothing (0) without
     /// `--use-offset`, else the first executable segment's preferred address, or the first
     /// loadable segment's with `--use-first-loadable-segment-as-base`.

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
-    parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache, PerfScriptStats,
-    PerfScriptType, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
+    event_filter, parse_tallied_into, parse_tallied_one, tally_script, EntryTokenCache,
+    PerfScriptStats, PerfScriptType, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
 };
 use collector::PerfEvent;
 use exporter::format::unsymbolized::{line_context_name, read_unsymbolized, write_unsymbolized};
@@ -216,6 +216,13 @@ fn read_counters_while_loading<'b>(
     let load = binary.load_info();
     let options = unwind_options(args);
     let (counters, stats) = if let Some(path) = &args.perfdata {
+        if !args.event_filter().is_empty() {
+            bail!(
+                "{}: --perf-event is not implemented for perf.data input yet; give the \
+                 samples as `perf script -F event,ip,brstack --show-mmap-events` text",
+                path.display()
+            );
+        }
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
         let pids = mapping_processes(path, &load.name, options.pid, args.show_mmap_events)?;
@@ -403,17 +410,31 @@ fn counters_of_script<'b>(
 ) -> anyhow::Result<CounterSet> {
     let opened =
         Progress::for_file(path).and_then(|progress| Ok((progress, ScriptText::open(path)?)));
-    let (progress, text) = match opened {
+    let (progress, mut text) = match opened {
         Ok(opened) => opened,
         Err(e) => {
             binary()?;
             return Err(e);
         }
     };
-    if matches!(
-        PerfScriptType::of(text.bytes(), text.name()),
-        Ok(PerfScriptType::StackOnly)
-    ) {
+    let script_type = PerfScriptType::of(text.bytes(), text.name());
+    let filter = args.event_filter();
+    if let Ok(PerfScriptType::LbrOnly) = script_type {
+        let any_sample;
+        (text, any_sample) = filter_script_events(text, &filter);
+        if !any_sample {
+            progress.finish();
+            return counters_without_samples(args, &text, binary()?);
+        }
+    } else if !filter.is_empty() {
+        binary()?;
+        bail!(
+            "{}: --perf-event filters LBR-only perf scripts (`perf script -F event,ip,brstack`); \
+             this script has call stacks or no branch stacks",
+            path.display()
+        );
+    }
+    if matches!(script_type, Ok(PerfScriptType::StackOnly)) {
         progress.finish();
         let binary = binary()?;
         return stack_only_script_counters(
@@ -469,6 +490,55 @@ fn counters_of_script<'b>(
     ))
 }
 
+/// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
+/// printed, the samples of other events dropped. The text is read once more only when a
+/// filter is given or its first sample names its event.
+/// Also tells whether any sample is left.
+fn filter_script_events(text: ScriptText, filter: &[String]) -> (ScriptText, bool) {
+    if filter.is_empty() && !event_filter::has_event_names(text.bytes()) {
+        return (text, true);
+    }
+    let outcome = event_filter::filter_events(text.bytes(), filter);
+    for warning in &outcome.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let any_sample = outcome.kept_samples > 0;
+    match outcome.kept {
+        Some(kept) => (ScriptText::from_bytes(text.name(), kept), any_sample),
+        None => (text, any_sample),
+    }
+}
+
+/// The (empty) counters of an LBR-only script whose every sample `--perf-event` dropped:
+/// its MMAP lines placed (and shown with `--show-mmap-events`), no sample, as llvm-profgen
+/// 19 writes an empty profile for it.
+fn counters_without_samples(
+    args: &ConvertArgs,
+    text: &ScriptText,
+    binary: &ProfiledBinary,
+) -> anyhow::Result<CounterSet> {
+    let options = unwind_options(args);
+    let mut agg = Aggregator::new(binary, binary.load_info(), PerfContent::Lbr, options)?;
+    for line in text.bytes().split(|&b| b == b'\n') {
+        if collector::perf_script::reader::is_mmap_event(line) {
+            if let Some(m) = collector::perf_script::reader::parse_mmap_line(line) {
+                if args.show_mmap_events {
+                    print_mmap_event(&m);
+                }
+                agg.feed_mmap(&m)?;
+            }
+        }
+    }
+    let (counters, stats) = agg.finish();
+    Ok(finish_counters(
+        binary,
+        counters,
+        stats,
+        &args.generate_options(),
+        args.show_detailed_warning,
+    ))
+}
+
 /// Threads `convert` reads, parses and unwinds on: every core.
 fn convert_threads() -> usize {
     std::thread::available_parallelism()
@@ -485,6 +555,7 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         max_context_depth: usize::try_from(args.csprof_max_context_depth).ok(),
         compress_recursion: u32::try_from(args.compress_recursion).ok(),
         leading_ip_only: args.leading_ip_only,
+        sample_period: args.sample_period,
         detailed_warnings: args.show_detailed_warning,
         ..UnwindOptions::default()
     }

@@ -318,6 +318,24 @@ fn leading_ip_script(hybrid: &Path, out: &Path) {
     std::fs::write(out, text).unwrap();
 }
 
+/// The LBR-only script `ip_script` with an event name before each sample, as `perf script
+/// -F event,ip,brstack` prints it: `cycles:` and `branches:u:` in turn (so that a filter
+/// on either keeps some samples and drops others).
+fn event_script(ip_script: &Path, out: &Path) {
+    let mut text = String::new();
+    for (i, line) in read_text(ip_script).lines().enumerate() {
+        if line.contains("PERF_RECORD_MMAP") {
+            text.push_str(line);
+        } else if i % 2 == 0 {
+            text.push_str(&format!("          cycles: {line}"));
+        } else {
+            text.push_str(&format!("branches:u: {line}"));
+        }
+        text.push('\n');
+    }
+    std::fs::write(out, text).unwrap();
+}
+
 /// The llvm-profgen 19 flags that change what is read or written, one at a time, on probe
 /// and line builds, CS and flat: unsymbolized counters byte-identical, text profiles
 /// (llvm-profdata canonical) equal, the profile symbol list equal, and the reports on
@@ -339,7 +357,7 @@ fn input_and_output_flags_match_llvm_profgen() {
         Warnings,
     }
     use Check::*;
-    // (input: hybrid `S` or leading-IP `L`, flags, check)
+    // (input: hybrid `S`, leading-IP `L` or leading-IP with event names `E`, flags, check)
     let cases: &[(char, &[&str], Check)] = &[
         ('L', &["--leading-ip-only"], Raw),
         ('L', &["--leading-ip-only"], Text),
@@ -382,6 +400,27 @@ fn input_and_output_flags_match_llvm_profgen() {
             &["--show-detailed-warning", "--leading-ip-only"],
             Warnings,
         ),
+        ('L', &["--sample-period=7"], Raw),
+        ('L', &["--sample-period", "7", "--leading-ip-only"], Raw),
+        ('L', &["-sample-period=7"], Text),
+        ('S', &["--sample-period=7", "--ignore-stack-samples"], Raw),
+        ('E', &[], Raw),
+        ('E', &[], Warnings),
+        ('E', &["--perf-event=cycles"], Raw),
+        ('E', &["--perf-event=cycles"], Warnings),
+        ('E', &["--perf-events=branches:u,other"], Text),
+        (
+            'E',
+            &[
+                "--perf-event=branches:u",
+                "--perf-event",
+                "cycles",
+                "--sample-period=3",
+            ],
+            Raw,
+        ),
+        ('E', &["--perf-event=nope"], Raw),
+        ('L', &["--perf-event=cycles"], Warnings),
     ];
     let (mut checked, mut detailed_warnings) = (0, 0);
     for (name, variant) in [
@@ -397,12 +436,14 @@ fn input_and_output_flags_match_llvm_profgen() {
         let dir = out_dir(&format!("{name}-io-flags"), variant);
         let ip_script = dir.join("leading-ip.perfscript");
         leading_ip_script(&rec.perf_script, &ip_script);
+        let event_script_path = dir.join("events.perfscript");
+        event_script(&ip_script, &event_script_path);
         for (i, &(input, flags, check)) in cases.iter().enumerate() {
             let what = format!("{name} ({variant}) {input} {}", flags.join(" "));
-            let script = if input == 'L' {
-                &ip_script
-            } else {
-                &rec.perf_script
+            let script = match input {
+                'L' => &ip_script,
+                'E' => &event_script_path,
+                _ => &rec.perf_script,
             };
             let mut args = vec![
                 format!("--perfscript={}", script.display()),

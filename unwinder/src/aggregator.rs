@@ -199,6 +199,7 @@ impl<'a> Aggregator<'a> {
             &mut self.stats,
         );
         if let Ok(true) = result {
+            let count = scope.count(&scratch, occurrences, count);
             match self.samples.get_mut(&scratch) {
                 Some(n) => *n = n.wrapping_add(count),
                 None => {
@@ -287,7 +288,9 @@ impl<'a> Aggregator<'a> {
                 }
                 let index = first_index + i as u64;
                 match prepare_sample(&scope, sample, occurrences, index, out, &mut stats) {
-                    Ok(true) => kept.push((out.clone(), sample.count)),
+                    Ok(true) => {
+                        kept.push((out.clone(), scope.count(out, occurrences, sample.count)))
+                    }
                     Ok(false) => {}
                     Err(e) => {
                         error = Some(e);
@@ -510,6 +513,7 @@ struct PrepareScope<'a> {
     content: PerfContent,
     ignore_stack_samples: bool,
     leading_ip_only: bool,
+    sample_period: Option<u64>,
 }
 
 impl<'a> PrepareScope<'a> {
@@ -525,7 +529,36 @@ impl<'a> PrepareScope<'a> {
             content,
             ignore_stack_samples: options.ignore_stack_samples,
             leading_ip_only: options.leading_ip_only,
+            sample_period: options.sample_period,
         }
+    }
+
+    /// The aggregated count of a prepared sample (`prepared`) standing for `occurrences`
+    /// samples whose counts sum to `count`: `count`, or with `--sample-period` on LBR-only
+    /// input each occurrence's count scaled as `LBRPerfReader::parseSample` scales it
+    /// (times the period, divided by the branches less one; wrapping like its
+    /// `uint64_t`). Occurrences are taken to have equal counts (`count / occurrences`
+    /// each), which they have unless identical samples carry different count lines.
+    fn count(&self, prepared: &PerfSample, occurrences: u64, count: u64) -> u64 {
+        let Some(period) = self.sample_period else {
+            return count;
+        };
+        if self.content != PerfContent::Lbr || occurrences == 0 {
+            return count;
+        }
+        let branches = prepared.lbr.len() as u64;
+        let scale = |c: u64| {
+            let c = c.wrapping_mul(period);
+            if !self.leading_ip_only && branches > 1 {
+                c / (branches - 1)
+            } else {
+                c
+            }
+        };
+        let each = count / occurrences;
+        scale(each)
+            .wrapping_mul(occurrences)
+            .wrapping_add(scale(count - each * occurrences))
     }
 }
 

@@ -66,6 +66,11 @@ pub struct UnwindOptions {
     /// range of that IP (its branch stack ignored, a non-code IP dropping it); flat counting
     /// takes only a first entry whose source is its target, and no branch.
     pub leading_ip_only: bool,
+    /// `--sample-period=N` when given (`LBRPerfReader::parseSample`): the count of each
+    /// LBR-only sample is multiplied by N and, unless [`Self::leading_ip_only`], divided
+    /// (integer division) by its branch count less one when it has more than one branch
+    /// (after external-to-external branches are dropped). Hybrid samples are not scaled.
+    pub sample_period: Option<u64>,
     /// `--show-detailed-warning`: the invalid ranges are kept in
     /// [`crate::UnwindStats::range_details`] for their warnings.
     pub detailed_warnings: bool,

@@ -3,6 +3,7 @@
 
 mod block_memo;
 mod compact;
+pub mod event_filter;
 mod previous_line;
 pub mod reader;
 mod scan_queue;
