@@ -216,13 +216,7 @@ fn read_counters_while_loading<'b>(
     let load = binary.load_info();
     let options = unwind_options(args);
     let (counters, stats) = if let Some(path) = &args.perfdata {
-        if !args.event_filter().is_empty() {
-            bail!(
-                "{}: --perf-event is not implemented for perf.data input yet; give the \
-                 samples as `perf script -F event,ip,brstack --show-mmap-events` text",
-                path.display()
-            );
-        }
+        let filter = args.event_filter();
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
         let pids = mapping_processes(path, &load.name, options.pid, args.show_mmap_events)?;
@@ -230,7 +224,14 @@ fn read_counters_while_loading<'b>(
             sample_pids: Some(pids),
             ..options.clone()
         };
-        let reader = PerfDataReader::open(path).context("reading perf.data")?;
+        let reader = open_perf_data(path, &filter)?;
+        if !filter.is_empty() && reader.event().callchain {
+            bail!(
+                "{}: --perf-event filters LBR-only samples (`perf record -b` without `-g`); \
+                 these samples have call stacks",
+                path.display()
+            );
+        }
         let progress = Progress::for_events(path);
         let mut count = 0u64;
         // Both cores: this thread reads records, the caller's prepares, aggregates and
@@ -268,6 +269,11 @@ fn read_counters_while_loading<'b>(
                     Some(unwinder::UnwindError::NoLbrSamples)
                 ) =>
             {
+                if !filter.is_empty() {
+                    // Every sample filtered out: an empty profile, as llvm-profgen 19.
+                    eprintln!("warning: No samples in perf script!");
+                    return Ok(CounterSet::new(unwinder::CounterKind::Flat));
+                }
                 // No branch stack (cpu-clock, cycles, ... with or without -g): counted by
                 // leading IP, as the daemon counts such samples live.
                 return leading_ip_counters(path, binary, &load, &options);
@@ -284,6 +290,16 @@ fn read_counters_while_loading<'b>(
         &args.generate_options(),
         args.show_detailed_warning,
     ))
+}
+
+/// Opens the perf.data at `path`, keeping only the samples of the events in `filter`
+/// (`--perf-event`) when it names any.
+fn open_perf_data(path: &Path, filter: &[String]) -> anyhow::Result<PerfDataReader> {
+    let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
+    if !filter.is_empty() {
+        reader.keep_samples_of_events(filter);
+    }
+    Ok(reader)
 }
 
 /// The counters of stack-only samples (no branch stack) of the perf.data at `path`: each

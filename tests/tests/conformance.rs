@@ -755,3 +755,84 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
         &theirs,
     );
 }
+
+/// `--perf-event` on perf.data input (the Skylake recording, LBR-only, one event
+/// `cycles:u`): the samples of the named event kept, none of another, both equal to
+/// llvm-profgen-19 `--perfdata` with the same filter (it filters `perf script -F
+/// event,ip,brstack` lines by name); refused for samples with call stacks, whose lines
+/// carry no event name in llvm-profgen's reading.
+#[test]
+fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
+    if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/propeller_sample_1");
+    let data = fixture.join("perf.data");
+    let binary = fixture.join("propeller_sample_1.bin.gen");
+    let dir = out_dir("propeller_sample_1-perf-event", Variant::Lines);
+    let (b, d) = (binary.to_str().unwrap(), data.to_str().unwrap());
+    let mut kept = String::new();
+    for filter in ["cycles:u", "nope"] {
+        let flag = format!("--perf-event={filter}");
+        let (theirs, ours) = (
+            dir.join(format!("llvm.{filter}.raw")),
+            dir.join(format!("ours.{filter}.raw")),
+        );
+        let args = |out: &Path| {
+            [
+                "--perfdata",
+                d,
+                "--binary",
+                b,
+                "--skip-symbolization",
+                &flag,
+                "--output",
+                out.to_str().unwrap(),
+            ]
+            .map(str::to_string)
+            .to_vec()
+        };
+        let theirs_args = args(&theirs);
+        llvm(
+            "llvm-profgen-19",
+            &theirs_args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let mut ours_args = vec!["convert".to_string()];
+        ours_args.extend(args(&ours));
+        pgo_agent(&ours_args.iter().map(String::as_str).collect::<Vec<_>>());
+        let text = read_text(&ours);
+        assert_same(
+            &format!("propeller_sample_1 --perf-event={filter} from perf.data"),
+            &text,
+            &read_text(&theirs),
+        );
+        if filter == "nope" {
+            assert_eq!(text, "0\n0\n");
+        } else {
+            kept = text;
+        }
+    }
+    assert!(kept.lines().count() > 20, "{kept}");
+    // A recording with call stacks is refused, naming the input.
+    let program = corpus::program("loop_count", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let argv: Vec<String> = [
+        "pgo-agent",
+        "convert",
+        "--perfdata",
+        rec.perf_data.to_str().unwrap(),
+        "--binary",
+        program.binary.to_str().unwrap(),
+        "--perf-event=br_inst_retired.near_taken:uppp",
+        "--output",
+        dir.join("refused.raw").to_str().unwrap(),
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let err = daemon::execute(daemon::parse_args(argv).unwrap()).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("--perf-event filters LBR-only samples") && msg.contains(".data"),
+        "{msg}"
+    );
+}

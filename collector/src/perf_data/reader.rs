@@ -35,6 +35,8 @@ pub struct PerfDataReader {
     event: EventDescription,
     build_ids: Vec<BuildIdEntry>,
     cmdline: Vec<String>,
+    /// Per attr: are its samples kept ([`Self::keep_samples_of_events`]); `None`: all.
+    kept_attrs: Option<Vec<bool>>,
 }
 
 impl std::fmt::Debug for PerfDataReader {
@@ -127,6 +129,7 @@ impl PerfDataReader {
             event,
             build_ids,
             cmdline,
+            kept_attrs: None,
         })
     }
 
@@ -147,6 +150,20 @@ impl PerfDataReader {
             .get(index)?
             .name
             .as_deref()
+    }
+
+    /// Keeps only the samples of the events named in `names` (llvm-profgen's
+    /// `--perf-event`): an attr's name is its HEADER_EVENT_DESC name as `perf script -F
+    /// event` prints it, trailing `:` removed (`cycles:u`, `br_inst_retired.near_taken:uppp`).
+    /// Samples of an attr without a name are dropped. Side-band records are all kept.
+    pub fn keep_samples_of_events(&mut self, names: &[String]) {
+        let kept = (0..self.attr_count())
+            .map(|i| {
+                self.attr_name(i)
+                    .is_some_and(|n| names.iter().any(|k| k == n.trim_end_matches(':')))
+            })
+            .collect();
+        self.kept_attrs = Some(kept);
     }
 
     /// The record layout of attr `index`.
@@ -197,9 +214,16 @@ impl PerfDataReader {
 
     /// The next event the pipeline uses (samples, MMAP/MMAP2, COMM, FORK, EXIT), in time order.
     pub fn next_event(&mut self) -> Result<Option<PerfEvent>, PerfDataError> {
-        while let Some((_, record)) = self.next_record()? {
+        while let Some((attr, record)) = self.next_record()? {
             if let Some(event) = record.into_perf_event() {
-                return Ok(Some(event));
+                let dropped = matches!(event, PerfEvent::Sample(_))
+                    && self
+                        .kept_attrs
+                        .as_ref()
+                        .is_some_and(|k| !k.get(attr).copied().unwrap_or(false));
+                if !dropped {
+                    return Ok(Some(event));
+                }
             }
         }
         Ok(None)
