@@ -271,6 +271,7 @@ fn leading_ip_counters(
     let mut counters = CounterSet::new(leading_ip_kind(binary, options, has_callchain));
     let mut placement = unwinder::BinaryPlacement::new(load.clone(), options.pid)?;
     let (mut counted, mut not_code, mut bad_stack) = (0u64, 0u64, 0u64);
+    let (mut repaired, mut unrepairable) = (0u64, 0u64);
     let mut reader = PerfDataReader::open(path).context("reading perf.data")?;
     while let Some(event) = read(&mut reader)? {
         match event {
@@ -287,8 +288,16 @@ fn leading_ip_counters(
                 }
                 match count_leading_ip(&s, &placement, binary, options, &mut counters) {
                     LeadingIpOutcome::Counted => counted += 1,
+                    LeadingIpOutcome::Repaired => {
+                        counted += 1;
+                        repaired += 1;
+                    }
                     LeadingIpOutcome::NotCode => not_code += 1,
                     LeadingIpOutcome::BadStack => bad_stack += 1,
+                    LeadingIpOutcome::Unrepairable => {
+                        bad_stack += 1;
+                        unrepairable += 1;
+                    }
                 }
             }
             _ => {}
@@ -310,6 +319,9 @@ fn leading_ip_counters(
             counted,
             counted + not_code + bad_stack
         );
+    }
+    if let Some(line) = stack_repair_summary(repaired, unrepairable) {
+        eprintln!("{line}");
     }
     Ok(counters)
 }
@@ -388,8 +400,19 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         unwind_threads: convert_threads(),
         max_context_depth: usize::try_from(args.csprof_max_context_depth).ok(),
         compress_recursion: u32::try_from(args.compress_recursion).ok(),
+        stack_repair: args.perfdata.is_some() && !args.no_stack_repair,
         ..UnwindOptions::default()
     }
+}
+
+/// The summary line of the prologue/epilogue repair (`None` when no sample needed one).
+fn stack_repair_summary(repaired: u64, unrepairable: u64) -> Option<String> {
+    (repaired + unrepairable > 0).then(|| {
+        format!(
+            "stack repair: {repaired} samples taken in a prologue or epilogue counted with \
+             the caller their frame-pointer chain missed, {unrepairable} unrepairable (dropped)"
+        )
+    })
 }
 
 /// The counters with their warnings printed (line contexts counted as llvm-profgen counts
@@ -414,6 +437,9 @@ fn finish_counters(
     }
     for warning in stats.warnings(counters.kind != CounterKind::Flat) {
         eprintln!("warning: {warning}");
+    }
+    if let Some(line) = stack_repair_summary(stats.repaired_stacks, stats.unrepairable_stacks) {
+        eprintln!("{line}");
     }
     counters
 }

@@ -99,6 +99,10 @@ pub struct StateMeta {
     /// Samples the unwinder could not use fully, by reason (absent in older files).
     #[serde(default)]
     pub unwind_errors: BTreeMap<String, u64>,
+    /// Samples taken in a prologue or epilogue, by repair outcome (`repaired`,
+    /// `unrepairable`; absent in older files).
+    #[serde(default)]
+    pub stack_repairs: BTreeMap<String, u64>,
     /// Where the worker that counted the samples found the binary's names.
     #[serde(default)]
     pub names: Option<NamesReport>,
@@ -185,6 +189,9 @@ pub struct ProfileSummary {
     pub names: Option<NamesReport>,
     /// Samples the unwinder could not use fully, by reason, since the daemon started.
     pub unwind_errors: BTreeMap<String, u64>,
+    /// Samples taken in a prologue or epilogue, by repair outcome, since the daemon
+    /// started.
+    pub stack_repairs: BTreeMap<String, u64>,
     /// Where the counts come from and how old they are (`source`, `updated_unix_secs`,
     /// `age_secs` in the JSON entry).
     #[serde(flatten)]
@@ -560,6 +567,7 @@ impl ProfileStore {
             symbolization,
             names,
             unwind_errors: meta.unwind_errors,
+            stack_repairs: meta.stack_repairs,
             freshness,
         }
     }
@@ -944,6 +952,7 @@ mod tests {
             kind: "flat".into(),
             samples,
             unwind_errors: BTreeMap::new(),
+            stack_repairs: BTreeMap::new(),
             names: None,
             has_pseudo_probes: None,
         }

@@ -57,6 +57,7 @@ fn exposed_families() -> BTreeSet<String> {
         symbolization: Symbolization::BinaryNotFound,
         names: None,
         unwind_errors: [("bogus_trace".to_string(), 1)].into_iter().collect(),
+        stack_repairs: [("repaired".to_string(), 1)].into_iter().collect(),
         freshness: Default::default(),
     }]);
     m.observe_quality(&[(

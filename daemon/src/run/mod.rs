@@ -264,7 +264,10 @@ pub fn run_daemon(
         let (tx, rx) = bounded::<WorkItem>(1024);
         let settings = WorkerSettings {
             input,
-            options: UnwindOptions::default(),
+            options: UnwindOptions {
+                stack_repair: agg.stack_repair,
+                ..UnwindOptions::default()
+            },
             windows: WindowSettings {
                 window_secs: agg.window_secs,
                 retained_windows: agg.retained_windows,
