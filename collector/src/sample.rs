@@ -89,7 +89,7 @@ pub struct UserStack {
 impl UserStack {
     /// The stack word at `sp + offset` (`offset` a multiple of 8), when it was copied.
     pub fn word_at(&self, offset: u64) -> Option<u64> {
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return None;
         }
         let i = usize::try_from(offset / 8).ok()?;
