@@ -306,10 +306,11 @@ fn stack_only_script_counters(
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
 ) -> anyhow::Result<CounterSet> {
-    let events = || -> anyhow::Result<_> {
-        Ok(StackOnlyReader::new(text.bytes(), text.name())?
-            .map(|e| e.map_err(anyhow::Error::from)))
-    };
+    let events =
+        || -> anyhow::Result<_> {
+            Ok(StackOnlyReader::new(text.bytes(), text.name())?
+                .map(|e| e.map_err(anyhow::Error::from)))
+        };
     let counters = count_leading_ips(path, events, binary, load, options);
     let any_file_named = text
         .bytes()
@@ -351,6 +352,7 @@ fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
     let mut counters = CounterSet::new(leading_ip_kind(binary, options, has_callchain));
     let mut placement = unwinder::BinaryPlacement::new(load.clone(), options.pid)?;
     let (mut counted, mut not_code, mut bad_stack) = (0u64, 0u64, 0u64);
+    let (mut repaired, mut unrepairable) = (0u64, 0u64);
     for event in events()? {
         match event? {
             PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)) => {
@@ -367,8 +369,16 @@ fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
                 let n = s.count.max(1);
                 match count_leading_ip(&s, &placement, binary, options, &mut counters) {
                     LeadingIpOutcome::Counted => counted += n,
+                    LeadingIpOutcome::Repaired => {
+                        counted += n;
+                        repaired += n;
+                    }
                     LeadingIpOutcome::NotCode => not_code += n,
                     LeadingIpOutcome::BadStack => bad_stack += n,
+                    LeadingIpOutcome::Unrepairable => {
+                        bad_stack += n;
+                        unrepairable += n;
+                    }
                 }
             }
             _ => {}
@@ -390,6 +400,9 @@ fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
             counted,
             counted + not_code + bad_stack
         );
+    }
+    if let Some(line) = stack_repair_summary(repaired, unrepairable) {
+        eprintln!("{line}");
     }
     Ok(counters)
 }
@@ -485,8 +498,19 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         compress_recursion: u32::try_from(args.compress_recursion).ok(),
         leading_ip_only: args.leading_ip_only,
         detailed_warnings: args.show_detailed_warning,
+        stack_repair: args.perfdata.is_some() && !args.no_stack_repair,
         ..UnwindOptions::default()
     }
+}
+
+/// The summary line of the prologue/epilogue repair (`None` when no sample needed one).
+fn stack_repair_summary(repaired: u64, unrepairable: u64) -> Option<String> {
+    (repaired + unrepairable > 0).then(|| {
+        format!(
+            "stack repair: {repaired} samples taken in a prologue or epilogue counted with \
+             the caller their frame-pointer chain missed, {unrepairable} unrepairable (dropped)"
+        )
+    })
 }
 
 /// The counters with their warnings printed (line contexts counted as llvm-profgen counts
@@ -512,6 +536,9 @@ fn finish_counters(
     }
     for warning in stats.warnings_detailed(counters.kind != CounterKind::Flat, detailed) {
         eprintln!("warning: {warning}");
+    }
+    if let Some(line) = stack_repair_summary(stats.repaired_stacks, stats.unrepairable_stacks) {
+        eprintln!("{line}");
     }
     counters
 }

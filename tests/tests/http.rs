@@ -248,13 +248,26 @@ async fn router_serves_the_state_dir() {
     assert!(d > 0.0, "{g}");
     assert_eq!(g["threshold"], 50.0);
     assert_eq!(g["sampled_secs"], 60.0);
-    assert!((g["sample_rate_hz"].as_f64().unwrap() - 1234.0 / 60.0).abs() < 1e-9, "{g}");
+    assert!(
+        (g["sample_rate_hz"].as_f64().unwrap() - 1234.0 / 60.0).abs() < 1e-9,
+        "{g}"
+    );
     let needed = if d < 50.0 { 60.0 * 50.0 / d } else { 60.0 };
-    assert!((g["needed_secs"].as_f64().unwrap() - needed).abs() < 1e-6, "{g}");
-    assert!((g["more_secs"].as_f64().unwrap() - (needed - 60.0)).abs() < 1e-6, "{g}");
+    assert!(
+        (g["needed_secs"].as_f64().unwrap() - needed).abs() < 1e-6,
+        "{g}"
+    );
+    assert!(
+        (g["more_secs"].as_f64().unwrap() - (needed - 60.0)).abs() < 1e-6,
+        "{g}"
+    );
     assert_eq!(
         g["verdict"],
-        if d < 50.0 { "more_samples_needed" } else { "enough" },
+        if d < 50.0 {
+            "more_samples_needed"
+        } else {
+            "enough"
+        },
         "{g}"
     );
 
@@ -420,7 +433,11 @@ async fn router_serves_the_state_dir() {
         .unwrap_or_else(|| panic!("no more-sampling gauge in {text}"))
         .parse()
         .unwrap();
-    let want = if density < 50.0 { 60.0 * (50.0 / density - 1.0) } else { 0.0 };
+    let want = if density < 50.0 {
+        60.0 * (50.0 / density - 1.0)
+    } else {
+        0.0
+    };
     assert!((more - want).abs() < 1e-6, "{more} {want}");
     // The aggregate was made from this very binary: nothing is stale.
     assert!(

@@ -741,7 +741,11 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
         .arg(&data)
         .output()
         .expect("perf runs");
-    assert!(out.status.success(), "perf script: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "perf script: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::write(&script, &out.stdout).unwrap();
     let script_raw = dir.join("convert-script.raw");
     let s = script.display().to_string();

@@ -345,7 +345,11 @@ fn sigterm_stops_record_and_writes_what_it_recorded() {
         if samples_in(&line).is_some_and(|n| n > 0) {
             break;
         }
-        assert!(seen.len() < 600, "no samples reported:\n{}", seen.join("\n"));
+        assert!(
+            seen.len() < 600,
+            "no samples reported:\n{}",
+            seen.join("\n")
+        );
     }
     // SAFETY: kill(2) on the child this test spawned and has not reaped.
     let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

@@ -15,8 +15,7 @@ pub mod writer;
 
 pub use reader::{
     parse_stack_line, read_perf_script, EntryTokenCache, PerfScriptError, PerfScriptReader,
-    PerfScriptStats,
-    PerfScriptType, StackLine,
+    PerfScriptStats, PerfScriptType, StackLine,
 };
 pub use stack_only::{FileMappings, StackOnlyReader};
 pub use tally::{

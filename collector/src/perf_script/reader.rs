@@ -360,7 +360,8 @@ pub(crate) fn detect_type(text: &[u8], name: &str) -> Result<PerfScriptType, Per
                     PerfScriptType::LbrOnly
                 });
             }
-            stack_lines |= !is_mmap_event(lines.lines[i]) && parse_stack_line(lines.lines[i]).is_some();
+            stack_lines |=
+                !is_mmap_event(lines.lines[i]) && parse_stack_line(lines.lines[i]).is_some();
             i += 1;
         }
     };

@@ -42,7 +42,10 @@ impl FileMappings {
     /// The address perf printed as `addr` in a frame naming `dso`, as the kernel recorded
     /// it.
     pub fn absolute(&self, addr: u64, dso: &[u8]) -> u64 {
-        let Some(maps) = std::str::from_utf8(dso).ok().and_then(|d| self.files.get(d)) else {
+        let Some(maps) = std::str::from_utf8(dso)
+            .ok()
+            .and_then(|d| self.files.get(d))
+        else {
             return addr;
         };
         if maps
@@ -218,8 +221,8 @@ PERF_RECORD_MMAP2 8/8: [0x566666665000(0x1000) @ 0x1000 fe:00 1 0]: r-xp /tmp/pr
 
     #[test]
     fn other_scripts_are_not_stack_only() {
-        let err = StackOnlyReader::new(b"\t 10\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n", "t")
-            .unwrap_err();
+        let err =
+            StackOnlyReader::new(b"\t 10\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n", "t").unwrap_err();
         assert_eq!(
             err.to_string(),
             "t: the perf script has samples with a branch stack (Hybrid), not stack-only samples"

@@ -55,8 +55,7 @@ impl DensityReport {
 /// Whether a function (with its inlinees) has call targets.
 fn has_branch_counts(f: &FunctionSamples) -> bool {
     f.body.values().any(|b| !b.call_targets.is_empty())
-        || f
-            .callsites
+        || f.callsites
             .values()
             .flat_map(|callees| callees.values())
             .any(has_branch_counts)
