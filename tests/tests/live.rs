@@ -4,6 +4,7 @@
 //! Live tests need root (system-wide perf events) and clang-19; they are skipped with a
 //! message otherwise. They run one at a time (they sample the whole machine).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Mutex;
@@ -830,5 +831,93 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
         out.status.success(),
         "clang-19 with the profile: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds tests/programs/live/sort_tiny.c into target/live/ (once per process).
+fn sort_tiny_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = corpus::target_dir()
+                .join("live")
+                .join(format!("sort-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            e2e::support::build_program(
+                &corpus::sources_dir().join("live/sort_tiny.c"),
+                &dir.join("sort_tiny"),
+                &[],
+            )
+        })
+        .clone()
+}
+
+/// The sort program's share of samples dropped for their stack, and its stack repairs,
+/// under the daemon with `extra` config for `secs` seconds of sorting.
+fn sort_tiny_drops(extra: &str, name: &str) -> (u64, u64, u64, BTreeMap<&'static str, u64>) {
+    let binary = sort_tiny_binary();
+    let state = state_dir(name);
+    let cfg = config(&format!("{extra}\n[filters]\ncomms = [\"sort_tiny\"]\n"));
+    let daemon = std::thread::spawn({
+        let state = state.clone();
+        move || run_for(&cfg, 5, &state)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let mut child = Command::new(&binary)
+        .arg("3")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let summary = daemon.join().unwrap();
+    let entry = summary
+        .binaries
+        .iter()
+        .find(|b| b.path.ends_with("sort_tiny"))
+        .unwrap_or_else(|| panic!("no aggregate for sort_tiny: {:#?}", summary.binaries));
+    let bad_stack = entry.unwind_errors.get("bad_stack").copied().unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&state);
+    (
+        entry.offered,
+        entry.counted,
+        bad_stack,
+        entry.stack_repairs.clone(),
+    )
+}
+
+/// Issue 24: cpu-clock samples of tiny functions taken in a prologue or epilogue. With
+/// llvm-profgen's rule (`stack_repair = false`) a large share is dropped as `bad_stack`;
+/// with the default repair (user registers and stack words with each sample) under 1 %.
+#[test]
+fn prologue_samples_of_tiny_functions_are_repaired_live() {
+    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_sample("prologue_samples_of_tiny_functions_are_repaired_live") {
+        return;
+    }
+    let (offered, counted, bad, repairs) =
+        sort_tiny_drops("[aggregation]\nstack_repair = false\n", "sort-norepair");
+    eprintln!("without repair: offered {offered}, counted {counted}, bad_stack {bad}, {repairs:?}");
+    assert!(offered > 1000, "too few samples: {offered}");
+    let share_without = bad as f64 / offered as f64;
+    assert!(
+        share_without > 0.05,
+        "without repair only {:.1} % dropped: the program no longer shows the case",
+        share_without * 100.0
+    );
+    assert!(repairs.values().all(|&n| n == 0), "{repairs:?}");
+
+    let (offered, counted, bad, repairs) = sort_tiny_drops("", "sort-repair");
+    eprintln!("with repair: offered {offered}, counted {counted}, bad_stack {bad}, {repairs:?}");
+    assert!(offered > 1000, "too few samples: {offered}");
+    let share_with = bad as f64 / offered as f64;
+    assert!(
+        share_with < 0.01,
+        "with repair {:.2} % still dropped as bad_stack",
+        share_with * 100.0
+    );
+    assert!(
+        repairs.get("repaired").copied().unwrap_or(0) as f64 > 0.5 * share_without * offered as f64,
+        "repairs {repairs:?} do not account for the drops without repair ({:.1} %)",
+        share_without * 100.0
     );
 }
