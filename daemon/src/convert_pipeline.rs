@@ -540,6 +540,9 @@ fn finish_counters(
     if let Some(line) = stack_repair_summary(stats.repaired_stacks, stats.unrepairable_stacks) {
         eprintln!("{line}");
     }
+    for note in stats.notes() {
+        eprintln!("note: {note}");
+    }
     counters
 }
 

@@ -138,6 +138,26 @@ impl UnwindStats {
             .extend(other.range_details.iter().copied());
     }
 
+    /// What [`UnwindStats::warnings`]' llvm-profgen denominators hide, said with the
+    /// samples read (convert prints these after the warnings, as notes).
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.leaf_external_frames > 0
+            && self.samples_seen > 0
+            && self.total_samples != self.samples_seen
+        {
+            out.push(format!(
+                "the leaf external frame share counts each sample with a call stack twice in \
+                 its denominator, as llvm-profgen 19 does: {} of the {} samples read ({:.2}%) \
+                 have a leaf external frame",
+                self.leaf_external_frames,
+                self.samples_seen,
+                self.leaf_external_frames as f64 * 100.0 / self.samples_seen as f64
+            ));
+        }
+        out
+    }
+
     /// The warnings llvm-profgen 19 prints while reading samples and unwinding, in its
     /// order, without the "warning: " prefix (the per-sample "Bogus trace" lines aside).
     /// The `warnInvalidRange` percentages appear when the layout offered
@@ -157,12 +177,12 @@ impl UnwindStats {
         if let Some(w) = &self.missing_mmap_warning {
             out.push(w.clone());
         }
-        let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
-        push(
+        out.extend(warning_summary(
             self.leaf_external_frames,
             self.total_samples,
             "of samples have leaf external frame in call stack.",
-        );
+        ));
+        let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
         push(
             self.leading_outgoing_lbr,
             self.total_samples,
@@ -304,6 +324,7 @@ mod tests {
     fn warnings_in_order() {
         let mut s = UnwindStats {
             total_samples: 4,
+            samples_seen: 4,
             leaf_external_frames: 1,
             aggregated_samples: 2,
             total_range_samples: 5,
@@ -323,5 +344,20 @@ mod tests {
         assert_eq!(s.warnings(false).len(), 2);
         s.total_range_samples = 0;
         assert_eq!(s.warnings(false)[2], "No samples in perf script!");
+        assert!(s.notes().is_empty());
+        // Two samples with call stacks: llvm-profgen's denominator is 4, the samples 2.
+        s.samples_seen = 2;
+        assert_eq!(
+            s.warnings(true)[0],
+            "25.00%(1/4) of samples have leaf external frame in call stack."
+        );
+        assert_eq!(
+            s.notes(),
+            [
+                "the leaf external frame share counts each sample with a call stack twice in its \
+              denominator, as llvm-profgen 19 does: 1 of the 2 samples read (50.00%) have a \
+              leaf external frame"
+            ]
+        );
     }
 }
