@@ -639,6 +639,10 @@ fn live_counters(
 /// counters), and clang-19 compiles the program with the converted profile.
 #[test]
 fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
+    // Not beside a daemon of another test: while a build-id reader samples, the kernel
+    // flags perf's own inode-form MMAP2 records as build-id form, and perf 6.1's `perf
+    // script` aborts on them (util/build-id.c).
+    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     if !corpus::tools_available(
         "cpu_clock_perf_data_and_script_convert_as_the_daemon_counts",
         &["clang-19", "perf"],

@@ -115,6 +115,57 @@ fn assert_same(what: &str, ours: &str, theirs: &str) {
     );
 }
 
+/// The recording plus two samples at the ELF entry point (`_start`, entered from the
+/// dynamic linker), in its first and second instruction: `_start` has an FDE but no DWARF,
+/// so the unstripped build has no function there and keeps them, and so must the `strip -s`
+/// binary alone. A recording catches them only when a sample falls in the first few
+/// branches of the process.
+fn with_entry_point_samples(script: &Path, binary: &Path, dir: &Path) -> PathBuf {
+    use object::{Object, ObjectSection};
+    let text = read_text(script);
+    let bytes = std::fs::read(binary).unwrap();
+    let elf = object::File::parse(&*bytes).unwrap();
+    let entry = elf.entry();
+    // The executable mapping of the binary: `[0x<start>(0x<len>) @ 0x<pgoff> ...]: r-xp <path>`.
+    let name = binary.to_str().unwrap();
+    let mmap = text
+        .lines()
+        .find(|l| l.contains("r-xp") && l.ends_with(name))
+        .unwrap_or_else(|| panic!("{}: no executable mapping of {name}", script.display()));
+    let field = |after: &str| {
+        let rest = &mmap[mmap.find(after).unwrap() + after.len()..];
+        let hex: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+        u64::from_str_radix(&hex, 16).unwrap()
+    };
+    let (start, pgoff) = (field("[0x"), field("@ 0x"));
+    let text_section = elf
+        .sections()
+        .find(|s| s.address() <= entry && entry < s.address() + s.size())
+        .unwrap();
+    let (addr, offset) = text_section
+        .file_range()
+        .map(|(o, _)| (text_section.address(), o))
+        .unwrap();
+    let runtime = |vaddr: u64| start + (vaddr - addr + offset) - pgoff;
+    // The second instruction: `_start` begins with `xor %ebp,%ebp` (2 bytes) on x86-64.
+    assert_eq!(
+        &bytes[offset as usize + (entry - addr) as usize..][..2],
+        &[0x31, 0xed]
+    );
+    let ld_so = 0x7fff_f7fe_37b8u64;
+    let mut out = text;
+    for leaf in [entry, entry + 2] {
+        out.push_str(&format!(
+            "\n\t    {:x}\n 0x{ld_so:x}/0x{:x}/P/-/-/0/ \n",
+            runtime(leaf),
+            runtime(entry)
+        ));
+    }
+    let path = dir.join("with-entry.perfscript");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
 fn split_debug(name: &str, variant: Variant) {
     if !corpus::tools_available("split_debug", TOOLS) {
         return;
@@ -128,7 +179,11 @@ fn split_debug(name: &str, variant: Variant) {
     std::fs::create_dir_all(&dir).unwrap();
     let c = copies(&program.binary, &dir);
     let s = |p: &Path| p.to_str().unwrap().to_string();
-    let script = s(&rec.perf_script);
+    let script = s(&with_entry_point_samples(
+        &rec.perf_script,
+        &program.binary,
+        &dir,
+    ));
 
     for (mode, extra) in [("cs", None), ("flat", Some("--ignore-stack-samples"))] {
         let out = |stem: &str| dir.join(format!("{stem}.{mode}.txt"));

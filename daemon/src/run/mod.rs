@@ -103,7 +103,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Config::load(p)?,
         None => Config::embedded(),
     };
-    crate::logging::init(&config.log.level)?;
     let mut args = args;
     if args.listen.is_none() {
         args.listen = Some(config.output.listen_address.clone());
@@ -164,6 +163,7 @@ pub fn run_daemon(
     args: &RunArgs,
     control: &RunControl,
 ) -> anyhow::Result<RunSummary> {
+    crate::logging::init(&config.log.level)?;
     let started = Instant::now();
     // The window clock counts Unix seconds (`start` is an Instant at the Unix epoch), so
     // windows restored from the state directory keep their start times across restarts.

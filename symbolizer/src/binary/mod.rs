@@ -279,6 +279,12 @@ impl ProfiledBinary {
             // but no DWARF keeps llvm-profgen 19's behaviour: no functions, unless
             // `load_functions_from_symbols`.)
             add_symbol_functions(&mut subprograms, &symbols, &file);
+            // Except the ELF entry point: `_start` (crt1.o) has an FDE but no DWARF, so the
+            // unstripped build has no function there, and a sample in its first two
+            // instructions is kept, not dropped as a prolog (it has no caller frame to
+            // miss).
+            let entry = file.entry();
+            subprograms.retain(|(_, ranges)| ranges.first().is_none_or(|r| r.0 != entry));
         }
         let mut functions = FunctionTable::build(subprograms, preferred_base);
 
