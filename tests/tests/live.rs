@@ -14,6 +14,7 @@ use collector::record::{
     branch_sample_type as bst, sample_type as st, RecordWriter, SampleId, SampleLayout,
     SampleRecord,
 };
+use collector::sample::USER_STACK_REGS_MASK;
 use collector::{PerfEvent, SideBandEvent};
 use daemon::config::Config;
 use daemon::run::filters::ProcessFilter;
@@ -408,9 +409,9 @@ fn loss_is_counted_and_the_daemon_keeps_running() {
     );
 }
 
-/// LBR records from the software recorder, written with the kernel's layout into an
-/// in-memory ring (the first write starts 24 bytes before the end, so a record wraps),
-/// read back by the same ring reader and record parser as the live path, routed and
+/// LBR records from the software recorder, user registers and stack bytes included,
+/// written with the kernel's layout into an in-memory ring (the first write starts 24
+/// bytes before the end, so a record wraps), read back by the same ring reader and record parser as the live path, routed and
 /// aggregated like the daemon's LBR mode: the counters equal `convert`'s.
 #[test]
 fn replayed_lbr_records_equal_convert() {
@@ -429,23 +430,27 @@ fn replayed_lbr_records_equal_convert() {
             | st::CPU
             | st::PERIOD
             | st::CALLCHAIN
-            | st::BRANCH_STACK,
+            | st::BRANCH_STACK
+            | st::REGS_USER
+            | st::STACK_USER,
         bst::USER | bst::ANY | bst::HW_INDEX,
         0,
         true,
-    );
+    )
+    .with_regs(USER_STACK_REGS_MASK, 0);
     let w = RecordWriter::new(layout);
     let mut bytes = Vec::new();
     for e in &rec.events {
         match e {
             PerfEvent::Sample(s) => {
-                let r = SampleRecord {
+                let mut r = SampleRecord {
                     sample: s.clone(),
                     id: 7,
                     period: 97,
                     hw_idx: Some(31),
                     ..SampleRecord::default()
                 };
+                r.set_user_registers(&layout);
                 w.write_sample(&mut bytes, 2, &r).unwrap();
             }
             PerfEvent::SideBand(SideBandEvent::Mmap2(m)) => {
