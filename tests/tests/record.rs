@@ -137,8 +137,7 @@ fn check_perf_script(rec: &Recorded) {
     // The same recording without the stack fields: perf prints our call chains, branch
     // stacks and mmap events exactly as our perf script text does.
     let fp_data = rec.perf_data.with_extension("fp.data");
-    collector::perf_data::write_perf_data(&fp_data, &without_user_stack(&rec.recording))
-        .unwrap();
+    collector::perf_data::write_perf_data(&fp_data, &without_user_stack(&rec.recording)).unwrap();
     let theirs = perf_script(&["-F", "ip,brstack", "--show-mmap-events"], &fp_data);
     let ours = std::fs::read_to_string(&rec.perf_script).unwrap();
     let expected = normalise_like_perf(&ours, &rec.recording);

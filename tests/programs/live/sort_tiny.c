@@ -1,8 +1,10 @@
 /* sort_tiny: sorting with two tiny comparison functions, the shape whose cpu-clock samples
  * land in prologues and epilogues (a large share of a tiny function's instructions are its
- * frame set-up and tear-down). `sort_tiny SECONDS` sorts for that long: qsort with the
- * callback cmp_int, then an insertion sort calling less(). Built by tests/tests/live.rs
- * with e2e::support::build_program (clang-19 -O2, frame pointers, pseudo probes, PIE). */
+ * frame set-up and tear-down). `sort_tiny SECONDS [N]` sorts rounds of N elements (3000 by
+ * default) for that long, at least one round: qsort with the callback cmp_int, then an
+ * insertion sort of N/4 calling less(). It prints a checksum and the CPU seconds it used.
+ * Built by tests/tests/live.rs with e2e::support::build_program (clang-19 -O2, frame
+ * pointers, pseudo probes, PIE). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -33,12 +35,12 @@ static double now(void) {
 
 int main(int argc, char **argv) {
   double secs = argc > 1 ? atof(argv[1]) : 1.0;
-  int n = 3000;
+  int n = argc > 2 ? atoi(argv[2]) : 3000;
   int *v = malloc(sizeof(int) * n);
   unsigned s = 1;
   long checksum = 0;
   double end = now() + secs;
-  while (now() < end) {
+  do {
     for (int i = 0; i < n; i++) {
       s = s * 1103515245 + 12345;
       v[i] = (int)(s >> 8);
@@ -50,7 +52,7 @@ int main(int argc, char **argv) {
     }
     insertion(v, n / 4);
     checksum += v[0];
-  }
-  printf("%ld\n", checksum);
+  } while (now() < end);
+  printf("%ld %.3f\n", checksum, (double)clock() / CLOCKS_PER_SEC);
   return 0;
 }
