@@ -34,4 +34,4 @@ pub mod uprobe;
 pub use build_id::BuildId;
 pub use event::{CommEvent, Mmap2Event, PerfEvent, SideBandEvent, TaskEvent};
 pub use recording::{BuildIdEntry, EventDescription, Recording};
-pub use sample::{LbrEntry, Sample};
+pub use sample::{LbrEntry, Sample, UserStack};

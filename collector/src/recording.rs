@@ -31,6 +31,9 @@ pub struct EventDescription {
     pub callchain: bool,
     /// True when samples carry a branch stack (`PERF_SAMPLE_BRANCH_STACK`).
     pub branch_stack: bool,
+    /// True when samples carry the user registers bp, sp, ip (`PERF_SAMPLE_REGS_USER`) and
+    /// the top of the user stack (`PERF_SAMPLE_STACK_USER`): [`crate::UserStack`].
+    pub user_stack: bool,
 }
 
 /// A profiling session: the event description, the build ids, and the events in the order

@@ -48,6 +48,61 @@ pub struct Sample {
     /// How many identical samples this one stands for (pre-aggregated perf script input
     /// carries a count line; everything else is 1).
     pub count: u64,
+    /// The user registers and the top of the user stack when the sample was taken, when
+    /// the input carries them (`PERF_SAMPLE_REGS_USER` with ip, sp and bp, and
+    /// `PERF_SAMPLE_STACK_USER`): what settles the caller the frame-pointer chain misses
+    /// at a prologue or epilogue. `None` for perf script input.
+    pub user_stack: Option<UserStack>,
+}
+
+/// x86-64 `sample_regs_user` bit of bp (`enum perf_event_x86_regs`: `PERF_REG_X86_BP`).
+pub const PERF_REG_X86_BP: u32 = 6;
+/// x86-64 `sample_regs_user` bit of sp (`PERF_REG_X86_SP`).
+pub const PERF_REG_X86_SP: u32 = 7;
+/// x86-64 `sample_regs_user` bit of ip (`PERF_REG_X86_IP`).
+pub const PERF_REG_X86_IP: u32 = 8;
+/// The `sample_regs_user` mask [`UserStack`] needs: bp, sp, ip.
+pub const USER_STACK_REGS_MASK: u64 =
+    1 << PERF_REG_X86_BP | 1 << PERF_REG_X86_SP | 1 << PERF_REG_X86_IP;
+/// Stack words a [`UserStack`] keeps: `[sp]` and `[sp + 8]`, where a return address is
+/// at a prologue's first two instructions and after an epilogue's `pop rbp`.
+pub const USER_STACK_WORDS: usize = 2;
+/// The `sample_stack_user` size (bytes) that fills a [`UserStack`].
+pub const USER_STACK_BYTES: u32 = (USER_STACK_WORDS * 8) as u32;
+
+/// User registers and the first words of the user stack at a sample (no allocation: a
+/// sample's copy is a few words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct UserStack {
+    /// The user instruction pointer (the interrupted instruction).
+    pub ip: u64,
+    /// The user stack pointer.
+    pub sp: u64,
+    /// The user frame pointer (rbp).
+    pub bp: u64,
+    /// `words[i]` is the 8 bytes at `sp + 8 * i`; the first `len` are valid.
+    pub words: [u64; USER_STACK_WORDS],
+    /// How many of `words` the kernel could copy (fewer near the top of the stack).
+    pub len: u8,
+}
+
+impl UserStack {
+    /// The stack word at `sp + offset` (`offset` a multiple of 8), when it was copied.
+    pub fn word_at(&self, offset: u64) -> Option<u64> {
+        if !offset.is_multiple_of(8) {
+            return None;
+        }
+        let i = usize::try_from(offset / 8).ok()?;
+        (i < usize::from(self.len)).then(|| self.words[i])
+    }
+
+    /// The copied stack bytes as the kernel writes them (`len * 8` bytes from `sp` up).
+    pub fn stack_bytes(&self) -> Vec<u8> {
+        self.words[..usize::from(self.len)]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect()
+    }
 }
 
 /// First value of the kernel's `enum perf_callchain_context` markers: every callchain

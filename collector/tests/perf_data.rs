@@ -49,6 +49,15 @@ fn true_recording() -> Recording {
             })
             .collect(),
         count: 1,
+        // PERF_SAMPLE_REGS_USER (bp, sp, ip) and PERF_SAMPLE_STACK_USER: written and read
+        // back, and perf reads them without a warning.
+        user_stack: Some(collector::UserStack {
+            ip,
+            sp: 0x7fff_0000_1000 - time,
+            bp: 0x7fff_0000_1010,
+            words: [base + 0x100, 0x7fff_0000_1030],
+            len: 2,
+        }),
     };
     Recording {
         event: EventDescription {
@@ -59,6 +68,7 @@ fn true_recording() -> Recording {
             precise_ip: 3,
             callchain: true,
             branch_stack: true,
+            user_stack: true,
         },
         build_ids: vec![BuildIdEntry {
             pid,

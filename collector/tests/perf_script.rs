@@ -109,6 +109,7 @@ fn hybrid_perf_script_of_our_perf_data_matches() {
                 })
                 .collect(),
             count: 1,
+            user_stack: None,
         }));
     }
     let rec = collector::Recording {
@@ -120,6 +121,7 @@ fn hybrid_perf_script_of_our_perf_data_matches() {
             precise_ip: 3,
             callchain: true,
             branch_stack: true,
+            user_stack: false,
         },
         build_ids: vec![],
         events,

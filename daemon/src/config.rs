@@ -146,6 +146,15 @@ pub struct AggregationConfig {
     /// memory); larger ones are skipped and counted in `pgo_agent_binaries_rejected_total`.
     #[serde(default = "default_max_binary_bytes")]
     pub max_binary_bytes: u64,
+    /// Repair the call chain of samples taken in a prologue or epilogue from their user
+    /// registers and stack words (counted in `pgo_agent_stack_repairs_total`); `false`
+    /// drops them as llvm-profgen does.
+    #[serde(default = "default_stack_repair")]
+    pub stack_repair: bool,
+}
+
+fn default_stack_repair() -> bool {
+    true
 }
 
 fn default_max_binary_bytes() -> u64 {

@@ -177,6 +177,13 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub show_detailed_warning: bool,
+    /// perf.data input: do not repair the call chains of samples taken in a prologue or
+    /// epilogue from their recorded user registers and stack words
+    /// (`PERF_SAMPLE_REGS_USER` / `PERF_SAMPLE_STACK_USER`, which `pgo-agent record` and the
+    /// daemon record); drop them as llvm-profgen 19 does, for its exact output. perf script
+    /// input carries no registers and always gets llvm-profgen's behaviour.
+    #[arg(long)]
+    pub no_stack_repair: bool,
 }
 
 const AFTER_HELP: &str = "\

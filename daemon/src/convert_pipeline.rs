@@ -375,6 +375,7 @@ fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
     let mut counters = CounterSet::new(leading_ip_kind(binary, options, has_callchain));
     let mut placement = unwinder::BinaryPlacement::new(load.clone(), options.pid)?;
     let (mut counted, mut not_code, mut bad_stack) = (0u64, 0u64, 0u64);
+    let (mut repaired, mut unrepairable) = (0u64, 0u64);
     for event in events()? {
         match event? {
             PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)) => {
@@ -391,8 +392,16 @@ fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
                 let n = s.count.max(1);
                 match count_leading_ip(&s, &placement, binary, options, &mut counters) {
                     LeadingIpOutcome::Counted => counted += n,
+                    LeadingIpOutcome::Repaired => {
+                        counted += n;
+                        repaired += n;
+                    }
                     LeadingIpOutcome::NotCode => not_code += n,
                     LeadingIpOutcome::BadStack => bad_stack += n,
+                    LeadingIpOutcome::Unrepairable => {
+                        bad_stack += n;
+                        unrepairable += n;
+                    }
                 }
             }
             _ => {}
@@ -414,6 +423,9 @@ fn count_leading_ips<I: Iterator<Item = anyhow::Result<PerfEvent>>>(
             counted,
             counted + not_code + bad_stack
         );
+    }
+    if let Some(line) = stack_repair_summary(repaired, unrepairable) {
+        eprintln!("{line}");
     }
     Ok(counters)
 }
@@ -573,8 +585,19 @@ fn unwind_options(args: &ConvertArgs) -> UnwindOptions {
         leading_ip_only: args.leading_ip_only,
         sample_period: args.sample_period,
         detailed_warnings: args.show_detailed_warning,
+        stack_repair: args.perfdata.is_some() && !args.no_stack_repair,
         ..UnwindOptions::default()
     }
+}
+
+/// The summary line of the prologue/epilogue repair (`None` when no sample needed one).
+fn stack_repair_summary(repaired: u64, unrepairable: u64) -> Option<String> {
+    (repaired + unrepairable > 0).then(|| {
+        format!(
+            "stack repair: {repaired} samples taken in a prologue or epilogue counted with \
+             the caller their frame-pointer chain missed, {unrepairable} unrepairable (dropped)"
+        )
+    })
 }
 
 /// The counters with their warnings printed (line contexts counted as llvm-profgen counts
@@ -600,6 +623,9 @@ fn finish_counters(
     }
     for warning in stats.warnings_detailed(counters.kind != CounterKind::Flat, detailed) {
         eprintln!("warning: {warning}");
+    }
+    if let Some(line) = stack_repair_summary(stats.repaired_stacks, stats.unrepairable_stacks) {
+        eprintln!("{line}");
     }
     for note in stats.notes() {
         eprintln!("note: {note}");

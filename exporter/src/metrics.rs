@@ -16,7 +16,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use unwinder::shard::UNWIND_ERROR_REASONS;
+use unwinder::shard::{STACK_REPAIR_OUTCOMES, UNWIND_ERROR_REASONS};
 
 use crate::sampling_guidance::DensityGuidance;
 use crate::store::{ProfileQuality, ProfileSummary};
@@ -251,6 +251,7 @@ pub struct Metrics {
     dropped: IntCounterVec,
     parse_errors: IntCounter,
     unwind_errors: IntCounterVec,
+    stack_repairs: IntCounterVec,
     mode: IntGaugeVec,
     lbr: IntGauge,
     binaries: IntGauge,
@@ -320,6 +321,16 @@ impl Metrics {
                  reason, summed over the tracked binaries.",
             ),
             &["reason"],
+        )
+        .expect("valid");
+        let stack_repairs = IntCounterVec::new(
+            Opts::new(
+                "pgo_agent_stack_repairs_total",
+                "Samples taken in a prologue or epilogue (where the frame-pointer chain skips \
+                 the caller), by outcome: repaired from their user registers and stack, or \
+                 unrepairable (dropped), summed over the tracked binaries.",
+            ),
+            &["outcome"],
         )
         .expect("valid");
         let mode = IntGaugeVec::new(
@@ -424,6 +435,7 @@ impl Metrics {
         reg(Box::new(dropped.clone()));
         reg(Box::new(parse_errors.clone()));
         reg(Box::new(unwind_errors.clone()));
+        reg(Box::new(stack_repairs.clone()));
         reg(Box::new(mode.clone()));
         reg(Box::new(lbr.clone()));
         reg(Box::new(binaries.clone()));
@@ -458,6 +470,7 @@ impl Metrics {
             dropped,
             parse_errors,
             unwind_errors,
+            stack_repairs,
             mode,
             lbr,
             binaries,
@@ -530,6 +543,22 @@ impl Metrics {
         }
         for (reason, n) in by_reason {
             counter_add(&self.unwind_errors.with_label_values(&[reason]), n);
+        }
+        let mut by_outcome: std::collections::BTreeMap<&str, u64> = Default::default();
+        for p in list {
+            for (outcome, n) in &p.stack_repairs {
+                let Some(o) = STACK_REPAIR_OUTCOMES
+                    .iter()
+                    .find(|o| **o == outcome.as_str())
+                else {
+                    continue;
+                };
+                let sum = by_outcome.entry(o).or_default();
+                *sum = sum.saturating_add(*n);
+            }
+        }
+        for (outcome, n) in by_outcome {
+            counter_add(&self.stack_repairs.with_label_values(&[outcome]), n);
         }
     }
 
@@ -664,6 +693,10 @@ mod tests {
             names: None,
             unwind_errors: errors.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
             density: None,
+            stack_repairs: [("repaired", 5), ("unrepairable", 1), ("made_up", 2)]
+                .iter()
+                .map(|(o, n)| (o.to_string(), *n))
+                .collect(),
             freshness: Default::default(),
         };
         let m = Metrics::new();
@@ -677,6 +710,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("pgo_agent_unwind_errors_total{reason=\"ip_not_code\"} 1\n"));
+        assert!(text.contains("pgo_agent_stack_repairs_total{outcome=\"repaired\"} 10\n"));
+        assert!(text.contains("pgo_agent_stack_repairs_total{outcome=\"unrepairable\"} 2\n"));
         assert!(!text.contains("made_up"), "{text}");
     }
 }

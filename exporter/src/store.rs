@@ -101,6 +101,10 @@ pub struct StateMeta {
     /// Samples the unwinder could not use fully, by reason (absent in older files).
     #[serde(default)]
     pub unwind_errors: BTreeMap<String, u64>,
+    /// Samples taken in a prologue or epilogue, by repair outcome (`repaired`,
+    /// `unrepairable`; absent in older files).
+    #[serde(default)]
+    pub stack_repairs: BTreeMap<String, u64>,
     /// Where the worker that counted the samples found the binary's names.
     #[serde(default)]
     pub names: Option<NamesReport>,
@@ -199,6 +203,9 @@ pub struct ProfileSummary {
     /// needed ([`crate::sampling_guidance`]); `None` when not computed (binaries past the
     /// first [`crate::metrics::QUALITY_BINARIES`] symbolizable ones, or not symbolizable).
     pub density: Option<DensityGuidance>,
+    /// Samples taken in a prologue or epilogue, by repair outcome, since the daemon
+    /// started.
+    pub stack_repairs: BTreeMap<String, u64>,
     /// Where the counts come from and how old they are (`source`, `updated_unix_secs`,
     /// `age_secs` in the JSON entry).
     #[serde(flatten)]
@@ -575,6 +582,7 @@ impl ProfileStore {
             names,
             unwind_errors: meta.unwind_errors,
             density: None,
+            stack_repairs: meta.stack_repairs,
             freshness,
         }
     }
@@ -974,6 +982,7 @@ mod tests {
             kind: "flat".into(),
             samples,
             unwind_errors: BTreeMap::new(),
+            stack_repairs: BTreeMap::new(),
             names: None,
             has_pseudo_probes: None,
             counted: 0,

@@ -58,6 +58,7 @@ fn exposed_families() -> BTreeSet<String> {
         names: None,
         unwind_errors: [("bogus_trace".to_string(), 1)].into_iter().collect(),
         density: None,
+        stack_repairs: [("repaired".to_string(), 1)].into_iter().collect(),
         freshness: Default::default(),
     }]);
     m.observe_quality(&[(

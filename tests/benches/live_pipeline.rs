@@ -602,6 +602,7 @@ impl<'a> HardwareLike<'a> {
             callchain: base.callchain.clone(),
             lbr,
             count: 1,
+            user_stack: None,
         }
     }
 }

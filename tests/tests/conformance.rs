@@ -6,8 +6,9 @@
 //!
 //! * unsymbolized counters: `llvm-profgen-19 --perfscript S --skip-symbolization` and
 //!   `pgo-agent convert --perfscript S --skip-symbolization` are byte-identical (both
-//!   sort their output), and so is `pgo-agent convert --perfdata D` on the recorder's
-//!   perf.data (no `perf` binary involved);
+//!   sort their output), and so is `pgo-agent convert --perfdata D --no-stack-repair` on
+//!   the recorder's perf.data (no `perf` binary involved; the recorder's samples carry
+//!   user registers, whose prologue/epilogue repair `--no-stack-repair` turns off);
 //! * text profiles: `--format=text --csspgo-preinliner=false --gen-cs-nested-profile=false`
 //!   from both tools are identical after `llvm-profdata-19 merge --sample --text`;
 //! * default flags (CS pre-inliner, nested profile): `--format=text` with no other flag
@@ -109,7 +110,7 @@ fn conformance(name: &str, variant: Variant) {
             &read_text(&theirs_raw),
         );
 
-        let data_argv = with(&["--perfdata", data, "--binary", binary]);
+        let data_argv = with(&["--perfdata", data, "--binary", binary, "--no-stack-repair"]);
         let data_argv: Vec<&str> = data_argv.iter().map(String::as_str).collect();
         pgo_agent(
             &[

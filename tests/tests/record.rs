@@ -1,5 +1,6 @@
 //! End-to-end tests of `pgo-agent record` (the software LBR recorder) on the corpus:
-//! perf reads our perf.data and prints the same samples as our perf script text,
+//! perf reads our perf.data (the user registers of every sample, and, from the same
+//! recording written without the stack fields, the same samples as our perf script text),
 //! llvm-profgen-19 turns our text into a context-sensitive profile, and the ground truth
 //! equals the arithmetic of a loop with a known trip count.
 //!
@@ -65,24 +66,79 @@ fn normalise_like_perf(ours: &str, recording: &collector::Recording) -> String {
     out
 }
 
-fn check_perf_script(rec: &Recorded) {
+/// `perf script ARGS -i DATA`: its stdout, after asserting it ran without a warning.
+fn perf_script(args: &[&str], data: &Path) -> String {
     let output = Command::new("perf")
-        .args(["script", "-F", "ip,brstack", "--show-mmap-events", "-i"])
-        .arg(&rec.perf_data)
+        .arg("script")
+        .args(args)
+        .arg("-i")
+        .arg(data)
         .output()
         .expect("running perf");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
         "perf script failed on {}: {stderr}",
-        rec.perf_data.display()
+        data.display()
     );
     assert!(
         stderr.trim().is_empty(),
         "perf script warned on {}:\n{stderr}",
+        data.display()
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The recording without the user registers and stack bytes: what the recorder writes
+/// minus `PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER`. perf 6.1 unwinds every sample
+/// of a perf.data with both fields with DWARF from those 16 stack bytes and appends the
+/// frames it finds to the kernel's call chain (`callchain_param_setup` switches to
+/// `CALLCHAIN_DWARF`; perf script has no option to keep the frame-pointer chain alone),
+/// so the call-chain comparison runs on this copy, written by the same perf.data writer.
+fn without_user_stack(recording: &collector::Recording) -> collector::Recording {
+    let mut fp = recording.clone();
+    fp.event.user_stack = false;
+    for e in &mut fp.events {
+        if let PerfEvent::Sample(s) = e {
+            s.user_stack = None;
+        }
+    }
+    fp
+}
+
+/// What `perf script -F uregs` prints for the recorder's samples: the abi and the bp, sp,
+/// ip registers of each (`print_sample_uregs` in perf's builtin-script.c: `" ABI:%lu "`,
+/// then `"%5s:0x%lx "` per register of the mask in bit order).
+fn expected_uregs(recording: &collector::Recording) -> String {
+    let mut out = String::new();
+    for e in &recording.events {
+        if let PerfEvent::Sample(s) = e {
+            let u = s.user_stack.expect("the recorder writes user registers");
+            out.push_str(&format!(
+                " ABI:2 {:>5}:0x{:x} {:>5}:0x{:x} {:>5}:0x{:x} \n",
+                "BP", u.bp, "SP", u.sp, "IP", u.ip
+            ));
+        }
+    }
+    out
+}
+
+fn check_perf_script(rec: &Recorded) {
+    // The recorder's perf.data: perf reads the user registers we wrote.
+    assert!(rec.recording.event.user_stack);
+    let uregs = perf_script(&["-F", "uregs"], &rec.perf_data);
+    assert_eq!(
+        uregs,
+        expected_uregs(&rec.recording),
+        "perf script -F uregs of {}",
         rec.perf_data.display()
     );
-    let theirs = String::from_utf8_lossy(&output.stdout);
+
+    // The same recording without the stack fields: perf prints our call chains, branch
+    // stacks and mmap events exactly as our perf script text does.
+    let fp_data = rec.perf_data.with_extension("fp.data");
+    collector::perf_data::write_perf_data(&fp_data, &without_user_stack(&rec.recording)).unwrap();
+    let theirs = perf_script(&["-F", "ip,brstack", "--show-mmap-events"], &fp_data);
     let ours = std::fs::read_to_string(&rec.perf_script).unwrap();
     let expected = normalise_like_perf(&ours, &rec.recording);
     if expected != theirs {

@@ -66,11 +66,17 @@ impl Shape {
 }
 
 /// `pgo-agent convert --format=text` of `perf_script` for `binary`, as `shape` says.
-fn convert(perf_script: &Path, binary: &Path, output: &Path, shape: Shape) {
+fn convert(samples: &Path, binary: &Path, output: &Path, shape: Shape) {
+    // The recorder's perf.data (`.data`) or perf script text.
+    let input = if samples.extension().is_some_and(|e| e == "data") {
+        "--perfdata"
+    } else {
+        "--perfscript"
+    };
     let mut args: Vec<String> = [
         "convert",
-        "--perfscript",
-        &s(perf_script),
+        input,
+        &s(samples),
         "--binary",
         &s(binary),
         "--format=text",
@@ -181,9 +187,12 @@ fn corpus_profiles_pass_stale_dropped_and_consistency() {
         let rec = corpus::record(&program).expect("recorder runs");
         let dir = out_dir(name);
         for shape in [Shape::PreInlined, Shape::Flat] {
-            let profile = dir.join(shape.file_name());
-            convert(&rec.perf_script, &program.binary, &profile, shape);
+            // Each profile is checked against the samples it was made from: the perf.data's
+            // samples taken in a prologue are repaired and counted (is_even and is_odd in
+            // `recursion`), the perf script's dropped as llvm-profgen drops them.
             for samples in [&rec.perf_script, &rec.perf_data] {
+                let profile = dir.join(shape.file_name());
+                convert(samples, &program.binary, &profile, shape);
                 let r = verify(&verify_args(
                     &profile,
                     &program.binary,

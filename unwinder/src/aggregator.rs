@@ -16,8 +16,9 @@ use crate::counter_table::CounterTable;
 use crate::frame_trie::add_or_push;
 use crate::lbr_counter::{count_lbr_sample, count_leading_ip_sample};
 use crate::sample_prep::{
-    extract_call_stack_into, extract_lbr_stack_into, lane_hash, PerfSample, StackNotes,
+    extract_lbr_stack_into, extract_repaired_call_stack_into, lane_hash, PerfSample, StackNotes,
 };
+use crate::stack_repair::{leaf_repair, StackRepair};
 use crate::summing_cache::SummingCache;
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
 use crate::{
@@ -514,6 +515,7 @@ struct PrepareScope<'a> {
     ignore_stack_samples: bool,
     leading_ip_only: bool,
     sample_period: Option<u64>,
+    stack_repair: bool,
 }
 
 impl<'a> PrepareScope<'a> {
@@ -530,6 +532,7 @@ impl<'a> PrepareScope<'a> {
             ignore_stack_samples: options.ignore_stack_samples,
             leading_ip_only: options.leading_ip_only,
             sample_period: options.sample_period,
+            stack_repair: options.stack_repair,
         }
     }
 
@@ -579,13 +582,28 @@ fn prepare_sample(
     out.call_stack.clear();
     if scope.content == PerfContent::LbrStack {
         let mut notes = StackNotes::default();
-        let stack = extract_call_stack_into(
+        let repair = match sample.callchain.first() {
+            Some(&leaf) if scope.stack_repair => leaf_repair(
+                leaf,
+                sample.user_stack.as_ref(),
+                scope.placement,
+                scope.layout,
+            ),
+            _ => StackRepair::Unavailable,
+        };
+        let stack = extract_repaired_call_stack_into(
             &sample.callchain,
+            repair,
             scope.placement,
             scope.layout,
             &mut notes,
             &mut out.call_stack,
         );
+        match (repair, stack.is_ok()) {
+            (StackRepair::Unrepairable, _) => stats.unrepairable_stacks += occurrences,
+            (StackRepair::InsertCaller(_), true) => stats.repaired_stacks += occurrences,
+            _ => {}
+        }
         if notes.leaf_external {
             stats.leaf_external_frames += occurrences;
         }
@@ -1015,6 +1033,7 @@ mod tests {
         assert_eq!(s.aggregated_samples, 1);
         assert!(s.missing_mmap_warning.is_none());
         // foo's loop under main's call site; main's range and the external call at [].
+        eprintln!("{c:?}");
         let foo = &c.contexts[&vec![0x1004]];
         assert_eq!(
             foo.ranges.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
@@ -1095,6 +1114,86 @@ mod tests {
         assert_eq!(
             err,
             Err(UnwindError::HybridSampleWithoutLbr { sample_index: 2 })
+        );
+    }
+
+    #[test]
+    fn hybrid_leaf_at_a_function_entry_is_repaired_from_registers() {
+        let l = layout(true).with_frame_setups(&[(
+            0x1010,
+            crate::FrameSetup::CallerFrame {
+                return_address_offset: 0,
+            },
+        )]);
+        // Sampled at foo's entry right after main's call: the chain skips main's call site
+        // (the return address 0x1009 is at [sp]) and goes on to main's caller, outside.
+        let entry = Sample {
+            ip: 0x1010,
+            callchain: vec![0x1010, 0x99],
+            lbr: vec![
+                LbrEntry {
+                    from: 0x1004,
+                    to: 0x1010,
+                    flags: 0,
+                },
+                LbrEntry {
+                    from: 0x98,
+                    to: 0x1000,
+                    flags: 0,
+                },
+            ],
+            count: 1,
+            user_stack: Some(collector::UserStack {
+                ip: 0x1010,
+                sp: 0x7ffd_0000,
+                bp: 0x7ffd_0100,
+                words: [0x1009, 0x7ffd_0100],
+                len: 2,
+            }),
+            ..Sample::default()
+        };
+        let events = vec![PerfEvent::Sample(entry)];
+        let (_, dropped) =
+            unwind_samples(events.clone(), &l, &load(), &UnwindOptions::default()).unwrap();
+        assert_eq!(
+            (dropped.dropped_stack_samples, dropped.repaired_stacks),
+            (1, 0)
+        );
+        let on = UnwindOptions {
+            stack_repair: true,
+            ..UnwindOptions::default()
+        };
+        let (c, s) = unwind_samples(events, &l, &load(), &on).unwrap();
+        assert_eq!(
+            (
+                s.dropped_stack_samples,
+                s.repaired_stacks,
+                s.unrepairable_stacks
+            ),
+            (0, 1, 0)
+        );
+        // The newest branch is main's call into foo: main's range up to the call, the
+        // call and the external entry into main are counted in the root context, with the
+        // call matched to the repaired frame (no mismatched call).
+        assert_eq!(c.contexts.len(), 1);
+        let main = &c.contexts[&vec![]];
+        assert_eq!(
+            main.ranges
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect::<Vec<_>>(),
+            vec![((0x1000, 0x1004), 1)]
+        );
+        assert_eq!(
+            main.branches
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect::<Vec<_>>(),
+            vec![((EXTERNAL_ADDR, 0x1000), 1), ((0x1004, 0x1010), 1)]
+        );
+        assert_eq!(
+            (s.mismatched_prolog_epilog_branches, s.bogus_traces),
+            (0, 0)
         );
     }
 

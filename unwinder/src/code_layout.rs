@@ -4,6 +4,23 @@
 /// profiled binary's code (another DSO, the kernel, JIT code, or not an instruction start).
 pub const EXTERNAL_ADDR: u64 = 1;
 
+/// Where the frame pointer stands at an instruction, from its function's decoded prologue
+/// and epilogue ([`CodeLayout::frame_setup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameSetup {
+    /// `rbp` holds the function's own frame: the kernel's frame-pointer walk reaches the
+    /// caller. Also every instruction of a function the layout finds no prologue in.
+    Framed,
+    /// `rbp` still holds the caller's frame (at the entry, before `push rbp`, or between
+    /// `push rbp` and `mov rbp, rsp`) or holds it again (after `pop rbp` / `leave`): the
+    /// frame-pointer walk skips the immediate caller, whose return address is at
+    /// `[sp + return_address_offset]`.
+    CallerFrame {
+        /// Bytes from the stack pointer to the return address (0 or 8).
+        return_address_offset: u64,
+    },
+}
+
 /// One bit per byte from `base`: set where an instruction starts (see
 /// [`CodeLayout::code_bitmap`]). `contains(a)` must equal `is_code(a)`.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +108,16 @@ pub trait CodeLayout: Sync {
     /// sampled ranges against, when the implementation knows them; `None` (the default)
     /// leaves those warnings out of [`crate::UnwindStats`].
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
+        None
+    }
+
+    /// The frame-pointer state at the instruction `addr` (before it executes), decoded from
+    /// its function's prologue (`push rbp; mov rbp, rsp`, after an optional `endbr64`) and
+    /// epilogue (`pop rbp` or `leave`, then `ret` or a tail-call `jmp`): what repairs the
+    /// call chain of a sample taken there ([`crate::stack_repair`]). `None` (the default)
+    /// when the layout cannot tell (not an instruction, or no function known around it).
+    fn frame_setup(&self, addr: u64) -> Option<FrameSetup> {
+        let _ = addr;
         None
     }
 

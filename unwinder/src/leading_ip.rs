@@ -7,7 +7,9 @@
 //!
 //! * the chain is prepared like a hybrid sample's ([`extract_call_stack`]: rebased,
 //!   return addresses → call addresses, external frames collapsed, truncated at a return
-//!   address that follows no call, rejected when the leaf is in a prolog/epilog);
+//!   address that follows no call, rejected when the leaf is in a prolog/epilog — unless
+//!   [`UnwindOptions::stack_repair`] and the sample's registers give the caller the chain
+//!   misses there, [`crate::stack_repair`]);
 //! * [`CounterKind::LineContext`]: the key is the frame addresses root first, leaf (the IP)
 //!   included, as `collectSamplesFromFrameTrie` builds it for the leaf frame;
 //! * [`CounterKind::ProbeContext`]: the key is the call sites above the leaf (a range is
@@ -25,7 +27,8 @@
 use collector::Sample;
 
 use crate::context::{compress_recursion, trim_context};
-use crate::sample_prep::{extract_call_stack, StackNotes};
+use crate::sample_prep::{extract_repaired_call_stack_into, StackNotes};
+use crate::stack_repair::{leaf_repair, StackRepair};
 use crate::{BinaryPlacement, CodeLayout, CounterKind, CounterSet, UnwindOptions, EXTERNAL_ADDR};
 
 /// What happened to one sample.
@@ -33,10 +36,31 @@ use crate::{BinaryPlacement, CodeLayout, CounterKind, CounterSet, UnwindOptions,
 pub enum LeadingIpOutcome {
     /// Counted.
     Counted,
+    /// Counted after the leaf's caller, which the frame-pointer chain missed, was put back
+    /// from the sample's registers ([`UnwindOptions::stack_repair`]).
+    Repaired,
     /// The IP is not an instruction of the binary.
     NotCode,
     /// The call stack was rejected (leaf in a prolog/epilog).
     BadStack,
+    /// The call stack misses the leaf's caller and the sample's registers could not give
+    /// it back: rejected, as [`LeadingIpOutcome::BadStack`].
+    Unrepairable,
+}
+
+impl LeadingIpOutcome {
+    /// True when the sample was counted.
+    pub fn counted(self) -> bool {
+        matches!(self, LeadingIpOutcome::Counted | LeadingIpOutcome::Repaired)
+    }
+
+    /// True when the call stack was rejected.
+    pub fn bad_stack(self) -> bool {
+        matches!(
+            self,
+            LeadingIpOutcome::BadStack | LeadingIpOutcome::Unrepairable
+        )
+    }
 }
 
 /// The counter kind leading-IP counting produces for a binary.
@@ -66,6 +90,7 @@ pub fn count_leading_ip(
     if !layout.is_code(ip) {
         return LeadingIpOutcome::NotCode;
     }
+    let mut outcome = LeadingIpOutcome::Counted;
     let key = match counters.kind {
         CounterKind::Flat => Vec::new(),
         kind => {
@@ -75,9 +100,25 @@ pub fn count_leading_ip(
             }
             chain.extend_from_slice(&sample.callchain);
             let mut notes = StackNotes::default();
-            let Ok(stack) = extract_call_stack(&chain, placement, layout, &mut notes) else {
-                return LeadingIpOutcome::BadStack;
+            let repair = if options.stack_repair {
+                leaf_repair(chain[0], sample.user_stack.as_ref(), placement, layout)
+            } else {
+                StackRepair::Unavailable
             };
+            let mut stack = Vec::with_capacity(chain.len() + 1);
+            if extract_repaired_call_stack_into(
+                &chain, repair, placement, layout, &mut notes, &mut stack,
+            )
+            .is_err()
+            {
+                return match repair {
+                    StackRepair::Unrepairable => LeadingIpOutcome::Unrepairable,
+                    _ => LeadingIpOutcome::BadStack,
+                };
+            }
+            if let StackRepair::InsertCaller(_) = repair {
+                outcome = LeadingIpOutcome::Repaired;
+            }
             // Root first; the leaf frame is the IP itself.
             let frames: Vec<u64> = stack.iter().rev().copied().collect();
             let owner = if kind == CounterKind::ProbeContext {
@@ -106,7 +147,7 @@ pub fn count_leading_ip(
         .ranges
         .entry((start, ip))
         .or_default() += sample.count.max(1);
-    LeadingIpOutcome::Counted
+    outcome
 }
 
 #[cfg(test)]
@@ -201,6 +242,72 @@ mod tests {
             count_leading_ip(&sample(0x7010, &[0x7009]), &p, &l, &o, &mut c),
             LeadingIpOutcome::BadStack
         );
+    }
+
+    #[test]
+    fn prologue_and_epilogue_leaves_are_repaired_from_registers() {
+        use crate::FrameSetup;
+        let at = |return_address_offset| FrameSetup::CallerFrame {
+            return_address_offset,
+        };
+        let l =
+            layout(false).with_frame_setups(&[(0x1010, at(0)), (0x1011, at(8)), (0x101b, at(0))]);
+        let p = placement();
+        let with_regs = |ip: u64, callers: &[u64], words: [u64; 2]| Sample {
+            user_stack: Some(collector::UserStack {
+                ip,
+                sp: 0x7ffd_0000,
+                bp: 0x7ffd_0100,
+                words,
+                len: 2,
+            }),
+            ..sample(ip, callers)
+        };
+        // foo called from main (return address 0x7009), main from outside: the kernel's
+        // chain at foo's entry skips 0x7009 and goes on with main's own return address.
+        let entry = with_regs(0x7010, &[0x5555_0000], [0x7009, 0x7ffd_0100]);
+        let after_push = with_regs(0x7011, &[0x5555_0000], [0x7ffd_0100, 0x7009]);
+        let at_ret = with_regs(0x701b, &[0x5555_0000], [0x7009, 0]);
+        let off = UnwindOptions::default();
+        let on = UnwindOptions {
+            stack_repair: true,
+            ..UnwindOptions::default()
+        };
+        let mut c = CounterSet::new(leading_ip_kind(&l, &on, true));
+        for s in [&entry, &after_push, &at_ret] {
+            // llvm-profgen's behaviour without the option.
+            assert_eq!(
+                count_leading_ip(s, &p, &l, &off, &mut c),
+                LeadingIpOutcome::BadStack
+            );
+            assert_eq!(
+                count_leading_ip(s, &p, &l, &on, &mut c),
+                LeadingIpOutcome::Repaired
+            );
+        }
+        // Counted under main's call site 0x1004, as a sample in foo's body is.
+        assert_eq!(ranges(&c, &[0x1004, 0x1010]), vec![((0x1010, 0x1010), 1)]);
+        assert_eq!(ranges(&c, &[0x1004, 0x1011]), vec![((0x1011, 0x1011), 1)]);
+        assert_eq!(ranges(&c, &[0x1004, 0x101b]), vec![((0x101b, 0x101b), 1)]);
+        // The pop rbp before the ret: rbp is still foo's frame, the chain is whole.
+        let at_pop = with_regs(0x701a, &[0x7009, 0x5555_0000], [0x7ffd_0100, 0x7009]);
+        assert_eq!(
+            count_leading_ip(&at_pop, &p, &l, &on, &mut c),
+            LeadingIpOutcome::Counted
+        );
+        assert_eq!(ranges(&c, &[0x1004, 0x101a]), vec![((0x101a, 0x101a), 1)]);
+        // Without the stack word, or without registers at all.
+        let mut short = after_push.clone();
+        short.user_stack.as_mut().unwrap().len = 1;
+        assert_eq!(
+            count_leading_ip(&short, &p, &l, &on, &mut c),
+            LeadingIpOutcome::Unrepairable
+        );
+        assert_eq!(
+            count_leading_ip(&sample(0x7010, &[0x5555_0000]), &p, &l, &on, &mut c),
+            LeadingIpOutcome::BadStack
+        );
+        assert!(LeadingIpOutcome::Repaired.counted() && LeadingIpOutcome::Unrepairable.bad_stack());
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct UnwindOptions {
     /// Threads a flush unwinds the aggregated samples on (0 or 1: the caller's thread
     /// only). `convert` uses every core; the daemon's workers are already one per core.
     pub unwind_threads: usize,
+    /// Repair the call chain of samples whose leaf is in a prologue or epilogue from their
+    /// user registers and stack words ([`crate::stack_repair`]) instead of dropping them.
+    /// Off (the default) is llvm-profgen's behaviour; samples without registers (perf
+    /// script input) always get it.
+    pub stack_repair: bool,
 }
 
 /// The processes with an MMAP2 event of the binary named `binary_name` (basename match),

@@ -9,6 +9,7 @@ use std::hash::{Hash, Hasher};
 use collector::LbrEntry;
 
 use crate::code_layout::code_test;
+use crate::stack_repair::StackRepair;
 use crate::{BinaryPlacement, CodeLayout, EXTERNAL_ADDR};
 
 /// One LBR branch in canonical addresses; either end may be [`EXTERNAL_ADDR`], not both.
@@ -202,9 +203,38 @@ pub fn extract_call_stack_into(
     notes: &mut StackNotes,
     stack: &mut Vec<u64>,
 ) -> Result<(), StackRejection> {
+    extract_repaired_call_stack_into(
+        callchain,
+        StackRepair::Unavailable,
+        placement,
+        layout,
+        notes,
+        stack,
+    )
+}
+
+/// [`extract_call_stack_into`] with the chain repaired as `repair` says
+/// ([`crate::stack_repair::leaf_repair`]): [`StackRepair::Unavailable`] is llvm-profgen's
+/// rule (a leaf in its prolog/epilog set is rejected); [`StackRepair::Whole`] and
+/// [`StackRepair::InsertCaller`] (the return address goes after the leaf) accept the leaf
+/// wherever it is; [`StackRepair::Unrepairable`] rejects the stack.
+pub fn extract_repaired_call_stack_into(
+    callchain: &[u64],
+    repair: StackRepair,
+    placement: &BinaryPlacement,
+    layout: &dyn CodeLayout,
+    notes: &mut StackNotes,
+    stack: &mut Vec<u64>,
+) -> Result<(), StackRejection> {
     stack.clear();
     let is_code = code_test(layout);
-    for &raw in callchain {
+    let inserted = repair.inserted_caller();
+    let frames = callchain
+        .iter()
+        .take(1)
+        .chain(inserted.as_ref())
+        .chain(callchain.iter().skip(1));
+    for &raw in frames {
         let mut addr = placement.canonical(raw);
         if !is_code(addr) {
             if stack.is_empty() {
@@ -229,10 +259,13 @@ pub fn extract_call_stack_into(
     if stack.len() > 1 && stack.last() == Some(&EXTERNAL_ADDR) {
         stack.pop();
     }
-    match stack.first() {
-        None => Err(StackRejection::Empty),
-        Some(&leaf) if layout.is_prolog_or_epilog(leaf) => Err(StackRejection::LeafInPrologEpilog),
-        Some(_) => Ok(()),
+    match (stack.first(), repair) {
+        (None, _) => Err(StackRejection::Empty),
+        (Some(_), StackRepair::Unrepairable) => Err(StackRejection::LeafInPrologEpilog),
+        (Some(&leaf), StackRepair::Unavailable) if layout.is_prolog_or_epilog(leaf) => {
+            Err(StackRejection::LeafInPrologEpilog)
+        }
+        (Some(_), _) => Ok(()),
     }
 }
 

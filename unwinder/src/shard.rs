@@ -49,6 +49,12 @@ pub struct ShardStats {
     pub bad_stack: u64,
     /// Samples refused by the per-window sample budget.
     pub over_budget: u64,
+    /// Samples whose call chain missed the leaf's caller and got it back from their
+    /// registers ([`UnwindOptions::stack_repair`]); counted.
+    pub repaired_stacks: u64,
+    /// Samples whose call chain missed the leaf's caller and could not be repaired; also
+    /// in `bad_stack`.
+    pub unrepairable_stacks: u64,
     /// The unwinder's statistics (LBR mode).
     pub unwind: UnwindStats,
 }
@@ -67,7 +73,20 @@ pub const UNWIND_ERROR_REASONS: [&str; 9] = [
     "bogus_range",
 ];
 
+/// The outcomes [`ShardStats::stack_repairs`] reports, in its order: a bounded label set
+/// for metrics.
+pub const STACK_REPAIR_OUTCOMES: [&str; 2] = ["repaired", "unrepairable"];
+
 impl ShardStats {
+    /// Samples taken in a prologue or epilogue, by repair outcome
+    /// ([`STACK_REPAIR_OUTCOMES`]), since the shard was made.
+    pub fn stack_repairs(&self) -> [(&'static str, u64); 2] {
+        [
+            (STACK_REPAIR_OUTCOMES[0], self.repaired_stacks),
+            (STACK_REPAIR_OUTCOMES[1], self.unrepairable_stacks),
+        ]
+    }
+
     /// Samples (or, for the range reasons, range samples) the shard could not use fully,
     /// by reason ([`UNWIND_ERROR_REASONS`]); each is a count since the shard was made.
     pub fn errors_by_reason(&self) -> [(&'static str, u64); 9] {
@@ -210,6 +229,8 @@ impl BinaryShard {
                 counters = c;
                 let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
                 self.stats.bad_stack += dropped;
+                self.stats.repaired_stacks += stats.repaired_stacks;
+                self.stats.unrepairable_stacks += stats.unrepairable_stacks;
                 self.stats.unwind.merge(&stats);
                 samples.len() as u64 - dropped.min(samples.len() as u64)
             }
@@ -228,8 +249,16 @@ impl BinaryShard {
                         &mut counters,
                     ) {
                         LeadingIpOutcome::Counted => n += 1,
+                        LeadingIpOutcome::Repaired => {
+                            n += 1;
+                            self.stats.repaired_stacks += 1;
+                        }
                         LeadingIpOutcome::NotCode => self.stats.not_code += 1,
                         LeadingIpOutcome::BadStack => self.stats.bad_stack += 1,
+                        LeadingIpOutcome::Unrepairable => {
+                            self.stats.bad_stack += 1;
+                            self.stats.unrepairable_stacks += 1;
+                        }
                     }
                 }
                 n

@@ -26,6 +26,12 @@ pub struct UnwindStats {
     pub dropped_stack_samples: u64,
     /// Samples dropped because no LBR entry was left (all external to external).
     pub dropped_empty_lbr_samples: u64,
+    /// Hybrid samples whose call chain missed the leaf's caller (a prologue or epilogue)
+    /// and got it back from the sample's registers ([`crate::UnwindOptions::stack_repair`]).
+    pub repaired_stacks: u64,
+    /// Hybrid samples whose call chain missed the leaf's caller and could not be repaired
+    /// (also in `dropped_stack_samples`).
+    pub unrepairable_stacks: u64,
     /// Distinct aggregated samples (`AggregatedSamples.size()`, summed over flushes).
     pub aggregated_samples: u64,
     /// Sum of the counts of the fall-through ranges of the aggregated samples (the total
@@ -105,6 +111,8 @@ impl UnwindStats {
             .extend(other.invalid_return_addresses.iter().copied());
         self.dropped_stack_samples += other.dropped_stack_samples;
         self.dropped_empty_lbr_samples += other.dropped_empty_lbr_samples;
+        self.repaired_stacks += other.repaired_stacks;
+        self.unrepairable_stacks += other.unrepairable_stacks;
         self.aggregated_samples += other.aggregated_samples;
         self.total_range_samples += other.total_range_samples;
         self.ranges_not_on_boundary += other.ranges_not_on_boundary;

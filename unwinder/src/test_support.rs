@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{CodeLayout, RangeChecks};
+use crate::{CodeLayout, FrameSetup, RangeChecks};
 
 /// The kind of a fake instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,7 @@ pub struct FakeLayout {
     probes: bool,
     function_ranges: Vec<(u64, u64)>,
     block_probes: BTreeSet<u64>,
+    frame_setups: Option<BTreeMap<u64, FrameSetup>>,
 }
 
 impl FakeLayout {
@@ -63,6 +64,7 @@ impl FakeLayout {
             probes: false,
             function_ranges: Vec::new(),
             block_probes: BTreeSet::new(),
+            frame_setups: None,
         }
     }
 
@@ -93,6 +95,14 @@ impl FakeLayout {
     /// then looks within the function ranges of [`FakeLayout::with_function_ranges`]).
     pub fn with_block_probes(mut self, addrs: &[u64]) -> FakeLayout {
         self.block_probes = addrs.iter().copied().collect();
+        self
+    }
+
+    /// Decodes prologues and epilogues: [`CodeLayout::frame_setup`] answers the given
+    /// state at these addresses and [`FrameSetup::Framed`] at every other instruction
+    /// (without this call it answers `None`, "cannot tell").
+    pub fn with_frame_setups(mut self, setups: &[(u64, FrameSetup)]) -> FakeLayout {
+        self.frame_setups = Some(setups.iter().copied().collect());
         self
     }
 
@@ -137,6 +147,13 @@ impl CodeLayout for FakeLayout {
     }
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
         (!self.function_ranges.is_empty()).then_some(self as &dyn RangeChecks)
+    }
+    fn frame_setup(&self, addr: u64) -> Option<FrameSetup> {
+        let setups = self.frame_setups.as_ref()?;
+        if !self.is_code(addr) {
+            return None;
+        }
+        Some(setups.get(&addr).copied().unwrap_or(FrameSetup::Framed))
     }
     fn block_probe_anchor(&self, addr: u64) -> Option<u64> {
         let (start, _) = self.function_range(addr)?;

@@ -45,6 +45,11 @@ pub struct EventAttr {
     pub sample_type: u64,
     /// `branch_sample_type` (0 without PERF_SAMPLE_BRANCH_STACK).
     pub branch_sample_type: u64,
+    /// `sample_regs_user` (0 without PERF_SAMPLE_REGS_USER).
+    pub sample_regs_user: u64,
+    /// `sample_stack_user`: bytes of user stack per sample (0 without
+    /// PERF_SAMPLE_STACK_USER; a multiple of 8).
+    pub sample_stack_user: u32,
     /// `precise_ip` (0..=3).
     pub precise_ip: u8,
     /// `exclude_kernel` and `exclude_hv`: user-space samples only.
@@ -66,6 +71,7 @@ impl EventAttr {
     /// The record shape this attr produces (`sample_id_all` is set with the side band).
     pub fn layout(&self) -> SampleLayout {
         SampleLayout::new(self.sample_type, self.branch_sample_type, 0, self.side_band)
+            .with_regs(self.sample_regs_user, 0)
     }
 
     /// True when samples carry a branch stack.
@@ -82,6 +88,8 @@ impl EventAttr {
             config: self.config,
             sample_type: self.sample_type,
             branch_sample_type: self.branch_sample_type,
+            sample_regs_user: self.sample_regs_user,
+            sample_stack_user: self.sample_stack_user,
             sample_max_stack: self.max_stack,
             ..Default::default()
         };
@@ -142,6 +150,8 @@ mod tests {
             rate: SampleRate::Period(200003),
             sample_type: IDENTIFIER | IP | TID | TIME | CPU | PERIOD | CALLCHAIN | BRANCH_STACK,
             branch_sample_type: bst::USER | bst::ANY | bst::HW_INDEX,
+            sample_regs_user: 0x1c0,
+            sample_stack_user: 16,
             precise_ip: 3,
             user_only: true,
             side_band: true,
@@ -177,6 +187,10 @@ mod tests {
         assert_eq!(u32::from_le_bytes(b[48..52].try_into().unwrap()), 65536);
         assert_eq!(u64_at(&b, 72), 1 | 1 << 3 | 1 << 17);
         assert_eq!(u16::from_le_bytes(b[108..110].try_into().unwrap()), 127);
+        // sample_regs_user at 80 (bp, sp, ip), sample_stack_user at 88.
+        assert_eq!(u64_at(&b, 80), 0x1c0);
+        assert_eq!(u32::from_le_bytes(b[88..92].try_into().unwrap()), 16);
+        assert_eq!(attr.layout().regs_user_index(8), Some(2));
     }
 
     #[test]
@@ -188,6 +202,8 @@ mod tests {
             rate: SampleRate::Frequency(999),
             sample_type: sample_type::IP | sample_type::CALLCHAIN,
             branch_sample_type: 0,
+            sample_regs_user: 0,
+            sample_stack_user: 0,
             precise_ip: 0,
             user_only: false,
             side_band: false,

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use super::attr::*;
 use crate::record::{branch_sample_type as bst, sample_type as st};
+use crate::sample::{USER_STACK_BYTES, USER_STACK_REGS_MASK};
 
 /// A sampling mode, in the order they are preferred.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -170,9 +171,19 @@ pub struct SamplingPlan {
     pub why: String,
 }
 
-/// `IDENTIFIER | IP | TID | TIME | CPU | PERIOD | CALLCHAIN`: every mode's sample fields.
-pub const BASE_SAMPLE_TYPE: u64 =
-    st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
+/// `IDENTIFIER | IP | TID | TIME | CPU | PERIOD | CALLCHAIN | REGS_USER | STACK_USER`:
+/// every mode's sample fields. The user registers (bp, sp, ip: [`USER_STACK_REGS_MASK`])
+/// and the first [`USER_STACK_BYTES`] of the user stack settle the caller the
+/// frame-pointer chain misses at a prologue or epilogue.
+pub const BASE_SAMPLE_TYPE: u64 = st::IDENTIFIER
+    | st::IP
+    | st::TID
+    | st::TIME
+    | st::CPU
+    | st::PERIOD
+    | st::CALLCHAIN
+    | st::REGS_USER
+    | st::STACK_USER;
 
 fn event(label: String, type_: u32, config: u64, rate: SampleRate, s: &PlanSettings) -> EventAttr {
     EventAttr {
@@ -182,6 +193,8 @@ fn event(label: String, type_: u32, config: u64, rate: SampleRate, s: &PlanSetti
         rate,
         sample_type: BASE_SAMPLE_TYPE,
         branch_sample_type: 0,
+        sample_regs_user: USER_STACK_REGS_MASK,
+        sample_stack_user: USER_STACK_BYTES,
         precise_ip: 0,
         user_only: true,
         side_band: false,
@@ -339,7 +352,10 @@ mod tests {
         let (plans, skipped) = candidate_plans(&caps, &settings());
         assert_eq!(plans.len(), 1);
         assert_eq!(plans[0].mode, SamplingMode::CpuClock);
-        assert_eq!(plans[0].events[0].sample_type, 0x101a7);
+        // IDENTIFIER, IP, TID, TIME, CPU, PERIOD, CALLCHAIN, REGS_USER, STACK_USER.
+        assert_eq!(plans[0].events[0].sample_type, 0x131a7);
+        assert_eq!(plans[0].events[0].sample_regs_user, 0x1c0);
+        assert_eq!(plans[0].events[0].sample_stack_user, 16);
         assert!(plans[0].events[0].side_band);
         assert_eq!(
             skipped,

@@ -142,6 +142,10 @@ pub struct RawAttr {
     pub flags: u64,
     /// `branch_sample_type` (0 when the attr is older than VER2).
     pub branch_sample_type: u64,
+    /// `sample_regs_user` (offset 80; 0 when the attr is older than VER3).
+    pub sample_regs_user: u64,
+    /// `sample_stack_user` (offset 88; 0 when the attr is older than VER3).
+    pub sample_stack_user: u32,
 }
 
 /// Bits of the attr flag word (offset 40) this crate sets.
@@ -196,6 +200,8 @@ impl RawAttr {
             read_format: le64(&b[32..40]),
             flags: le64(&b[40..48]),
             branch_sample_type: if b.len() >= 80 { le64(&b[72..80]) } else { 0 },
+            sample_regs_user: if b.len() >= 96 { le64(&b[80..88]) } else { 0 },
+            sample_stack_user: if b.len() >= 96 { le32(&b[88..92]) } else { 0 },
         })
     }
 
@@ -212,6 +218,8 @@ impl RawAttr {
         b[32..40].copy_from_slice(&self.read_format.to_le_bytes());
         b[40..48].copy_from_slice(&self.flags.to_le_bytes());
         b[72..80].copy_from_slice(&self.branch_sample_type.to_le_bytes());
+        b[80..88].copy_from_slice(&self.sample_regs_user.to_le_bytes());
+        b[88..92].copy_from_slice(&self.sample_stack_user.to_le_bytes());
     }
 }
 
@@ -261,10 +269,17 @@ mod tests {
             read_format: 0,
             flags: 3 << attr_flag::PRECISE_IP_SHIFT | attr_flag::EXCLUDE_KERNEL,
             branch_sample_type: 9,
+            sample_regs_user: 0x1c0,
+            sample_stack_user: 16,
         };
         let mut out = Vec::new();
         a.write(&mut out);
         assert_eq!(out.len(), 128);
+        // perf_event_attr: sample_regs_user at 80, sample_stack_user at 88 (VER3).
+        assert_eq!(out[80..88], 0x1c0u64.to_le_bytes());
+        assert_eq!(out[88..92], 16u32.to_le_bytes());
+        let ver2 = RawAttr::parse(&out[..80]).unwrap();
+        assert_eq!((ver2.sample_regs_user, ver2.sample_stack_user), (0, 0));
         assert_eq!(RawAttr::parse(&out), Some(a));
         assert_eq!(a.precise_ip(), 3);
         assert_eq!(RawAttr::parse(&out[..63]), None);

@@ -20,6 +20,7 @@ use super::header::{
     le32, FileHeader, FileSection, RawAttr, FILE_HEADER_SIZE, MAGIC, MAGIC_BIG_ENDIAN,
 };
 use crate::record::{parse_record, sample_type, Record, SampleLayout};
+use crate::sample::USER_STACK_REGS_MASK;
 use crate::{BuildId, BuildIdEntry, EventDescription, PerfEvent, Recording};
 
 /// Largest attrs section accepted (attrs drive allocations): 64 Ki attrs of 1 KiB.
@@ -101,6 +102,9 @@ impl PerfDataReader {
             precise_ip: attr.precise_ip(),
             callchain: attr.sample_type & sample_type::CALLCHAIN != 0,
             branch_stack: attr.sample_type & sample_type::BRANCH_STACK != 0,
+            user_stack: attr.sample_type & (sample_type::REGS_USER | sample_type::STACK_USER)
+                == sample_type::REGS_USER | sample_type::STACK_USER
+                && attr.sample_regs_user & USER_STACK_REGS_MASK == USER_STACK_REGS_MASK,
         };
         let build_ids = match perf_file.feature_section_data(Feature::BUILD_ID) {
             Some(data) => {
@@ -717,6 +721,7 @@ mod tests {
                 precise_ip: 0,
                 callchain: true,
                 branch_stack: false,
+                user_stack: false,
             },
             build_ids: Vec::new(),
             events: Vec::new(),
@@ -797,6 +802,7 @@ mod tests {
                     precise_ip: 0,
                     callchain: true,
                     branch_stack: false,
+                    user_stack: false,
                 },
                 build_ids: Vec::new(),
                 events: vec![PerfEvent::SideBand(crate::SideBandEvent::Comm(

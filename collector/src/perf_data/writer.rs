@@ -21,6 +21,7 @@ use super::header::{
 use crate::record::{
     branch_sample_type, misc, sample_type, RecordWriter, SampleId, SampleLayout, SampleRecord,
 };
+use crate::sample::{USER_STACK_BYTES, USER_STACK_REGS_MASK};
 use crate::{PerfEvent, Recording, SideBandEvent};
 
 /// The one event id written (attr ids array and EVENT_DESC).
@@ -34,8 +35,8 @@ pub const MAX_SAMPLE_REPEAT: u64 = 1 << 20;
 pub const CPUID: &str = "GenuineIntel,6,85,4";
 
 /// The attr a recording is written with: its event's type, config, period and precise_ip;
-/// sample_type IP|TID|TIME (+CALLCHAIN, +BRANCH_STACK as the event says); branch_sample_type
-/// ANY|USER; user-only; the side-band bits `perf record` sets (mmap, comm, task, mmap2,
+/// sample_type IP|TID|TIME (+CALLCHAIN, +BRANCH_STACK, +REGS_USER|STACK_USER as the event
+/// says: registers bp, sp, ip and [`USER_STACK_BYTES`] of stack); branch_sample_type ANY|USER; user-only; the side-band bits `perf record` sets (mmap, comm, task, mmap2,
 /// comm_exec, sample_id_all).
 pub fn recording_attr(recording: &Recording) -> RawAttr {
     let e = &recording.event;
@@ -45,6 +46,9 @@ pub fn recording_attr(recording: &Recording) -> RawAttr {
     }
     if e.branch_stack {
         st |= sample_type::BRANCH_STACK;
+    }
+    if e.user_stack {
+        st |= sample_type::REGS_USER | sample_type::STACK_USER;
     }
     let flags = attr_flag::DISABLED
         | attr_flag::INHERIT
@@ -72,6 +76,12 @@ pub fn recording_attr(recording: &Recording) -> RawAttr {
         } else {
             0
         },
+        sample_regs_user: if e.user_stack {
+            USER_STACK_REGS_MASK
+        } else {
+            0
+        },
+        sample_stack_user: if e.user_stack { USER_STACK_BYTES } else { 0 },
     }
 }
 
@@ -85,7 +95,8 @@ pub fn write_perf_data(path: &Path, recording: &Recording) -> Result<(), PerfDat
     // In large writes: see `large_writes`.
     let mut w = crate::large_writes::large_writer(file);
     let attr = recording_attr(recording);
-    let layout = SampleLayout::new(attr.sample_type, attr.branch_sample_type, 0, true);
+    let layout = SampleLayout::new(attr.sample_type, attr.branch_sample_type, 0, true)
+        .with_regs(attr.sample_regs_user, 0);
     let writer = RecordWriter::new(layout);
 
     // Header placeholder, then the ids array and the attrs array.
@@ -123,11 +134,12 @@ pub fn write_perf_data(path: &Path, recording: &Recording) -> Result<(), PerfDat
                         what: format!("sample count {} above {MAX_SAMPLE_REPEAT}", s.count),
                     });
                 }
-                let record = SampleRecord {
+                let mut record = SampleRecord {
                     sample: s.clone(),
                     period: attr.sample_period,
                     ..SampleRecord::default()
                 };
+                record.set_user_registers(&layout);
                 for _ in 0..s.count.max(1) {
                     writer
                         .write_sample(&mut buf, misc::USER | misc::EXACT_IP, &record)

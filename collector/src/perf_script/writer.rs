@@ -146,6 +146,7 @@ mod tests {
                 precise_ip: 3,
                 callchain: true,
                 branch_stack: true,
+                user_stack: false,
             },
             build_ids: vec![],
             events,
@@ -193,6 +194,7 @@ mod tests {
                 },
             ],
             count: 1,
+            user_stack: None,
         };
         let text = perf_script_string(&recording(vec![
             PerfEvent::SideBand(SideBandEvent::Mmap2(mmap)),

@@ -101,6 +101,9 @@ pub struct SampleLayout {
     pub read_format: u64,
     /// Number of registers in PERF_SAMPLE_REGS_USER: popcount(`sample_regs_user`).
     pub regs_user_count: u32,
+    /// `perf_event_attr.sample_regs_user`: which registers PERF_SAMPLE_REGS_USER dumps, in
+    /// ascending bit order.
+    pub regs_user_mask: u64,
     /// Number of registers in PERF_SAMPLE_REGS_INTR: popcount(`sample_regs_intr`).
     pub regs_intr_count: u32,
     /// `perf_event_attr.sample_id_all`: non-SAMPLE records end with a `sample_id` trailer.
@@ -127,6 +130,7 @@ impl SampleLayout {
     /// Sets the register masks (PERF_SAMPLE_REGS_USER / REGS_INTR dump popcount(mask) registers).
     pub fn with_regs(mut self, sample_regs_user: u64, sample_regs_intr: u64) -> Self {
         self.regs_user_count = sample_regs_user.count_ones();
+        self.regs_user_mask = sample_regs_user;
         self.regs_intr_count = sample_regs_intr.count_ones();
         self
     }
@@ -145,6 +149,15 @@ impl SampleLayout {
     /// True when `sample_type` has all the bits of `bits`.
     pub fn has(&self, bits: u64) -> bool {
         self.sample_type & bits == bits
+    }
+
+    /// The index of register `bit` (`enum perf_event_x86_regs`) among the PERF_SAMPLE_REGS_USER
+    /// values, when the mask dumps it: the count of mask bits below it.
+    pub fn regs_user_index(&self, bit: u32) -> Option<usize> {
+        if bit >= 64 || self.regs_user_mask & (1 << bit) == 0 {
+            return None;
+        }
+        Some((self.regs_user_mask & ((1u64 << bit) - 1)).count_ones() as usize)
     }
 
     /// True when the branch stack carries `hw_idx` before its entries.
@@ -209,5 +222,12 @@ mod tests {
     fn regs_count_is_popcount() {
         let l = SampleLayout::new(0, 0, 0, false).with_regs(0x1c0, 0xff);
         assert_eq!((l.regs_user_count, l.regs_intr_count), (3, 8));
+        // Mask 0x1c0 = bp (6), sp (7), ip (8): indexes 0, 1, 2; si (4) is not dumped.
+        assert_eq!(
+            [6, 7, 8, 4, 64].map(|b| l.regs_user_index(b)),
+            [Some(0), Some(1), Some(2), None, None]
+        );
+        let l = l.with_regs(1 << 4 | 1 << 5 | 1 << 7 | 1 << 8, 0);
+        assert_eq!([7, 8].map(|b| l.regs_user_index(b)), [Some(2), Some(3)]);
     }
 }

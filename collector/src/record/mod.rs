@@ -30,7 +30,7 @@ pub use lost::{parse_lost, parse_lost_samples, LostEvent, LostSamplesEvent};
 pub use mmap::{parse_mmap, parse_mmap2, LEGACY_MMAP_DATA_PROT, LEGACY_MMAP_EXEC_PROT};
 pub use sample::{
     parse_sample, parse_sample_record, parse_sample_record_into, user_callchain,
-    user_callchain_into, SampleRecord, BRANCH_ENTRY_SIZE,
+    user_callchain_into, SampleRecord, BRANCH_ENTRY_SIZE, PERF_SAMPLE_REGS_ABI_64,
 };
 pub use sample_id::{parse_sample_id, SampleId};
 pub use task::parse_task;

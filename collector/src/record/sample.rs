@@ -11,7 +11,13 @@
 use super::cursor::ByteCursor;
 use super::error::RecordParseError;
 use super::layout::{read_format, sample_type, SampleLayout};
-use crate::sample::{LbrEntry, Sample, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
+use crate::sample::{
+    LbrEntry, Sample, UserStack, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_REG_X86_BP,
+    PERF_REG_X86_IP, PERF_REG_X86_SP, USER_STACK_WORDS,
+};
+
+/// `PERF_SAMPLE_REGS_ABI_64`: the registers are the 64-bit set.
+pub const PERF_SAMPLE_REGS_ABI_64: u64 = 2;
 
 /// Size of one `struct perf_branch_entry`: u64 from, u64 to, u64 flag bits.
 pub const BRANCH_ENTRY_SIZE: usize = 24;
@@ -44,6 +50,34 @@ pub struct SampleRecord {
     /// PERF_SAMPLE_STACK_USER bytes copied from the user stack pointer up (`dyn_size` of
     /// them are valid; the rest is cut off). Empty when not sampled.
     pub stack_user: Vec<u8>,
+}
+
+impl SampleRecord {
+    /// Fills the PERF_SAMPLE_REGS_USER / STACK_USER fields from the sample's
+    /// [`UserStack`] for `layout`'s register mask (ip, sp, bp at their places, every other
+    /// register 0), as the kernel would have written them; without a [`UserStack`], abi
+    /// NONE and no stack bytes.
+    pub fn set_user_registers(&mut self, layout: &SampleLayout) {
+        self.regs_user.clear();
+        self.stack_user.clear();
+        let Some(u) = self.sample.user_stack else {
+            self.regs_user_abi = 0;
+            return;
+        };
+        self.regs_user_abi = PERF_SAMPLE_REGS_ABI_64;
+        let mut mask = layout.regs_user_mask;
+        while mask != 0 {
+            let bit = mask.trailing_zeros();
+            mask &= mask - 1;
+            self.regs_user.push(match bit {
+                PERF_REG_X86_IP => u.ip,
+                PERF_REG_X86_SP => u.sp,
+                PERF_REG_X86_BP => u.bp,
+                _ => 0,
+            });
+        }
+        self.stack_user = u.stack_bytes();
+    }
 }
 
 /// Parses a SAMPLE body into the shared [`Sample`] (see [`parse_sample_record`]).
@@ -199,8 +233,10 @@ fn reset(r: &mut SampleRecord) {
         callchain,
         lbr,
         count,
+        user_stack,
     } = sample;
     (*pid, *tid, *time, *ip, *count) = (0, 0, 0, 0, 1);
+    *user_stack = None;
     callchain.clear();
     lbr.clear();
     (*id, *stream_id, *addr, *cpu, *period) = (0, 0, 0, 0, 0);
@@ -290,6 +326,30 @@ fn read_regs(
     Ok(abi)
 }
 
+/// The sample's [`UserStack`]: 64-bit user registers with ip, sp and bp, and the first
+/// words of the PERF_SAMPLE_STACK_USER bytes (none when the layout has no STACK_USER).
+fn user_stack(layout: &SampleLayout, r: &SampleRecord) -> Option<UserStack> {
+    if r.regs_user_abi != PERF_SAMPLE_REGS_ABI_64 {
+        return None;
+    }
+    let reg = |bit| r.regs_user.get(layout.regs_user_index(bit)?).copied();
+    let mut stack = UserStack {
+        ip: reg(PERF_REG_X86_IP)?,
+        sp: reg(PERF_REG_X86_SP)?,
+        bp: reg(PERF_REG_X86_BP)?,
+        ..UserStack::default()
+    };
+    for (slot, bytes) in stack
+        .words
+        .iter_mut()
+        .zip(r.stack_user.chunks_exact(8).take(USER_STACK_WORDS))
+    {
+        *slot = u64::from_le_bytes(bytes.try_into().expect("8"));
+        stack.len += 1;
+    }
+    Some(stack)
+}
+
 /// Skips `{ u64 abi; u64 regs[count] }` (no regs when abi is PERF_SAMPLE_REGS_ABI_NONE = 0).
 fn skip_regs(
     c: &mut ByteCursor<'_>,
@@ -310,6 +370,7 @@ fn read_tail(
     r: &mut SampleRecord,
 ) -> Result<(), RecordParseError> {
     use sample_type::*;
+    r.sample.user_stack = None;
     if layout.has(REGS_USER) {
         r.regs_user_abi = read_regs(c, layout.regs_user_count, "regs_user", &mut r.regs_user)?;
     }
@@ -334,6 +395,7 @@ fn read_tail(
                 .extend_from_slice(&data[..(dyn_size.min(size) as usize)]);
         }
     }
+    r.sample.user_stack = user_stack(layout, r);
     if layout.sample_type & (WEIGHT | WEIGHT_STRUCT) != 0 {
         c.u64("weight")?;
     }
@@ -416,6 +478,7 @@ mod tests {
                     flags: 0x32
                 }],
                 count: 1,
+                user_stack: None,
             }
         );
         assert!(s.lbr[0].predicted() && !s.lbr[0].mispredicted());
@@ -589,6 +652,109 @@ mod tests {
         empty[..8].copy_from_slice(&body[..8]); // ip; then branch_stack.nr = 0 and nothing else
         let r = parse_sample_record(&empty, &layout).unwrap();
         assert_eq!((r.hw_idx, r.sample.lbr.len()), (None, 0));
+    }
+
+    /// IP|TID|CALLCHAIN|REGS_USER|STACK_USER with `sample_regs_user` = bp, sp, ip (bits 6,
+    /// 7, 8) and `sample_stack_user` = 16, what the live sessions and the recorder write:
+    /// perf_event.h `{ u64 abi; u64 regs[weight(mask)]; } && PERF_SAMPLE_REGS_USER`,
+    /// `{ u64 size; char data[size]; u64 dyn_size; } && PERF_SAMPLE_STACK_USER`.
+    #[rustfmt::skip]
+    const USER_STACK_BODY: [u8; 104] = [
+        0x00, 0x11, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // ip = 0x401100
+        0xe8, 0x03, 0x00, 0x00,                         // pid = 1000
+        0xe8, 0x03, 0x00, 0x00,                         // tid = 1000
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // callchain.nr = 2
+        0x00, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // ips[0] = PERF_CONTEXT_USER
+        0x00, 0x11, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // ips[1] = 0x401100
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // regs_user.abi = PERF_SAMPLE_REGS_ABI_64
+        0xf0, 0xdf, 0xff, 0xff, 0xff, 0x7f, 0x00, 0x00, // regs[0] = bp = 0x7fffffffdff0
+        0xc8, 0xdf, 0xff, 0xff, 0xff, 0x7f, 0x00, 0x00, // regs[1] = sp = 0x7fffffffdfc8
+        0x00, 0x11, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // regs[2] = ip = 0x401100
+        0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // stack_user.size = 16
+        0x34, 0x12, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, // data[0..8] = [sp] = 0x401234
+        0xf0, 0xdf, 0xff, 0xff, 0xff, 0x7f, 0x00, 0x00, // data[8..16] = [sp + 8]
+        0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // stack_user.dyn_size = 16
+    ];
+
+    fn user_stack_layout() -> SampleLayout {
+        SampleLayout::new(IP | TID | CALLCHAIN | REGS_USER | STACK_USER, 0, 0, false)
+            .with_regs(crate::sample::USER_STACK_REGS_MASK, 0)
+    }
+
+    #[test]
+    fn user_stack_from_regs_and_stack_bytes() {
+        let layout = user_stack_layout();
+        assert_eq!(layout.regs_user_mask, 0x1c0);
+        let r = parse_sample_record(&USER_STACK_BODY, &layout).unwrap();
+        let want = UserStack {
+            ip: 0x401100,
+            sp: 0x7fff_ffff_dfc8,
+            bp: 0x7fff_ffff_dff0,
+            words: [0x401234, 0x7fff_ffff_dff0],
+            len: 2,
+        };
+        assert_eq!(r.sample.user_stack, Some(want));
+        assert_eq!(want.word_at(0), Some(0x401234));
+        assert_eq!(want.word_at(8), Some(0x7fff_ffff_dff0));
+        assert_eq!((want.word_at(16), want.word_at(4)), (None, None));
+
+        // The writer puts the same bytes back from the UserStack alone.
+        let mut from_stack = SampleRecord {
+            sample: r.sample.clone(),
+            ..SampleRecord::default()
+        };
+        from_stack.set_user_registers(&layout);
+        let mut out = Vec::new();
+        super::super::RecordWriter::new(layout)
+            .write_sample(&mut out, 2, &from_stack)
+            .unwrap();
+        assert_eq!(&out[8..], &USER_STACK_BODY[..]);
+
+        // dyn_size 8: the kernel copied only [sp]; the second word is not known.
+        let mut short = USER_STACK_BODY;
+        short[96] = 8;
+        let s = parse_sample(&short, &layout).unwrap().user_stack.unwrap();
+        assert_eq!(
+            (s.len, s.word_at(0), s.word_at(8)),
+            (1, Some(0x401234), None)
+        );
+
+        // stack_user.size 0 (nothing copied): no data and no dyn_size follow.
+        let mut empty = USER_STACK_BODY[..72].to_vec();
+        empty.extend_from_slice(&0u64.to_le_bytes());
+        let s = parse_sample(&empty, &layout).unwrap().user_stack.unwrap();
+        assert_eq!((s.len, s.sp), (0, 0x7fff_ffff_dfc8));
+
+        // abi NONE (a kernel thread, or no user regs): no registers, no UserStack.
+        let mut none = USER_STACK_BODY[..40].to_vec();
+        none.extend_from_slice(&0u64.to_le_bytes());
+        none.extend_from_slice(&USER_STACK_BODY[72..]);
+        assert_eq!(parse_sample(&none, &layout).unwrap().user_stack, None);
+
+        // A mask without bp (si, sp, ip): no UserStack, registers kept.
+        let no_bp = layout.with_regs(1 << 4 | 1 << 7 | 1 << 8, 0);
+        let r = parse_sample_record(&USER_STACK_BODY, &no_bp).unwrap();
+        assert_eq!((r.sample.user_stack, r.regs_user.len()), (None, 3));
+
+        // Cut in the middle of the stack bytes: an error naming the field.
+        assert_eq!(
+            parse_sample(&USER_STACK_BODY[..88], &layout),
+            Err(RecordParseError::CountTooLarge {
+                field: "stack_user.size",
+                offset: 72,
+                value: 16,
+                max: 8
+            })
+        );
+        assert_eq!(
+            parse_sample(&USER_STACK_BODY[..100], &layout),
+            Err(RecordParseError::TooShort {
+                field: "stack_user.dyn_size",
+                offset: 96,
+                needed: 8,
+                len: 100
+            })
+        );
     }
 
     #[test]

@@ -400,6 +400,7 @@ mod tests {
                     })
                     .collect(),
                 count: 1,
+                user_stack: None,
             },
             id: 17,
             stream_id: 18,

@@ -12,8 +12,10 @@ use super::lbr_ring::{LbrRing, MAX_LBR_DEPTH};
 use super::process_maps::{read_maps, ElfFacts, MapsEntry};
 use super::tracer::{resolve_program, StepOutcome, Tracee};
 use super::{RecorderError, DEFAULT_LBR_DEPTH, DEFAULT_PERIOD};
+use crate::sample::USER_STACK_BYTES;
 use crate::{
     BuildIdEntry, CommEvent, EventDescription, PerfEvent, Recording, Sample, SideBandEvent,
+    UserStack,
 };
 
 /// `PERF_TYPE_RAW`: the event is a raw model-specific event code.
@@ -314,7 +316,7 @@ impl Session<'_> {
                 self.refresh_maps()?;
             }
             if self.taken.is_multiple_of(self.options.period) {
-                self.emit_sample(next, regs.rbp);
+                self.emit_sample(next, regs.rbp, regs.rsp);
             }
         }
     }
@@ -338,7 +340,11 @@ impl Session<'_> {
         Ok(d)
     }
 
-    fn emit_sample(&mut self, ip: u64, bp: u64) {
+    /// Emits a sample at `ip` with the registers after the branch, as the kernel sees them
+    /// at the PEBS interrupt: the frame-pointer chain from `bp`, and `PERF_SAMPLE_REGS_USER`
+    /// / `PERF_SAMPLE_STACK_USER` (the first [`USER_STACK_BYTES`] at `sp`; fewer when the
+    /// stack ends there, as the kernel's `dyn_size`).
+    fn emit_sample(&mut self, ip: u64, bp: u64, sp: u64) {
         let tracee = &self.tracee;
         let callchain = user_frame_chain(ip, bp, self.options.max_stack, |fp| {
             let mut buf = [0u8; 16];
@@ -349,6 +355,23 @@ impl Session<'_> {
             let ret = u64::from_le_bytes(buf[8..].try_into().ok()?);
             Some((next, ret))
         });
+        let mut top = [0u8; USER_STACK_BYTES as usize];
+        let copied = tracee.read_memory(sp, &mut top) / 8;
+        let mut user_stack = UserStack {
+            ip,
+            sp,
+            bp,
+            len: copied as u8,
+            ..UserStack::default()
+        };
+        for (w, b) in user_stack
+            .words
+            .iter_mut()
+            .zip(top.chunks_exact(8))
+            .take(copied)
+        {
+            *w = u64::from_le_bytes(b.try_into().expect("8"));
+        }
         self.samples += 1;
         self.events.push(PerfEvent::Sample(Sample {
             pid: self.pid as u32,
@@ -358,6 +381,7 @@ impl Session<'_> {
             callchain,
             lbr: self.lbr.snapshot(),
             count: 1,
+            user_stack: Some(user_stack),
         }));
     }
 
@@ -451,6 +475,7 @@ impl Session<'_> {
                 precise_ip: 3,
                 callchain: true,
                 branch_stack: true,
+                user_stack: true,
             },
             build_ids: self.build_ids,
             events: self.events,

@@ -24,8 +24,7 @@ pub const PERF_REG_X86_AX: u32 = 0;
 pub const PERF_REG_X86_SI: u32 = 4;
 /// `PERF_REG_X86_DI`.
 pub const PERF_REG_X86_DI: u32 = 5;
-/// `PERF_REG_X86_SP`.
-pub const PERF_REG_X86_SP: u32 = 7;
+pub use crate::sample::PERF_REG_X86_SP;
 /// `sample_regs_user`: AX (a uretprobe's returned pointer), SI, DI (the arguments), SP.
 /// Samples carry them as `regs[0] = AX, [1] = SI, [2] = DI, [3] = SP`.
 pub const SAMPLE_REGS_USER: u64 =
@@ -39,8 +38,7 @@ pub const REG_DI: usize = 2;
 /// `sample_stack_user`: the 8 bytes at the stack pointer (the return address at a
 /// function's entry).
 pub const SAMPLE_STACK_USER: u32 = 8;
-/// `PERF_SAMPLE_REGS_ABI_64`.
-pub const PERF_SAMPLE_REGS_ABI_64: u64 = 2;
+pub use crate::record::PERF_SAMPLE_REGS_ABI_64;
 /// What every probe samples.
 pub const SAMPLE_TYPE: u64 = sample_type::IDENTIFIER
     | sample_type::IP

@@ -115,6 +115,11 @@ fn state_meta(s: BinarySummary) -> StateMeta {
             .into_iter()
             .map(|(r, n)| (r.to_string(), n))
             .collect(),
+        stack_repairs: s
+            .stack_repairs
+            .into_iter()
+            .map(|(r, n)| (r.to_string(), n))
+            .collect(),
         names: Some(s.names),
         has_pseudo_probes: Some(s.has_pseudo_probes),
         counted: s.counted,

@@ -209,7 +209,10 @@ pub fn run_daemon(
         config,
         WorkerSettings {
             input,
-            options: UnwindOptions::default(),
+            options: UnwindOptions {
+                stack_repair: config.aggregation.stack_repair,
+                ..UnwindOptions::default()
+            },
             windows: WindowSettings {
                 window_secs: config.aggregation.window_secs,
                 retained_windows: config.aggregation.retained_windows,

@@ -102,6 +102,9 @@ pub struct BinarySummary {
     /// Samples the unwinder could not use fully, by reason (since the daemon started);
     /// the HTTP store reads it for `pgo_agent_unwind_errors_total`.
     pub unwind_errors: std::collections::BTreeMap<&'static str, u64>,
+    /// Samples taken in a prologue or epilogue, by repair outcome (`repaired`,
+    /// `unrepairable`), since the daemon started: `pgo_agent_stack_repairs_total`.
+    pub stack_repairs: std::collections::BTreeMap<&'static str, u64>,
     /// Where the names of the binary's code came from when the worker loaded it.
     pub names: NamesReport,
     /// Whether the binary has a `.pseudo_probe` section.
@@ -745,6 +748,7 @@ fn summary(dir: &Path, id: &BuildId, e: &Entry) -> BinarySummary {
         over_budget: s.over_budget,
         profile: dir.join(format!("{}.unsymbolized", id.to_hex())),
         unwind_errors: s.errors_by_reason().into_iter().collect(),
+        stack_repairs: s.stack_repairs().into_iter().collect(),
         names: e.names.clone(),
         has_pseudo_probes: e.binary.has_pseudo_probes(),
         sampled_secs: e.fed_secs.map_or(0, |(first, last)| last - first),

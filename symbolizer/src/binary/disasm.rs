@@ -12,7 +12,7 @@
 //! byte at a time (LLVM's X86 disassembler may skip more: undecodable bytes do not occur in
 //! compiler-generated code, which pads with `int3`/`nop`).
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
 
 /// Instruction-kind bit: a call.
 pub const KIND_CALL: u8 = 1;
@@ -22,9 +22,33 @@ pub const KIND_RETURN: u8 = 2;
 pub const KIND_BRANCH: u8 = 4;
 /// Instruction-kind bit: in llvm-profgen's `UncondBranchAddrSet` (call, return, direct `jmp`).
 pub const KIND_UNCOND: u8 = 8;
+/// Instruction-kind bit: `push rbp` (a prologue saving the caller's frame pointer).
+pub const KIND_PUSH_BP: u8 = 16;
+/// Instruction-kind bit: `pop rbp` or `leave` (an epilogue restoring the caller's frame
+/// pointer).
+pub const KIND_POP_BP: u8 = 32;
 
-/// The kind bits of one decoded instruction (see the module docs).
+/// The kind bits of one decoded instruction (see the module docs): the control-flow bits,
+/// plus [`KIND_PUSH_BP`] / [`KIND_POP_BP`] for the frame-pointer saves and restores.
 pub fn classify(instr: &Instruction) -> u8 {
+    let frame = match instr.mnemonic() {
+        Mnemonic::Push if is_rbp(instr) => KIND_PUSH_BP,
+        Mnemonic::Pop if is_rbp(instr) => KIND_POP_BP,
+        Mnemonic::Leave => KIND_POP_BP,
+        _ => 0,
+    };
+    frame | classify_flow(instr)
+}
+
+/// True when the one operand is the register rbp.
+fn is_rbp(instr: &Instruction) -> bool {
+    instr.op_count() == 1
+        && instr.op0_kind() == OpKind::Register
+        && instr.op0_register() == Register::RBP
+}
+
+/// The control-flow kind bits.
+fn classify_flow(instr: &Instruction) -> u8 {
     match instr.flow_control() {
         // iced also gives `syscall`, `sysenter`, `vmcall`, … call flow; LLVM's isCall is only
         // the CALL opcodes (near and far, direct and indirect).

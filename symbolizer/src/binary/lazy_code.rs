@@ -491,6 +491,19 @@ impl CodeLayout for LazyCode {
         Some(self)
     }
 
+    fn frame_setup(&self, addr: u64) -> Option<unwinder::FrameSetup> {
+        if !self.is_code(addr) {
+            return None;
+        }
+        let (entry, _) = self.function_range(addr)?;
+        Some(super::frame_setup::frame_setup(
+            addr,
+            Some(entry),
+            |a| self.kind(a),
+            |a| self.previous_instruction(a),
+        ))
+    }
+
     fn call_before_return_address(&self, ret: u64) -> Option<u64> {
         if ret == EXTERNAL_ADDR {
             return Some(EXTERNAL_ADDR);

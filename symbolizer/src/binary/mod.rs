@@ -11,6 +11,7 @@
 mod debug_lookup;
 pub mod disasm;
 mod frame_cache;
+pub mod frame_setup;
 pub mod functions;
 pub mod lazy_code;
 pub mod name_source;
@@ -26,7 +27,7 @@ use collector::BuildId;
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader as _, SectionHeader as _};
 use object::{Endianness, Object, ObjectSection};
-use unwinder::{CodeLayout, RangeChecks};
+use unwinder::{CodeLayout, FrameSetup, RangeChecks};
 
 pub use debug_lookup::lacks_names;
 pub use disasm::CodeMap;
@@ -805,6 +806,23 @@ impl CodeLayout for ProfiledBinary {
             return Some(unwinder::EXTERNAL_ADDR);
         }
         self.code.previous_call(ret)
+    }
+
+    fn frame_setup(&self, addr: u64) -> Option<FrameSetup> {
+        if !self.is_code(addr) {
+            return None;
+        }
+        let entry = match (self.func_range_at(addr), &self.lazy) {
+            (Some(r), _) => r.is_func_entry.then_some(r.start),
+            (None, Some(lazy)) => Some(lazy.function_range(addr)?.0),
+            (None, None) => return None,
+        };
+        Some(frame_setup::frame_setup(
+            addr,
+            entry,
+            |a| self.instruction_kind(a),
+            |a| self.previous_instruction(a),
+        ))
     }
 
     fn code_bitmap(&self) -> Option<unwinder::CodeBitmap<'_>> {
