@@ -153,8 +153,7 @@ pub fn count_leading_ip(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{FakeLayout, Inst};
-    use crate::BinaryLoadInfo;
+    use crate::test_support::{fake_placement, FakeLayout, Inst};
 
     /// main: 0x1000 push, 0x1001 mov, 0x1004 call foo, 0x1009 add, 0x100d ret
     /// foo:  0x1010 push, 0x1011 mov, 0x1014 nop, 0x1015 call foo, 0x101a pop, 0x101b ret
@@ -176,27 +175,6 @@ mod tests {
             &[0x1000, 0x1010],
         )
         .with_probes(probes)
-    }
-
-    fn placement() -> BinaryPlacement {
-        let mut p = BinaryPlacement::new(
-            BinaryLoadInfo {
-                name: "p".into(),
-                preferred_base: 0x1000,
-                text_segment_offsets: vec![0],
-                preferred_text_segment_addresses: vec![0x1000],
-            },
-            None,
-        )
-        .unwrap();
-        p.observe(&collector::Mmap2Event {
-            addr: 0x7000,
-            pgoff: 0,
-            filename: "/x/p".into(),
-            ..Default::default()
-        })
-        .unwrap();
-        p
     }
 
     fn sample(ip: u64, callers: &[u64]) -> Sample {
@@ -221,7 +199,7 @@ mod tests {
     #[test]
     fn line_context_includes_the_leaf() {
         let l = layout(false);
-        let p = placement();
+        let p = fake_placement(0x7000);
         let o = UnwindOptions::default();
         let mut c = CounterSet::new(leading_ip_kind(&l, &o, true));
         assert_eq!(c.kind, CounterKind::LineContext);
@@ -252,7 +230,7 @@ mod tests {
         };
         let l =
             layout(false).with_frame_setups(&[(0x1010, at(0)), (0x1011, at(8)), (0x101b, at(0))]);
-        let p = placement();
+        let p = fake_placement(0x7000);
         let with_regs = |ip: u64, callers: &[u64], words: [u64; 2]| Sample {
             user_stack: Some(collector::UserStack {
                 ip,
@@ -313,7 +291,7 @@ mod tests {
     #[test]
     fn probe_context_is_the_call_sites_compressed() {
         let l = layout(true);
-        let p = placement();
+        let p = fake_placement(0x7000);
         let o = UnwindOptions::default();
         let mut c = CounterSet::new(leading_ip_kind(&l, &o, true));
         assert_eq!(c.kind, CounterKind::ProbeContext);
@@ -334,7 +312,7 @@ mod tests {
     #[test]
     fn flat_without_callchain() {
         let l = layout(true);
-        let p = placement();
+        let p = fake_placement(0x7000);
         let o = UnwindOptions::default();
         let mut c = CounterSet::new(leading_ip_kind(&l, &o, false));
         let s = Sample {
@@ -353,7 +331,7 @@ mod tests {
         let l = layout(true)
             .with_function_ranges(&[(0x1000, 0x1010), (0x1010, 0x101c)])
             .with_block_probes(&[0x1000, 0x1010, 0x1014]);
-        let p = placement();
+        let p = fake_placement(0x7000);
         let o = UnwindOptions::default();
         let mut c = CounterSet::new(leading_ip_kind(&l, &o, false));
         for ip in [0x701a, 0x7014, 0x7011, 0x7009] {

@@ -279,8 +279,7 @@ pub fn note_invalid_return(set: &mut BTreeSet<u64>, notes: &StackNotes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{FakeLayout, Inst};
-    use crate::BinaryLoadInfo;
+    use crate::test_support::{fake_placement, FakeLayout, Inst};
 
     /// main: 0x1000 push, 0x1001 mov, 0x1004 call foo, 0x1009 add, 0x100d ret
     /// foo:  0x1010 push, 0x1011 mov, 0x1014 nop, 0x1015 jmp, 0x1017 pop, 0x1018 ret
@@ -301,27 +300,6 @@ mod tests {
             ],
             &[0x1000, 0x1010],
         )
-    }
-
-    fn placement(base: u64) -> BinaryPlacement {
-        let mut p = BinaryPlacement::new(
-            BinaryLoadInfo {
-                name: "p".into(),
-                preferred_base: 0x1000,
-                text_segment_offsets: vec![0],
-                preferred_text_segment_addresses: vec![0x1000],
-            },
-            None,
-        )
-        .unwrap();
-        p.observe(&collector::Mmap2Event {
-            addr: base,
-            pgoff: 0,
-            filename: "/x/p".into(),
-            ..Default::default()
-        })
-        .unwrap();
-        p
     }
 
     fn lbr(from: u64, to: u64) -> LbrEntry {
@@ -372,7 +350,7 @@ mod tests {
 
     #[test]
     fn lbr_rebased_external_and_dropped() {
-        let p = placement(0x7000);
+        let p = fake_placement(0x7000);
         let l = layout();
         let got = extract_lbr_stack(
             &[
@@ -414,7 +392,7 @@ mod tests {
 
     #[test]
     fn stack_returns_become_calls() {
-        let p = placement(0x7000);
+        let p = fake_placement(0x7000);
         let l = layout();
         let mut n = StackNotes::default();
         // leaf in foo, return address into main after the call, then external libc frames.
@@ -425,7 +403,7 @@ mod tests {
 
     #[test]
     fn stack_truncated_at_invalid_return() {
-        let p = placement(0x7000);
+        let p = fake_placement(0x7000);
         let l = layout();
         let mut n = StackNotes::default();
         // 0x100d follows 0x1009, not a call: truncated there.
@@ -436,7 +414,7 @@ mod tests {
 
     #[test]
     fn external_frames_collapse() {
-        let p = placement(0x7000);
+        let p = fake_placement(0x7000);
         let l = layout();
         let mut n = StackNotes::default();
         let s = extract_call_stack(&[0x1, 0x2, 0x7009, 0x3], &p, &l, &mut n).unwrap();
@@ -450,7 +428,7 @@ mod tests {
 
     #[test]
     fn prolog_epilog_and_empty_rejected() {
-        let p = placement(0x7000);
+        let p = fake_placement(0x7000);
         let l = layout();
         let mut n = StackNotes::default();
         for leaf in [0x7010, 0x7011, 0x7017, 0x7018] {

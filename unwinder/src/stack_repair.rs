@@ -82,8 +82,7 @@ pub fn leaf_repair(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{FakeLayout, Inst};
-    use crate::BinaryLoadInfo;
+    use crate::test_support::{fake_placement, FakeLayout, Inst};
 
     /// main: 0x1000 push rbp, 0x1001 mov rbp,rsp, 0x1004 call foo, 0x1009 pop rbp, 0x100a ret
     /// foo:  0x1010 push rbp, 0x1011 mov rbp,rsp, 0x1014 nop, 0x1015 pop rbp, 0x1016 ret
@@ -119,27 +118,6 @@ mod tests {
         ])
     }
 
-    fn placement() -> BinaryPlacement {
-        let mut p = BinaryPlacement::new(
-            BinaryLoadInfo {
-                name: "p".into(),
-                preferred_base: 0x1000,
-                text_segment_offsets: vec![0],
-                preferred_text_segment_addresses: vec![0x1000],
-            },
-            None,
-        )
-        .unwrap();
-        p.observe(&collector::Mmap2Event {
-            addr: 0x7000,
-            pgoff: 0,
-            filename: "/x/p".into(),
-            ..Default::default()
-        })
-        .unwrap();
-        p
-    }
-
     fn regs(ip: u64, words: &[u64]) -> UserStack {
         let mut u = UserStack {
             ip,
@@ -154,7 +132,7 @@ mod tests {
 
     #[test]
     fn each_prologue_and_epilogue_shape_reads_its_slot() {
-        let (l, p) = (layout(true), placement());
+        let (l, p) = (layout(true), fake_placement(0x7000));
         // foo's entry (before push rbp): the return address into main is at [sp].
         let r = regs(0x7010, &[0x7009, 0x7ffd_0100]);
         assert_eq!(
@@ -190,7 +168,7 @@ mod tests {
 
     #[test]
     fn unrepairable_and_unavailable() {
-        let (l, p) = (layout(true), placement());
+        let (l, p) = (layout(true), fake_placement(0x7000));
         // No registers: llvm-profgen's rule.
         assert_eq!(leaf_repair(0x7010, None, &p, &l), StackRepair::Unavailable);
         // The slot was not copied (dyn_size 8 while the return address is at [sp + 8]).

@@ -1,9 +1,10 @@
 //! [`FakeLayout`]: a hand-written instruction list implementing [`CodeLayout`], for tests
-//! of the unwinder and of crates that use it without a real binary.
+//! of the unwinder and of crates that use it without a real binary; [`fake_placement`], the
+//! placement of such a binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{CodeLayout, FrameSetup, RangeChecks};
+use crate::{BinaryLoadInfo, BinaryPlacement, CodeLayout, FrameSetup, RangeChecks};
 
 /// The kind of a fake instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,4 +171,27 @@ impl RangeChecks for FakeLayout {
         let r = *self.function_ranges.get(i.checked_sub(1)?)?;
         (addr < r.1).then_some(r)
     }
+}
+
+/// The placement of a binary `p` (preferred base 0x1000, one text segment at file offset 0)
+/// mapped at `base` by a process, as its MMAP2 event (`/x/p`) places it.
+pub fn fake_placement(base: u64) -> BinaryPlacement {
+    let mut p = BinaryPlacement::new(
+        BinaryLoadInfo {
+            name: "p".into(),
+            preferred_base: 0x1000,
+            text_segment_offsets: vec![0],
+            preferred_text_segment_addresses: vec![0x1000],
+        },
+        None,
+    )
+    .expect("a fixed load info");
+    p.observe(&collector::Mmap2Event {
+        addr: base,
+        pgoff: 0,
+        filename: "/x/p".into(),
+        ..Default::default()
+    })
+    .expect("the binary's own mapping");
+    p
 }
