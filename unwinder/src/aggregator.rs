@@ -905,6 +905,11 @@ mod tests {
     use crate::EXTERNAL_ADDR;
     use collector::LbrEntry;
 
+    /// A counter map's entries in order.
+    fn pairs(m: &std::collections::BTreeMap<(u64, u64), u64>) -> Vec<((u64, u64), u64)> {
+        m.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
     /// main: 0x1000 push; 0x1001 mov; 0x1004 call foo; 0x1009 jcc; 0x100b ret
     /// foo:  0x1010 push; 0x1011 mov; 0x1014 nop; 0x1015 jcc; 0x1017 pop; 0x1018 ret
     fn layout(probes: bool) -> FakeLayout {
@@ -999,10 +1004,7 @@ mod tests {
             vec![((0x1000, 0x1004), 3), ((0x1010, 0x1015), 3)]
         );
         assert_eq!(
-            cc.branches
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
+            pairs(&cc.branches),
             vec![
                 ((EXTERNAL_ADDR, 0x1000), 3),
                 ((0x1004, 0x1010), 3),
@@ -1039,26 +1041,11 @@ mod tests {
             foo.ranges.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
             vec![((0x1010, 0x1015), 2)]
         );
-        assert_eq!(
-            foo.branches
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
-            vec![((0x1015, 0x1010), 2)]
-        );
+        assert_eq!(pairs(&foo.branches), vec![((0x1015, 0x1010), 2)]);
         let main = &c.contexts[&vec![]];
+        assert_eq!(pairs(&main.ranges), vec![((0x1000, 0x1004), 2)]);
         assert_eq!(
-            main.ranges
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
-            vec![((0x1000, 0x1004), 2)]
-        );
-        assert_eq!(
-            main.branches
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
+            pairs(&main.branches),
             vec![((EXTERNAL_ADDR, 0x1000), 2), ((0x1004, 0x1010), 2)]
         );
         assert_eq!(s.total_branches, 3);
@@ -1177,18 +1164,9 @@ mod tests {
         // call matched to the repaired frame (no mismatched call).
         assert_eq!(c.contexts.len(), 1);
         let main = &c.contexts[&vec![]];
+        assert_eq!(pairs(&main.ranges), vec![((0x1000, 0x1004), 1)]);
         assert_eq!(
-            main.ranges
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
-            vec![((0x1000, 0x1004), 1)]
-        );
-        assert_eq!(
-            main.branches
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
+            pairs(&main.branches),
             vec![((EXTERNAL_ADDR, 0x1000), 1), ((0x1004, 0x1010), 1)]
         );
         assert_eq!(
