@@ -401,3 +401,71 @@ impl InstructionPrinter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bytes` at `addr` as the listing prints them.
+    fn text(bytes: &[u8], addr: u64) -> String {
+        let instr = decode_one(bytes, addr).expect("decodes");
+        InstructionPrinter::new().format(&instr)
+    }
+
+    /// Expected texts are llvm-profgen 19's (LLVM MC) for the same bytes in the corpus.
+    #[test]
+    fn instruction_text_is_llvm_mc_spelling() {
+        assert_eq!(text(&[0x48, 0x83, 0xec, 0x08], 0x1000), "\tsubq\t$8, %rsp");
+        assert_eq!(
+            text(&[0x48, 0x83, 0xe4, 0xf0], 0x1059),
+            "\tandq\t$-16, %rsp"
+        );
+        assert_eq!(text(&[0x74, 0x02], 0x100e), "\tje\t0x1012");
+        assert_eq!(text(&[0xff, 0xd0], 0x1010), "\tcallq\t*%rax");
+        assert_eq!(text(&[0xc3], 0x1016), "\tretq");
+        assert_eq!(
+            text(&[0x48, 0x8b, 0x05, 0xc5, 0x2f, 0x00, 0x00], 0x1004),
+            "\tmovq\t12229(%rip), %rax"
+        );
+        assert_eq!(
+            text(&[0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0], 0x1072),
+            "\tnopw\t%cs:(%rax,%rax)"
+        );
+        assert_eq!(text(&[0x48, 0xd1, 0xfe], 0x10cf), "\tsarq\t%rsi");
+        assert_eq!(text(&[0x66, 0x90], 0x11be), "\tnop");
+        assert_eq!(
+            text(&[0x66, 0x0f, 0x70, 0xc8, 0xee], 0x1249),
+            "\tpshufd\t$238, %xmm0, %xmm1"
+        );
+        assert_eq!(
+            text(&[0x69, 0xc9, 0xe8, 0x03, 0, 0], 0x11eb),
+            "\timull\t$1000, %ecx, %ecx"
+        );
+        assert_eq!(text(&[0x0f, 0x93, 0xc2], 0x11b1), "\tsetae\t%dl");
+    }
+
+    #[test]
+    fn locations_are_innermost_first_with_discriminators() {
+        let frames = [
+            FrameLocation {
+                func_name: "main".into(),
+                line_offset: 5,
+                discriminator: 0,
+            },
+            FrameLocation {
+                func_name: "inner.llvm.42".into(),
+                line_offset: 3,
+                discriminator: 2,
+            },
+        ];
+        let mut out = Vec::new();
+        write_location(&frames, false, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "inner.llvm.42:3.2 @ main:5"
+        );
+        let mut out = Vec::new();
+        write_location(&frames, true, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "inner:3.2 @ main:5");
+    }
+}
