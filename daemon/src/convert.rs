@@ -184,6 +184,32 @@ pub struct ConvertArgs {
     /// input carries no registers and always gets llvm-profgen's behaviour.
     #[arg(long)]
     pub no_stack_repair: bool,
+    /// Print the disassembly listing of the binary's text sections on stdout and exit
+    /// without reading samples or writing a profile. Instruction text is iced-x86's AT&T
+    /// spelling, which can differ from LLVM MC's (docs/llvm-profgen-flags.md).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_disassembly_only: bool,
+    /// With --show-disassembly-only: list only these functions (symbol names, comma
+    /// separated; canonical names with --show-canonical-fname).
+    #[arg(long, value_name = "F1,F2,...", value_delimiter = ',')]
+    pub disassemble_functions: Vec<String>,
+    /// With --show-disassembly-only: each instruction's inline frames, innermost first
+    /// (`func:line-offset[.discriminator] @ caller:...`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_source_locations: bool,
+    /// With --show-disassembly-only: canonical function names (`.llvm.N` and `.part.N`
+    /// suffixes stripped; `.__uniq.N` kept, as LLVM 19) in headers and source locations.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_canonical_fname: bool,
+    /// Print the `Pseudo Probe Desc:` block of a probe binary on stdout; with
+    /// --show-disassembly-only also the probes before the instruction at their address,
+    /// and source locations as probe indices.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub show_pseudo_probe: bool,
 }
 
 const AFTER_HELP: &str = "\
@@ -193,6 +219,8 @@ Examples:
   pgo-agent convert --perfdata perf.data --binary ./app --format=text -o flat-cs.txt \\
       --csspgo-preinliner=false --gen-cs-nested-profile=false
   pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
+  pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
+      --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
 Options of llvm-profgen that convert does not implement yet are rejected with a message
 naming them; none is silently ignored. Every llvm-profgen 19 option and its support:
@@ -228,11 +256,6 @@ pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "csspgo-replay-preinline",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
-    "show-disassembly-only",
-    "disassemble-functions",
-    "show-source-locations",
-    "show-canonical-fname",
-    "show-pseudo-probe",
     "time-profgen",
 ];
 
@@ -322,6 +345,11 @@ impl ConvertArgs {
 
 /// Runs `pgo-agent convert`.
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    if args.show_disassembly_only {
+        crate::convert_pipeline::print_listing(&args)
+            .with_context(|| format!("listing {}", args.binary.display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.compress_recursion == 0
         && args.csspgo_preinliner.unwrap_or(true)
         && !args.skip_symbolization

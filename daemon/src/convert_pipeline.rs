@@ -59,6 +59,12 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         write_unsymbolized(&mut out, &counters, address_base, Some(&line_context))
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
+        if args.show_pseudo_probe {
+            let mut stdout = std::io::stdout().lock();
+            symbolizer::listing::write_probe_descs(binary, &mut stdout)
+                .and_then(|()| stdout.flush())
+                .context("writing the pseudo probe descriptions")?;
+        }
         let profile = generate_profile(binary, &counters, &args.generate_options());
         show_density(args, &profile);
         write_profile(args, binary, &profile, &mut out)?;
@@ -70,6 +76,30 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", args.output.display()))?;
     std::mem::forget(counters);
     std::mem::forget(loaded);
+    Ok(())
+}
+
+/// `--show-disassembly-only`: prints the listing of `--binary` on stdout (llvm-profgen 19
+/// reads no samples and writes no profile then).
+pub fn print_listing(args: &ConvertArgs) -> anyhow::Result<()> {
+    let binary =
+        crate::binary_loading::load_binary_for(&args.binary, args.debug_binary.as_deref(), true)?;
+    let elf = std::fs::read(&args.binary)
+        .with_context(|| format!("reading {}", args.binary.display()))?;
+    let options = symbolizer::listing::ListingOptions {
+        functions: args.disassemble_functions.clone(),
+        source_locations: args.show_source_locations,
+        canonical_names: args.show_canonical_fname,
+        pseudo_probes: args.show_pseudo_probe,
+    };
+    let mut stdout = BufWriter::new(std::io::stdout().lock());
+    symbolizer::listing::write_listing(
+        &binary,
+        &args.binary.display().to_string(),
+        &elf,
+        &options,
+        &mut stdout,
+    )?;
     Ok(())
 }
 

@@ -17,6 +17,7 @@ pub mod dwarf;
 pub mod error;
 pub mod generate;
 pub mod guid;
+pub mod listing;
 pub mod memprof;
 pub mod name;
 pub mod probe;

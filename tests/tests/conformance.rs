@@ -837,3 +837,253 @@ fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
         "{msg}"
     );
 }
+
+/// The stdout of `pgo-agent ARGS` run as a child (libtest's own lines before the command's
+/// output cut off), with its exit code.
+fn stdout_of_child(args: &[String]) -> (Option<i32>, String) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CLI_ENV, args.join("\u{1f}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let marker = "test cli_process ... ";
+    let at = text.find(marker).map_or(0, |i| i + marker.len());
+    (out.status.code(), text[at..].to_string())
+}
+
+/// llvm-profgen 19's listing of `binary` with `flags` (exit code, stdout).
+fn llvm_listing(binary: &Path, out: &Path, flags: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new("llvm-profgen-19")
+        .arg(format!("--binary={}", binary.display()))
+        .arg(format!("--output={}", out.display()))
+        .args(flags)
+        .output()
+        .expect("llvm-profgen-19");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+/// `pgo-agent convert`'s listing of `binary` with `flags` (exit code, stdout).
+fn our_listing(binary: &Path, out: &Path, flags: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec![
+        "convert".to_string(),
+        format!("--binary={}", binary.display()),
+        format!("--output={}", out.display()),
+    ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    stdout_of_child(&args)
+}
+
+/// `    ADDR:TEXT` instruction lines: (address column with its colon, the rest).
+fn instruction_line(line: &str) -> Option<(&str, &str)> {
+    let colon = line.find(":\t")?;
+    let addr = &line[..colon];
+    (addr.len() >= 8 && addr.trim_start().chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| (&line[..=colon], &line[colon + 1..]))
+}
+
+/// Splits a listing line with a source location into (instruction text, location), given
+/// the same line of the listing without locations: llvm-profgen pads the instruction text
+/// (tabs counted as one column) to 40 columns, no padding when it is longer.
+fn split_location<'a>(with: &'a str, without: &str, what: &str) -> (String, &'a str) {
+    let (_, text) = instruction_line(without).unwrap_or_else(|| panic!("{what}: {without:?}"));
+    let prefix_len = without.len();
+    assert!(
+        with.starts_with(without),
+        "{what}: {with:?} does not extend {without:?}"
+    );
+    let pad = 40usize.saturating_sub(text.chars().count());
+    let rest = &with[prefix_len..];
+    assert!(
+        rest.len() >= pad && rest[..pad].bytes().all(|b| b == b' '),
+        "{what}: padding of {with:?}"
+    );
+    (text.to_string(), &rest[pad..])
+}
+
+/// Compares our listing with llvm-profgen 19's: the same lines in the same order; every
+/// line that is not an instruction (probe-description block, file, section and symbol
+/// headers, `[Probe]:` lines, blank lines) byte-identical; on instruction lines the address
+/// column and the mnemonic (first word of the instruction text) identical. The operands are
+/// not compared here (iced-x86's AT&T spelling may differ from LLVM MC's); the number of
+/// instruction texts that differ is returned.
+fn compare_listing(ours: &str, theirs: &str, what: &str) -> usize {
+    let ours: Vec<&str> = ours.lines().collect();
+    let theirs: Vec<&str> = theirs.lines().collect();
+    assert_eq!(ours.len(), theirs.len(), "{what}: line count");
+    let mut text_differs = 0;
+    for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        match (instruction_line(o), instruction_line(t)) {
+            (Some((oa, ot)), Some((ta, tt))) => {
+                assert_eq!(oa, ta, "{what}: line {}", i + 1);
+                let mnemonic = |s: &str| s.split(['\t', ' ']).nth(1).map(str::to_string);
+                assert_eq!(
+                    mnemonic(ot),
+                    mnemonic(tt),
+                    "{what}: line {}: {o:?} vs {t:?}",
+                    i + 1
+                );
+                if ot.trim_end() != tt.trim_end() {
+                    text_differs += 1;
+                }
+            }
+            _ => assert_eq!(o, t, "{what}: line {}", i + 1),
+        }
+    }
+    text_differs
+}
+
+/// `--show-disassembly-only` and its companions print llvm-profgen 19's listing on every
+/// corpus program of both builds: see [`compare_listing`] for what is compared; the source
+/// locations (`--show-source-locations`, with and without `--show-pseudo-probe` and
+/// `--show-canonical-fname`) are compared exactly, cut off at llvm-profgen's 40-column
+/// padding, which is checked on both sides. `--disassemble-functions` restricts both
+/// listings to the same symbols; naming no known function lists headers only and exits
+/// 0, as llvm-profgen 19 does. No profile is written.
+#[test]
+fn disassembly_listing_matches_llvm_profgen() {
+    if !corpus::tools_available("disassembly listing", TOOLS) {
+        return;
+    }
+    let mut instructions = 0usize;
+    let mut text_differs = 0usize;
+    let mut probe_lines = 0usize;
+    for variant in Variant::ALL {
+        for name in corpus::PROGRAM_NAMES {
+            let program = corpus::program(name, variant).expect("corpus builds");
+            let dir = out_dir(&format!("{name}-listing"), variant);
+            let bin = &program.binary;
+            let (their_out, our_out) = (dir.join("llvm.prof"), dir.join("ours.prof"));
+            for extra in [
+                &["--show-pseudo-probe"][..],
+                &[],
+                &["--show-canonical-fname"],
+                &["--show-pseudo-probe", "--show-canonical-fname"],
+            ] {
+                let what = format!("{name} ({variant}) {extra:?}");
+                let mut plain = vec!["--show-disassembly-only"];
+                plain.extend_from_slice(extra);
+                let mut located = plain.clone();
+                located.push("--show-source-locations");
+                let (tc, theirs) = llvm_listing(bin, &their_out, &plain);
+                let (oc, ours) = our_listing(bin, &our_out, &plain);
+                assert_eq!((oc, tc), (Some(0), Some(0)), "{what}");
+                text_differs += compare_listing(&ours, &theirs, &what);
+                let (_, theirs_loc) = llvm_listing(bin, &their_out, &located);
+                let (oc, ours_loc) = our_listing(bin, &our_out, &located);
+                assert_eq!(oc, Some(0), "{what}");
+                compare_listing(&ours_loc, &theirs_loc, &what);
+                let pairs = ours
+                    .lines()
+                    .zip(ours_loc.lines())
+                    .zip(theirs.lines().zip(theirs_loc.lines()));
+                for ((o, o_loc), (t, t_loc)) in pairs {
+                    if instruction_line(t).is_none() {
+                        probe_lines += usize::from(t.starts_with(" [Probe]:"));
+                        continue;
+                    }
+                    instructions += 1;
+                    let (_, ours_at) = split_location(o_loc, o, &what);
+                    let (_, theirs_at) = split_location(t_loc, t, &what);
+                    assert_eq!(ours_at, theirs_at, "{what}: location of {t:?}");
+                }
+                assert!(
+                    !their_out.exists() && !our_out.exists(),
+                    "{what}: a profile was written"
+                );
+            }
+            // Only the named functions; an unknown name is ignored.
+            let only = [
+                "--show-disassembly-only",
+                "--show-pseudo-probe",
+                "--show-source-locations",
+                "--disassemble-functions=main,no_such_function",
+            ];
+            let (_, theirs) = llvm_listing(bin, &their_out, &only);
+            let (oc, ours) = our_listing(bin, &our_out, &only);
+            assert_eq!(oc, Some(0));
+            let headers = |s: &str| -> Vec<String> {
+                s.lines()
+                    .filter(|l| l.starts_with('<'))
+                    .map(str::to_string)
+                    .collect()
+            };
+            assert_eq!(
+                headers(&theirs),
+                vec!["<main>:".to_string()],
+                "{name} ({variant})"
+            );
+            assert_eq!(headers(&ours), headers(&theirs), "{name} ({variant})");
+            compare_listing(&ours, &theirs, &format!("{name} ({variant}) main only"));
+            // Nothing known: headers of the file and sections only, exit 0.
+            let none = [
+                "--show-disassembly-only",
+                "--disassemble-functions=no_such_function",
+            ];
+            let (tc, theirs) = llvm_listing(bin, &their_out, &none);
+            let (oc, ours) = our_listing(bin, &our_out, &none);
+            assert_eq!((oc, tc), (Some(0), Some(0)));
+            assert!(headers(&theirs).is_empty() && theirs.contains("Disassembly of section .text"));
+            assert_eq!(ours, theirs, "{name} ({variant}) unknown function");
+        }
+    }
+    eprintln!(
+        "listing: {instructions} instruction lines with locations compared, {probe_lines} probe \
+         lines, {text_differs} instruction texts spelled differently from LLVM MC"
+    );
+    assert!(
+        instructions > 1000 && probe_lines > 100,
+        "{instructions} {probe_lines}"
+    );
+}
+
+/// `--show-pseudo-probe` while converting (no listing): the `Pseudo Probe Desc:` block on
+/// stdout equals llvm-profgen 19's, and the profile is unchanged by the flag.
+#[test]
+fn probe_desc_report_matches_llvm_profgen() {
+    if !corpus::tools_available("probe desc report", TOOLS) {
+        return;
+    }
+    let program = corpus::program("inline_tail", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir("inline_tail-probe-desc", Variant::Probe);
+    let args = [
+        format!("--perfscript={}", rec.perf_script.display()),
+        format!("--binary={}", program.binary.display()),
+        "--format=text".to_string(),
+        "--show-pseudo-probe".to_string(),
+    ];
+    let (theirs_prof, ours_prof) = (dir.join("llvm.txt"), dir.join("ours.txt"));
+    let theirs = Command::new("llvm-profgen-19")
+        .args(&args)
+        .arg(format!("--output={}", theirs_prof.display()))
+        .output()
+        .expect("llvm-profgen-19");
+    assert!(theirs.status.success());
+    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+    let mut ours_args = vec!["convert".to_string()];
+    ours_args.extend(args.iter().cloned());
+    ours_args.push(format!("--output={}", ours_prof.display()));
+    let (code, ours) = stdout_of_child(&ours_args);
+    assert_eq!(code, Some(0), "{ours}");
+    let block = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| {
+                l.starts_with("Pseudo Probe Desc:")
+                    || l.starts_with("GUID: ")
+                    || l.starts_with("Hash: ")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(block(&theirs).len() > 10, "{theirs}");
+    assert_eq!(block(&ours), block(&theirs));
+    assert_same(
+        "inline_tail (probe) --show-pseudo-probe profile",
+        &canonical(&ours_prof),
+        &canonical(&theirs_prof),
+    );
+}
