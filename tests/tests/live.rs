@@ -447,16 +447,7 @@ fn replayed_lbr_records_equal_convert() {
     let rec = &recorded.recording;
 
     let layout = SampleLayout::new(
-        st::IDENTIFIER
-            | st::IP
-            | st::TID
-            | st::TIME
-            | st::CPU
-            | st::PERIOD
-            | st::CALLCHAIN
-            | st::BRANCH_STACK
-            | st::REGS_USER
-            | st::STACK_USER,
+        collector::live::capability::BASE_SAMPLE_TYPE | st::BRANCH_STACK,
         bst::USER | bst::ANY | bst::HW_INDEX,
         0,
         true,

@@ -388,14 +388,20 @@ impl CodeMap {
     }
 }
 
+/// `bytes` decoded as code at 0x1000, for tests.
+#[cfg(test)]
+pub(crate) fn decode_at_0x1000(bytes: &[u8]) -> CodeMap {
+    let mut b = CodeMapBuilder::default();
+    b.disassemble(bytes, 0x1000, 0x1000, 0x1000 + bytes.len() as u64);
+    b.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn decode(bytes: &[u8]) -> CodeMap {
-        let mut b = CodeMapBuilder::default();
-        b.disassemble(bytes, 0x1000, 0x1000, 0x1000 + bytes.len() as u64);
-        b.finish()
+        decode_at_0x1000(bytes)
     }
 
     #[test]

@@ -53,14 +53,8 @@ pub fn frame_setup(
 
 #[cfg(test)]
 mod tests {
-    use super::super::disasm::{CodeMap, CodeMapBuilder};
+    use super::super::disasm::{decode_at_0x1000 as decode, CodeMap};
     use super::*;
-
-    fn decode(bytes: &[u8]) -> CodeMap {
-        let mut b = CodeMapBuilder::default();
-        b.disassemble(bytes, 0x1000, 0x1000, 0x1000 + bytes.len() as u64);
-        b.finish()
-    }
 
     fn setups(map: &CodeMap, entry: Option<u64>) -> Vec<(u64, FrameSetup)> {
         map.addresses()
