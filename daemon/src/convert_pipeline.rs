@@ -255,10 +255,12 @@ fn read_counters_while_loading<'b>(
             ..options.clone()
         };
         let reader = open_perf_data(path, &filter)?;
-        if !filter.is_empty() && reader.event().callchain {
+        let event = reader.event();
+        if !filter.is_empty() && (event.callchain || !event.branch_stack) {
+            // Stack-only samples would otherwise read as "every sample filtered out".
             bail!(
                 "{}: --perf-event filters LBR-only samples (`perf record -b` without `-g`); \
-                 these samples have call stacks",
+                 these samples have call stacks or no branch stack",
                 path.display()
             );
         }
