@@ -4,6 +4,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::corpus;
@@ -109,11 +110,16 @@ pub fn pgo_agent<S: AsRef<str>>(args: &[S]) -> std::process::ExitCode {
     daemon::execute(cli).unwrap_or_else(|e| panic!("pgo-agent {line}: {e:#}"))
 }
 
+/// The environment variable that carries `pgo-agent`'s arguments (separated by U+001F) to
+/// a re-executed test binary.
+pub const CLI_ENV: &str = "PGO_AGENT_E2E_CLI_ARGS";
+
 /// The child half of [`cli_in_child`]: when this test executable was re-executed with
-/// `env` set, runs `pgo-agent` with the arguments it holds as the binary's `main` does and
-/// exits with its status; a no-op otherwise. Call it from a `#[test] fn cli_process()`.
-pub fn cli_child(env: &str) {
-    let Ok(args) = std::env::var(env) else {
+/// [`CLI_ENV`] set, runs `pgo-agent` with the arguments it holds as the binary's `main` does
+/// and exits with its status; a no-op otherwise. Call it from the test binary's top-level
+/// `#[test] fn cli_process()`.
+pub fn cli_child() {
+    let Ok(args) = std::env::var(CLI_ENV) else {
         return;
     };
     let mut argv = vec!["pgo-agent".to_string()];
@@ -127,11 +133,11 @@ pub fn cli_child(env: &str) {
 }
 
 /// Runs `pgo-agent ARGS` in a child process (this test executable re-executed, its
-/// `cli_process` test calling [`cli_child`] with `env`): (exit code, stdout + stderr).
-pub fn cli_in_child(env: &str, args: &[String]) -> (Option<i32>, String) {
+/// `cli_process` test calling [`cli_child`]): (exit code, stdout + stderr).
+pub fn cli_in_child(args: &[String]) -> (Option<i32>, String) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(env, args.join("\u{1f}"))
+        .env(CLI_ENV, args.join("\u{1f}"))
         .output()
         .unwrap();
     let text = format!(
@@ -169,4 +175,12 @@ pub fn llvm<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S]) {
 /// The text of `path`; panics naming it.
 pub fn read_text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Held by every test that samples this host (perf events, uprobes, a running daemon, the
+/// ptrace recorder beside them): side by side such tests see each other's processes and
+/// compete for the CPUs their timing assumes, so they run one at a time.
+pub fn machine_lock() -> MutexGuard<'static, ()> {
+    static MACHINE: Mutex<()> = Mutex::new(());
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,7 +1,7 @@
 //! Malformed input to `pgo-agent convert`, `pgo-agent heap` and the HTTP API (issue 9).
 //!
 //! Command-line cases are a table: each runs the real command line (`daemon::run_cli`) in a
-//! child process (this test binary re-executed on [`cli_process`]), and must exit non-zero
+//! child process (this test binary re-executed on `cli_process`), and must exit non-zero
 //! with a message naming the input and where in it (offset, line, section or field), with
 //! no panic in the output. HTTP cases drive the router with `oneshot` and must get a 4xx
 //! whose JSON body names the bad parameter.
@@ -19,19 +19,9 @@ use exporter::http::{router, AppState};
 use exporter::store::{ProfileStore, StoreSettings};
 use tower::ServiceExt;
 
-/// Environment variable that turns [`cli_process`] into `pgo-agent` (its value: the
-/// arguments, separated by U+001F).
-const CLI_ENV: &str = "PGO_BAD_INPUT_ARGS";
-
-/// `pgo-agent <args>`, when this binary is re-executed by [`run`]; a no-op otherwise.
-#[test]
-fn cli_process() {
-    e2e::support::cli_child(CLI_ENV);
-}
-
 /// Runs `pgo-agent <args>` in a child process: (exit code, stdout + stderr).
 fn run(args: &[String]) -> (Option<i32>, String) {
-    e2e::support::cli_in_child(CLI_ENV, args)
+    e2e::support::cli_in_child(args)
 }
 
 /// One command-line case: the arguments and the strings the output must contain.

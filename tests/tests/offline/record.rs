@@ -346,16 +346,6 @@ fn ground_truth_loop_count_lines() {
     check_loop_truth(Variant::Lines);
 }
 
-/// Environment variable that turns [`cli_process`] into `pgo-agent` (its value: the
-/// arguments, separated by U+001F).
-const CLI_ENV: &str = "PGO_AGENT_RECORD_TEST_ARGS";
-
-/// `pgo-agent <args>` when this executable is re-run with [`CLI_ENV`] set.
-#[test]
-fn cli_process() {
-    e2e::support::cli_child(CLI_ENV);
-}
-
 /// `pgo-agent record` of a program that runs far longer than the test: SIGTERM stops it,
 /// and the perf.data written holds the samples recorded until then (as many as the final
 /// report says), readable by our reader and by perf.
@@ -382,7 +372,7 @@ fn sigterm_stops_record_and_writes_what_it_recorded() {
     ];
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CLI_ENV, args.join("\u{1f}"))
+        .env(e2e::support::CLI_ENV, args.join("\u{1f}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -287,7 +287,7 @@ fn check_repair(name: &str) {
     let repaired_txt = dir.join("ours.repaired.txt");
     let mut args = vec!["convert".to_string()];
     args.extend(common("--perfdata", &rec.perf_data, &repaired_txt));
-    let (code, log) = e2e::support::cli_in_child(CLI_ENV, &args);
+    let (code, log) = e2e::support::cli_in_child(&args);
     assert_eq!(code, Some(0), "{log}");
     let repaired = delta_of(&repaired_txt);
     let line = log
@@ -301,7 +301,7 @@ fn check_repair(name: &str) {
     let plain_txt = dir.join("ours.plain.txt");
     let mut args = vec!["convert".to_string(), "--no-stack-repair".to_string()];
     args.extend(common("--perfdata", &rec.perf_data, &plain_txt));
-    let (code, log) = e2e::support::cli_in_child(CLI_ENV, &args);
+    let (code, log) = e2e::support::cli_in_child(&args);
     assert_eq!(code, Some(0), "{log}");
     let plain = delta_of(&plain_txt);
 
@@ -324,12 +324,4 @@ fn check_repair(name: &str) {
         repaired.profile_total > theirs.profile_total,
         "{repaired:?}"
     );
-}
-
-const CLI_ENV: &str = "PGO_AGENT_ACCURACY_CLI";
-
-/// Not a test of its own: `pgo-agent` when this executable is re-executed by a test.
-#[test]
-fn cli_process() {
-    e2e::support::cli_child(CLI_ENV);
 }

@@ -692,6 +692,7 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
 /// equals the state file the daemon wrote (all windows retained).
 #[test]
 fn daemon_run_pushes_its_windows() {
+    let _machine = e2e::support::machine_lock();
     if !e2e::support::is_root() {
         eprintln!("SKIPPED clickhouse daemon: needs root for system-wide perf events");
         return;

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::Mutex;
 
 use collector::live::{ReaderStats, RecordDecoder, RingBuffer};
 use collector::record::{
@@ -29,8 +28,6 @@ use object::{Object, ObjectSymbol};
 use symbolizer::ProfiledBinary;
 use unwinder::shard::ShardInput;
 use unwinder::{PerfContent, UnwindOptions};
-
-static LIVE: Mutex<()> = Mutex::new(());
 
 fn can_sample(test: &str) -> bool {
     if !e2e::support::is_root() {
@@ -193,7 +190,7 @@ fn binary_samples_per_function(summary: &RunSummary, path: &Path) -> BTreeMap<St
 
 #[test]
 fn live_program_started_after_the_daemon() {
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("live_program_started_after_the_daemon") {
         return;
     }
@@ -221,7 +218,7 @@ fn live_program_started_after_the_daemon() {
 
 #[test]
 fn live_program_started_before_the_daemon() {
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("live_program_started_before_the_daemon") {
         return;
     }
@@ -249,7 +246,7 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("a_child_that_execs_right_after_the_startup_scan_is_sampled") {
         return;
     }
@@ -337,7 +334,7 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
 #[test]
 fn short_runs_in_a_private_mount_namespace_are_resolved() {
     let name = "short_runs_in_a_private_mount_namespace_are_resolved";
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample(name) {
         return;
     }
@@ -409,7 +406,7 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
 
 #[test]
 fn loss_is_counted_and_the_daemon_keeps_running() {
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("loss_is_counted_and_the_daemon_keeps_running") {
         return;
     }
@@ -662,7 +659,7 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
     // Not beside a daemon of another test: while a build-id reader samples, the kernel
     // flags perf's own inode-form MMAP2 records as build-id form, and perf 6.1's `perf
     // script` aborts on them (util/build-id.c).
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !corpus::tools_available(
         "cpu_clock_perf_data_and_script_convert_as_the_daemon_counts",
         &["clang-19", "perf"],
@@ -1087,7 +1084,7 @@ fn sort_tiny_instructions() -> BTreeMap<String, u64> {
 /// record` measures on the same sorting round.
 #[test]
 fn prologue_samples_of_tiny_functions_are_repaired_live() {
-    let _g = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("prologue_samples_of_tiny_functions_are_repaired_live") {
         return;
     }

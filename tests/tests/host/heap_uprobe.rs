@@ -95,6 +95,7 @@ fn can_run() -> bool {
 
 #[test]
 fn kernel_filter_estimates_each_context_within_ten_percent() {
+    let _machine = e2e::support::machine_lock();
     if !can_run() {
         return;
     }
@@ -115,6 +116,7 @@ fn kernel_filter_estimates_each_context_within_ten_percent() {
 
 #[test]
 fn user_space_sampling_estimates_each_context_within_ten_percent() {
+    let _machine = e2e::support::machine_lock();
     if !can_run() {
         return;
     }
@@ -134,6 +136,7 @@ fn user_space_sampling_estimates_each_context_within_ten_percent() {
 /// matched).
 #[test]
 fn free_matching_leaves_only_the_kept_context_in_use() {
+    let _machine = e2e::support::machine_lock();
     if !can_run() {
         return;
     }

@@ -467,7 +467,7 @@ fn input_and_output_flags_match_llvm_profgen() {
             let mut ours_args = vec!["convert".to_string()];
             ours_args.extend(args.iter().cloned());
             ours_args.push(format!("--output={}", ours_out.display()));
-            let (code, ours) = e2e::support::cli_in_child(CLI_ENV, &ours_args);
+            let (code, ours) = e2e::support::cli_in_child(&ours_args);
             assert_eq!(code, Some(0), "{what}: {ours}");
             match check {
                 Raw => assert_same(
@@ -553,14 +553,6 @@ fn symbol_list(profile: &Path) -> String {
     text[at..].to_string()
 }
 
-const CLI_ENV: &str = "PGO_CONFORMANCE_CLI_ARGS";
-
-/// `pgo-agent <args>` when this executable is re-run by [`e2e::support::cli_in_child`].
-#[test]
-fn cli_process() {
-    e2e::support::cli_child(CLI_ENV);
-}
-
 /// The density report (`--show-density` on stdout, the "Sample PGO is estimated to
 /// optimize better with N× more samples" warning) equals llvm-profgen 19's on every corpus
 /// program and build, CS (nested and flat) and flat, with default and other thresholds.
@@ -625,7 +617,7 @@ fn density_report_matches_llvm_profgen() {
                     "--output={}",
                     dir.join(format!("ours.{i}")).display()
                 ));
-                let (code, ours) = e2e::support::cli_in_child(CLI_ENV, &ours_args);
+                let (code, ours) = e2e::support::cli_in_child(&ours_args);
                 assert_eq!(code, Some(0), "{ours}");
                 let want = report(&theirs);
                 assert!(!want.is_empty(), "{name} ({variant}) {flags:?}: {theirs}");
@@ -843,7 +835,7 @@ fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
 fn stdout_of_child(args: &[String]) -> (Option<i32>, String) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CLI_ENV, args.join("\u{1f}"))
+        .env(e2e::support::CLI_ENV, args.join("\u{1f}"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

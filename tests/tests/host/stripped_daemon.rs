@@ -849,6 +849,7 @@ fn assert_symbolized_through(fx: &Fixture, variant: Variant, route: Route) {
 
 #[test]
 fn stripped_binaries_are_counted_not_dropped() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = fixture("stripped_binaries_are_counted_not_dropped") else {
         return;
     };
@@ -889,6 +890,7 @@ fn stripped_binaries_are_counted_not_dropped() {
 
 #[test]
 fn debug_file_in_debug_dirs() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = fixture("debug_file_in_debug_dirs") else {
         return;
     };
@@ -898,6 +900,7 @@ fn debug_file_in_debug_dirs() {
 
 #[test]
 fn debug_file_by_gnu_debuglink() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = fixture("debug_file_by_gnu_debuglink") else {
         return;
     };
@@ -907,6 +910,7 @@ fn debug_file_by_gnu_debuglink() {
 
 #[test]
 fn debug_file_from_debuginfod() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = fixture("debug_file_from_debuginfod") else {
         return;
     };
@@ -916,6 +920,7 @@ fn debug_file_from_debuginfod() {
 
 #[test]
 fn without_debug_file_served_by_address_with_the_reason() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = fixture("without_debug_file_served_by_address_with_the_reason") else {
         return;
     };

@@ -4,7 +4,7 @@
 //!   (`convert --skip-symbolization` output + the daemon's JSON metadata): every route,
 //!   formats byte-equal to `convert`, ETag/304, gzip, content-disposition, JSON 404/400,
 //!   bearer token, rate limit; pprof decoded by an independent decoder (Python protobuf,
-//!   tests/tests/decode_pprof.py) and the flame graph both name the hot function.
+//!   tests/tests/host/decode_pprof.py) and the flame graph both name the hot function.
 //! * A real daemon (`run_daemon` with `--listen 127.0.0.1:PORT`, cpu-clock mode) sampling
 //!   `tests/programs/live/spin.c` built with pseudo probes: a real Prometheus (Debian
 //!   package `prometheus`, installed by `.ci/run`) scrapes it on loopback; `promtool check
@@ -51,12 +51,8 @@ struct Fixture {
     llvm_density: Option<String>,
 }
 
-/// Serialises the ptrace recording in [`fixture`] with the live daemon test: run side by
-/// side in one test process they interfere (the live daemon then misses spin's samples).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn fixture() -> Option<Fixture> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = e2e::support::machine_lock();
     if !corpus::tools_available("http", &["clang-19"]) {
         return None;
     }
@@ -320,7 +316,7 @@ async fn router_serves_the_state_dir() {
     );
 
     // pprof, decoded by an independent decoder (Python protobuf, profile.proto's
-    // messages declared in tests/tests/decode_pprof.py).
+    // messages declared in tests/tests/host/decode_pprof.py).
     let (s, h, b) = get(&state, &format!("{uri}?format=pprof"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
@@ -329,7 +325,7 @@ async fn router_serves_the_state_dir() {
     );
     let pb = fx.state.join("profile.pb");
     std::fs::write(&pb, &b).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/decode_pprof.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host/decode_pprof.py");
     let python = ["python3", "/usr/bin/python3"].into_iter().find(|p| {
         Command::new(p)
             .args(["-c", "import google.protobuf"])
@@ -501,7 +497,7 @@ fn http_get(url: &str) -> Result<(u16, String), String> {
 
 #[test]
 fn live_daemon_prometheus_and_pull() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = e2e::support::machine_lock();
     if !e2e::support::is_root() {
         eprintln!("SKIPPED live_daemon_prometheus_and_pull: needs root for perf events");
         return;
@@ -817,7 +813,7 @@ fn range_samples(text: &str) -> u64 {
 
 #[test]
 fn fresh_profile_served_within_seconds_with_the_default_config() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = e2e::support::machine_lock();
     let test = "fresh_profile_served_within_seconds_with_the_default_config";
     if !e2e::support::is_root() {
         eprintln!("SKIPPED {test}: needs root for perf events");

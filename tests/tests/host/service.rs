@@ -1,4 +1,4 @@
-//! The production service (issue 6): the systemd unit, restart safety of the state
+//! The production service: the systemd unit, restart safety of the state
 //! directory, disk full, the memory budget, and least privilege.
 //!
 //! * `systemd-analyze verify` needs ExecStart's binary to exist: the test verifies a copy
@@ -6,7 +6,7 @@
 //!   existing executable would do; nothing is started). `systemd-analyze security
 //!   --offline=true` on that copy must rate the unit at most 2.0.
 //! * The daemon runs as a child process (it must be SIGKILLed and run under setpriv):
-//!   this test executable re-executes itself with `--exact daemon_child` and the daemon's
+//!   this test executable re-executes itself with `--exact service::daemon_child` and the daemon's
 //!   arguments in `PGO_AGENT_SERVICE_CHILD`, and [`daemon_child`] runs `pgo-agent` with
 //!   them (the same code as the binary).
 //!
@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use daemon::run::persist::{read_state, PersistedState};
@@ -25,9 +24,8 @@ use e2e::corpus;
 use e2e::support::free_port;
 use symbolizer::ProfiledBinary;
 
-static SERIAL: Mutex<()> = Mutex::new(());
 const CHILD_ENV: &str = "PGO_AGENT_SERVICE_CHILD";
-const UNIT: &str = include_str!("../../systemd/pgo-agent.service");
+const UNIT: &str = include_str!("../../../systemd/pgo-agent.service");
 
 /// Not a test of its own: the daemon when this executable is re-executed by a test.
 #[test]
@@ -156,10 +154,15 @@ impl Daemon {
             }
             None => Command::new(&exe),
         };
-        cmd.args(["--exact", "daemon_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, args.join("\u{1f}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap());
+        cmd.args([
+            "--exact",
+            "service::daemon_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, args.join("\u{1f}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
         for (name, value) in env {
             match value {
                 Some(v) => cmd.env(name, v),
@@ -400,7 +403,7 @@ fn unit_capabilities() -> Vec<String> {
 /// priority; `[log] level` and `RUST_LOG` choose what is logged.
 #[test]
 fn logs_carry_journald_priorities_and_follow_the_level() {
-    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = e2e::support::machine_lock();
     if !can_sample("logs_carry_journald_priorities_and_follow_the_level") {
         return;
     }
@@ -486,7 +489,7 @@ fn install_script_stages_binary_unit_and_config() {
 
 #[test]
 fn sigkill_at_random_points_never_loses_a_completed_flush() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("sigkill_at_random_points_never_loses_a_completed_flush") {
         return;
     }
@@ -606,7 +609,7 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
 /// Restoring a damaged or foreign file: set aside with a reason, counted, empty start.
 #[test]
 fn corrupt_and_foreign_state_files_are_set_aside() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("corrupt_and_foreign_state_files_are_set_aside") {
         return;
     }
@@ -674,7 +677,7 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
 
 #[test]
 fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving") {
         return;
     }
@@ -830,7 +833,7 @@ fn many_paths_source(depth: usize, width: usize) -> String {
 
 #[test]
 fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("memory_budget_evicts_the_coldest_contexts_and_bounds_rss") {
         return;
     }
@@ -909,7 +912,7 @@ fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
 /// most the budget, the rest is counted as over budget.
 #[test]
 fn per_binary_sample_budget_throttles() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("per_binary_sample_budget_throttles") {
         return;
     }
@@ -954,7 +957,7 @@ fn per_binary_sample_budget_throttles() {
 /// stays under 128 MiB.
 #[test]
 fn clang_compiles_count_stripped_libraries_within_128_mib() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     let test = "clang_compiles_count_stripped_libraries_within_128_mib";
     if !can_sample(test) {
         return;
@@ -1080,7 +1083,7 @@ fn setpriv_wrapper(caps: &str) -> Vec<String> {
 
 #[test]
 fn unprivileged_user_with_the_units_capabilities_samples() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = e2e::support::machine_lock();
     if !can_sample("unprivileged_user_with_the_units_capabilities_samples") {
         return;
     }

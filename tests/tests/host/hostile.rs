@@ -224,7 +224,7 @@ fn start_daemon(dir: &Path, extra: &str) -> (KillOnDrop, String, PathBuf) {
     let daemon = KillOnDrop(
         Command::new(std::env::current_exe().unwrap())
             .args([
-                "daemon_process",
+                "hostile::daemon_process",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",
@@ -246,9 +246,6 @@ fn start_daemon(dir: &Path, extra: &str) -> (KillOnDrop, String, PathBuf) {
     );
     (daemon, base, log_path)
 }
-
-/// The tests sample the whole machine: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Root and clang-19, else a SKIPPED message.
 fn can_run(test: &str) -> bool {
@@ -273,7 +270,7 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn hostile_process_does_not_stop_the_daemon() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = e2e::support::machine_lock();
     if !can_run("hostile_process_does_not_stop_the_daemon") {
         return;
     }
@@ -358,7 +355,7 @@ fn hostile_process_does_not_stop_the_daemon() {
 /// `too_large`, logged with the limit, and the daemon goes on.
 #[test]
 fn binary_over_max_binary_bytes_is_skipped() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = e2e::support::machine_lock();
     if !can_run("binary_over_max_binary_bytes_is_skipped") {
         return;
     }
