@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP load test of the daemon's exporter (issue 5): while `pgo-agent run` samples a busy
+# HTTP load test of the daemon's exporter: while `pgo-agent run` samples a busy
 # program, wrk sends ~500 req/s for 30 s, alternating GET /metrics and the extbinary profile
 # download, over loopback only. Prints wrk's latency distribution (p99) and the daemon's
 # sampling rate (pgo_agent_samples_total) before and during the load.

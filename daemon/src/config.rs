@@ -181,7 +181,7 @@ pub struct OutputConfig {
     pub state_dir: PathBuf,
     /// Flush period.
     pub flush_interval_secs: u64,
-    /// HTTP listen address (for the exporter).
+    /// HTTP listen address (the API and `/metrics`).
     pub listen_address: String,
     /// Bearer token file for the HTTP API (required for a non-loopback listen address).
     #[serde(default)]

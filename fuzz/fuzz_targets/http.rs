@@ -1,4 +1,4 @@
-//! The HTTP API (`exporter::http::router`) on arbitrary request lines: the first input line
+//! The HTTP API (`service::http::router`) on arbitrary request lines: the first input line
 //! is the path and query, the following `name: value` lines are headers. The router is
 //! driven with `tower::ServiceExt::oneshot` over a state directory holding one symbolizable
 //! aggregate (the propeller fixture binary) and one whose binary is missing. No request may
@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
 use axum::http::Request;
-use exporter::http::{router, AppState, RateLimiter};
-use exporter::store::{ProfileStore, StoreSettings};
+use service::http::{router, AppState, RateLimiter};
+use service::store::{ProfileStore, StoreSettings};
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt;
 

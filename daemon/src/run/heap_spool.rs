@@ -18,7 +18,7 @@
 //! cut short by a crash is not counted twice.
 //!
 //! State files per build id, in the state directory: `<hex>.memprof.agg.json` (the aggregate,
-//! reloaded at start), and for HTTP (`exporter::http::heap`) `<hex>.memprof.json` (summary),
+//! reloaded at start), and for HTTP (`service::http::heap`) `<hex>.memprof.json` (summary),
 //! `.yaml`, `.txt`, `.pb.gz`.
 
 use std::collections::{HashMap, VecDeque};
@@ -33,8 +33,8 @@ use collector::BuildId;
 use exporter::format::memprof_text::write_memprof_text;
 use exporter::format::memprof_yaml::{inline_chains, write_memprof_yaml};
 use exporter::format::pprof::{build_heap, to_gzip_bytes, HeapContext, HeapFrame, HeapMapping};
-use exporter::http::heap::{heap_file_name, HeapFormat, HeapSummary};
 use serde::{Deserialize, Serialize};
+use service::http::heap::{heap_file_name, HeapFormat, HeapSummary};
 use symbolizer::memprof::{
     full_stack_id, HeapProfile, MemProfBinary, MemProfFrame, SymbolizedContext, SymbolizedProfile,
 };
@@ -331,7 +331,7 @@ impl HeapSpool {
         }
         self.aggregates.insert(id.clone(), next);
         self.move_to(path, INGESTED_DIR);
-        exporter::metrics::count_heap_profile_ingested();
+        service::metrics::count_heap_profile_ingested();
         report.ingested.push((path.to_path_buf(), id.to_hex()));
     }
 
@@ -389,7 +389,7 @@ impl HeapSpool {
             );
             let _ = std::fs::write(PathBuf::from(reason_file), text);
         }
-        exporter::metrics::count_heap_profile_rejected(reason.label());
+        service::metrics::count_heap_profile_rejected(reason.label());
         report.rejected.push((path.to_path_buf(), reason, msg));
     }
 
@@ -417,7 +417,7 @@ impl HeapSpool {
 fn restore(path: &Path) -> anyhow::Result<(BuildId, Aggregate)> {
     let len = std::fs::metadata(path)?.len();
     anyhow::ensure!(
-        len <= exporter::store::MAX_STATE_FILE_BYTES,
+        len <= service::store::MAX_STATE_FILE_BYTES,
         "{}: {len} bytes is above the limit",
         path.display()
     );

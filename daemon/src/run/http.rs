@@ -1,5 +1,5 @@
-//! The HTTP exporter inside `pgo-agent run`: a small tokio runtime built explicitly on its
-//! own thread (only HTTP is async), serving [`exporter::http::router`] over the state
+//! The HTTP service inside `pgo-agent run`: a small tokio runtime built explicitly on its
+//! own thread (only HTTP is async), serving [`service::http::router`] over the state
 //! directory and, with a live source, the workers' current aggregates ([`super::live`])
 //! until [`HttpServer::stop`].
 
@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use collector::live::{ReaderStats, SamplingMode};
-use exporter::http::{check_listen, AppState};
-use exporter::metrics::DaemonCounters;
-use exporter::store::{ProfileStore, StoreSettings};
+use service::http::{check_listen, AppState};
+use service::metrics::DaemonCounters;
+use service::store::{ProfileStore, StoreSettings};
 
 use super::router::RouterStats;
 use crate::config::Config;
@@ -55,7 +55,7 @@ pub fn start(
     debug_files: symbolizer::debug_file::DebugFileFinder,
     mode: SamplingMode,
     counters: LiveCounters,
-    live: Option<Arc<dyn exporter::store::LiveSource>>,
+    live: Option<Arc<dyn service::store::LiveSource>>,
 ) -> anyhow::Result<HttpServer> {
     let addr: SocketAddr = listen
         .parse()
@@ -121,7 +121,7 @@ pub fn start(
                     }
                 };
                 let (graceful_tx, graceful_rx) = tokio::sync::oneshot::channel::<()>();
-                let server = tokio::spawn(exporter::http::serve(listener, state, async move {
+                let server = tokio::spawn(service::http::serve(listener, state, async move {
                     let _ = graceful_rx.await;
                 }));
                 let _ = stop_rx.await;

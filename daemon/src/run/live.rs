@@ -1,5 +1,5 @@
 //! Fresh reads: the HTTP store asks the workers for what they hold now
-//! ([`exporter::store::LiveSource`]), so a binary's profile is served seconds after its
+//! ([`service::store::LiveSource`]), so a binary's profile is served seconds after its
 //! first samples, not after the next flush, and the state directory is still written only
 //! every `flush_interval_secs`.
 //!
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use collector::BuildId;
 use crossbeam_channel::{bounded, Receiver, Sender};
-use exporter::store::{LiveAggregate, LiveSource, StateMeta};
+use service::store::{LiveAggregate, LiveSource, StateMeta};
 
 use super::router::worker_for;
 use super::worker::{BinarySummary, WorkItem, Worker};

@@ -596,7 +596,7 @@ pub fn restore_dir(dir: &Path, mode: &str) -> RestoreReport {
                 "state file not restored ({reason}): {message}; could not move it aside: {e}"
             ),
         }
-        exporter::metrics::count_state_file_set_aside(reason);
+        service::metrics::count_state_file_set_aside(reason);
     }
     report
 }

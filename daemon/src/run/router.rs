@@ -818,7 +818,7 @@ fn open_binary(proc: &Path, m: &Mmap2Event, ancestors: &[u32]) -> Result<Arc<Bin
         (Some(b), _) => Ok(b),
         (None, Some((reason, what))) => {
             tracing::warn!("not profiling {}: {what}", m.filename);
-            exporter::metrics::count_binary_rejected(reason);
+            service::metrics::count_binary_rejected(reason);
             Err(Found::Rejected)
         }
         (None, None) => Err(Found::Unreachable),

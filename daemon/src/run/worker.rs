@@ -10,7 +10,7 @@ use anyhow::Context;
 use collector::live::SampleRecycler;
 use collector::BuildId;
 use exporter::format::unsymbolized::{line_context_name, write_unsymbolized};
-use exporter::store::NamesReport;
+use service::store::NamesReport;
 use symbolizer::debug_file::DebugFileFinder;
 use symbolizer::generate::GenerateOptions;
 use symbolizer::{LazyCode, LoadOptions, ProfiledBinary};
@@ -307,10 +307,10 @@ impl Worker {
                 let started = std::time::Instant::now();
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
-                    exporter::metrics::count_flush_failure();
+                    service::metrics::count_flush_failure();
                     tracing::error!("flush failed: {chain}", chain = ErrorChain(e.as_ref()));
                 }
-                exporter::metrics::observe_flush(started.elapsed());
+                service::metrics::observe_flush(started.elapsed());
             }
         }
     }
@@ -376,7 +376,7 @@ impl Worker {
                         g.binary.path,
                         chain = ErrorChain(err.as_ref())
                     );
-                    exporter::metrics::count_binary_rejected(rejection_reason(&err));
+                    service::metrics::count_binary_rejected(rejection_reason(&err));
                     self.failed.insert(id);
                     self.stats.load_failures += 1;
                     self.stats.unloadable_samples += g.samples.len() as u64;
@@ -569,8 +569,8 @@ impl Worker {
             self.stats.evicted_contexts,
             self.stats.evicted_binaries
         );
-        exporter::metrics::count_evictions("context", contexts);
-        exporter::metrics::count_evictions("binary", binaries);
+        service::metrics::count_evictions("context", contexts);
+        service::metrics::count_evictions("binary", binaries);
         // Give the freed counters back to the kernel: glibc keeps freed heap pages in its
         // arenas, so RSS would otherwise stay at its peak.
         // SAFETY: malloc_trim only walks the allocator's own free lists.

@@ -206,10 +206,10 @@ impl Sink {
     fn sync_drops(&mut self) {
         let total = self.spool.dropped() + self.queue_dropped;
         if total > self.stats.windows_dropped {
-            exporter::metrics::sink_windows_dropped(total - self.stats.windows_dropped);
+            service::metrics::sink_windows_dropped(total - self.stats.windows_dropped);
             self.stats.windows_dropped = total;
         }
-        exporter::metrics::set_sink_spool(self.spool.depth() as u64, self.spool.bytes());
+        service::metrics::set_sink_spool(self.spool.depth() as u64, self.spool.bytes());
     }
 
     /// Encodes `w` and appends it to the spool (the oldest windows are dropped and
@@ -246,7 +246,7 @@ impl Sink {
             let refs: Vec<&clickhouse::EncodedWindow> = batch.iter().collect();
             match insert_windows(&self.client, &refs, self.batch_rows, unix_now()) {
                 Ok(rows) => {
-                    exporter::metrics::observe_sink_insert(rows, started.elapsed());
+                    service::metrics::observe_sink_insert(rows, started.elapsed());
                     self.stats.rows_inserted += rows;
                     self.stats.windows_delivered += batch.len() as u64;
                     for _ in &batch {
@@ -255,7 +255,7 @@ impl Sink {
                     delivered += batch.len();
                 }
                 Err(e) => {
-                    exporter::metrics::sink_insert_error(e.reason());
+                    service::metrics::sink_insert_error(e.reason());
                     self.stats.insert_errors += 1;
                     self.sync_drops();
                     return Err(e);

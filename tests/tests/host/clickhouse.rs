@@ -576,7 +576,7 @@ fn outage_and_retries_never_lose_or_double_count() {
     assert!(std::fs::read(&pulled).unwrap() == unsymbolized_sum(&h, all));
 
     // The metrics saw it.
-    let text = exporter::metrics::Metrics::new().encode();
+    let text = service::metrics::Metrics::new().encode();
     assert!(
         text.contains("pgo_agent_sink_insert_errors_total{reason=\"connect\"}"),
         "{text}"
@@ -623,7 +623,7 @@ fn full_spool_drops_the_oldest_windows_and_counts_them() {
         .query("SELECT window_start FROM pgo.windows ORDER BY window_start FORMAT TabSeparated")
         .unwrap();
     assert_eq!(starts, "1800000240\n1800000300\n");
-    let text = exporter::metrics::Metrics::new().encode();
+    let text = service::metrics::Metrics::new().encode();
     assert!(
         text.contains("pgo_agent_sink_windows_dropped_total"),
         "{text}"

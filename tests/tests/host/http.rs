@@ -1,4 +1,4 @@
-//! The exporter's HTTP API (issue 5).
+//! The daemon's HTTP API (the `service` crate).
 //!
 //! * `router(state).oneshot(..)` over a state directory made from a corpus recording
 //!   (`convert --skip-symbolization` output + the daemon's JSON metadata): every route,
@@ -29,8 +29,8 @@ use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
 use e2e::corpus::{self, Variant};
 use e2e::support::{build_spin, cli, free_port, scratch_dir, wait_for};
 use exporter::format::{llvm_text_reader, unsymbolized::read_unsymbolized};
-use exporter::http::{router, AppState};
-use exporter::store::{ProfileStore, StoreSettings, LIVE_SNAPSHOT_TTL};
+use service::http::{router, AppState};
+use service::store::{ProfileStore, StoreSettings, LIVE_SNAPSHOT_TTL};
 use symbolizer::ProfiledBinary;
 use tower::ServiceExt;
 
@@ -202,7 +202,7 @@ async fn list_hides_aggregates_without_counted_samples() {
         .collect();
     assert_eq!(ids, ["aa01"]);
     assert_eq!(list["hidden"], 2);
-    assert_eq!(list["hidden_why"], exporter::http::routes::HIDDEN_WHY);
+    assert_eq!(list["hidden_why"], service::http::routes::HIDDEN_WHY);
 
     let (s, _, b) = get(&state, "/api/v1/profiles?all=true", &[]).await;
     assert_eq!(s, StatusCode::OK);
@@ -469,7 +469,7 @@ async fn router_serves_the_state_dir() {
 
     // Rate limit: a bucket of 2 at 1/s.
     let mut limited = state.clone();
-    limited.rate = Arc::new(exporter::http::RateLimiter::new(1, 2));
+    limited.rate = Arc::new(service::http::RateLimiter::new(1, 2));
     let mut statuses = Vec::new();
     for _ in 0..3 {
         statuses.push(get(&limited, "/healthz", &[]).await.0);

@@ -15,8 +15,8 @@ use collector::memprof::raw::write_raw_profile;
 use collector::memprof::SegmentEntry;
 use collector::BuildId;
 use e2e::corpus::{self, Variant};
-use exporter::http::{router, AppState};
-use exporter::store::{ProfileStore, StoreSettings};
+use service::http::{router, AppState};
+use service::store::{ProfileStore, StoreSettings};
 use tower::ServiceExt;
 
 /// Runs `pgo-agent <args>` in a child process: (exit code, stdout + stderr).

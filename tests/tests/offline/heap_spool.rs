@@ -20,8 +20,8 @@ use daemon::heap::{HeapArgs, HeapFormat};
 use daemon::run::heap_spool::{HeapSpool, HeapSpoolSettings, RejectReason};
 use e2e::corpus::{sources_dir, target_dir, tools_available};
 use e2e::support::MEMPROF_CFLAGS;
-use exporter::http::{router, AppState};
-use exporter::store::{ProfileStore, StoreSettings};
+use service::http::{router, AppState};
+use service::store::{ProfileStore, StoreSettings};
 use symbolizer::memprof::MemProfBinary;
 use tower::ServiceExt;
 

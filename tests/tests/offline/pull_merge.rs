@@ -11,8 +11,8 @@ use collector::PerfEvent;
 use e2e::corpus::{self, Variant};
 use e2e::support::cli;
 use exporter::format::unsymbolized::write_unsymbolized;
-use exporter::http::AppState;
-use exporter::store::{ProfileStore, StoreSettings};
+use service::http::AppState;
+use service::store::{ProfileStore, StoreSettings};
 use symbolizer::ProfiledBinary;
 use unwinder::{unwind_samples, BinaryLoadInfo, UnwindOptions};
 
@@ -52,7 +52,7 @@ fn serve(rt: &tokio::runtime::Runtime, state_dir: &Path) -> SocketAddr {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    rt.spawn(exporter::http::serve(
+    rt.spawn(service::http::serve(
         listener,
         state,
         std::future::pending(),

@@ -34,7 +34,7 @@ use symbolizer::generate::{generate_profile, GenerateOptions};
 use crate::sampling_guidance::{density_guidance, DensityGuidance};
 use symbolizer::{LoadOptions, ProfiledBinary};
 
-use crate::format::unsymbolized::read_unsymbolized;
+use exporter::format::unsymbolized::read_unsymbolized;
 
 /// Largest state file the store reads (bytes): a bound on what a request can allocate.
 pub const MAX_STATE_FILE_BYTES: u64 = 512 << 20;
@@ -288,7 +288,7 @@ pub enum ProfileFormat {
     Text,
     /// llvm-profgen's unsymbolized profile (mergeable counters).
     Unsymbolized,
-    /// pprof `profile.proto` (uncompressed; see [`crate::format::pprof`]).
+    /// pprof `profile.proto` (uncompressed; see [`exporter::format::pprof`]).
     Pprof,
 }
 
@@ -650,7 +650,7 @@ impl ProfileStore {
         let counters = parsed.to_counter_set_for(base, binary.has_pseudo_probes());
         if format == ProfileFormat::Pprof {
             // Line contexts are stored as symbolized strings: their counters go context-less.
-            let flat = |p: &crate::format::unsymbolized::UnsymbolizedProfile| {
+            let flat = |p: &exporter::format::unsymbolized::UnsymbolizedProfile| {
                 let mut all = unwinder::ContextCounters::default();
                 for c in p.contexts.values() {
                     all.merge(c);
@@ -658,18 +658,18 @@ impl ProfileStore {
                 all
             };
             let pprof = match &counters {
-                Some(set) => crate::format::pprof::build(
+                Some(set) => exporter::format::pprof::build(
                     &binary,
                     set.contexts.iter().map(|(k, c)| (k.as_slice(), c)),
                 ),
                 None => {
                     let all = flat(&parsed);
-                    crate::format::pprof::build(&binary, [(&[][..], &all)])
+                    exporter::format::pprof::build(&binary, [(&[][..], &all)])
                 }
             };
             return Ok(self.remember(RenderedProfile {
                 format,
-                bytes: Arc::new(crate::format::pprof::to_bytes(&pprof)),
+                bytes: Arc::new(exporter::format::pprof::to_bytes(&pprof)),
                 etag,
                 last_flush_unix_secs,
                 freshness,
@@ -690,8 +690,8 @@ impl ProfileStore {
         };
         let mut bytes = Vec::new();
         let written = match format {
-            ProfileFormat::Text => crate::format::llvm_text::write(&profile, &mut bytes),
-            _ => crate::format::extbinary::write(&profile, &mut bytes),
+            ProfileFormat::Text => exporter::format::llvm_text::write(&profile, &mut bytes),
+            _ => exporter::format::extbinary::write(&profile, &mut bytes),
         };
         written.map_err(|e| StoreError::Render {
             build_id: id.to_hex(),
@@ -723,10 +723,10 @@ impl ProfileStore {
                 reason: e.to_string(),
             }
         })?;
-        let lines = crate::format::flamegraph::collapsed(&parsed, binary.as_deref(), base);
+        let lines = exporter::format::flamegraph::collapsed(&parsed, binary.as_deref(), base);
         let title = format!("{} ({})", meta.path, id.to_hex());
         let mut svg = Vec::new();
-        crate::format::flamegraph::write_svg(&lines, &title, &mut svg).map_err(|e| {
+        exporter::format::flamegraph::write_svg(&lines, &title, &mut svg).map_err(|e| {
             StoreError::Render {
                 build_id: id.to_hex(),
                 reason: e.to_string(),

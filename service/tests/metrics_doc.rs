@@ -1,6 +1,6 @@
 //! The documentation against the code:
 //!
-//! * the metrics table of `docs/operations.md` names every metric family the exporter
+//! * the metrics table of `docs/operations.md` names every metric family the service
 //!   registers, and no other;
 //! * every relative link of the repository's Markdown pages resolves (file and heading), the
 //!   README links every page, and the README stays within 20 KiB;
@@ -11,8 +11,8 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use exporter::metrics::{self, DaemonCounters, Metrics};
-use exporter::store::{ProfileQuality, ProfileSummary, Symbolization, WindowRange};
+use service::metrics::{self, DaemonCounters, Metrics};
+use service::store::{ProfileQuality, ProfileSummary, Symbolization, WindowRange};
 
 /// The page that lists the metrics, relative to the repository root.
 const METRICS_PAGE: &str = "docs/operations.md";
@@ -24,7 +24,7 @@ const README_MAX_BYTES: usize = 20 * 1024;
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("the exporter crate lives in the workspace root")
+        .expect("the service crate lives in the workspace root")
         .to_path_buf()
 }
 
@@ -68,7 +68,7 @@ fn exposed_families() -> BTreeSet<String> {
             taken_branches_per_text_byte: 1.0,
             stale_sample_share: 0.0,
         },
-        exporter::sampling_guidance::density_guidance(1.0, 60, 60, 60),
+        service::sampling_guidance::density_guidance(1.0, 60, 60, 60),
     )]);
     m.observe_http("/healthz", "GET", 200, Duration::from_millis(1));
     metrics::observe_flush(Duration::from_millis(1));
@@ -90,7 +90,7 @@ fn exposed_families() -> BTreeSet<String> {
         .collect()
 }
 
-/// Every `"pgo_agent_…"` string literal (the whole literal a metric name) in the exporter's
+/// Every `"pgo_agent_…"` string literal (the whole literal a metric name) in the service crate's
 /// sources: a family's name is written once, where the family is made.
 fn families_in_source() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
@@ -140,13 +140,13 @@ fn metrics_page_lists_every_registered_family() {
     let not_exposed: Vec<_> = in_source.difference(&exposed).collect();
     assert!(
         not_exposed.is_empty(),
-        "families named in exporter/src but not in the exposition of Metrics::new (register \
+        "families named in service/src but not in the exposition of Metrics::new (register \
          them there, and give them a series in exposed_families above): {not_exposed:?}"
     );
     let not_in_source: Vec<_> = exposed.difference(&in_source).collect();
     assert!(
         not_in_source.is_empty(),
-        "families exposed but not found in exporter/src (families_in_source above misses \
+        "families exposed but not found in service/src (families_in_source above misses \
          them): {not_in_source:?}"
     );
 
