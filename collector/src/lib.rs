@@ -11,27 +11,31 @@
 //! * [`Recording`]: a whole session in memory, what perf.data and perf script text hold.
 //!
 //! Modules: [`record`] (kernel record bodies), [`perf_data`] (perf.data reader and writer),
-//! [`perf_script`] (perf script text reader and writer), [`recorder`] (the software LBR
-//! recorder behind `pgo-agent record`).
+//! [`perf_script`] (perf script text reader and writer), [`live`] (the per-CPU rings of
+//! `pgo-agent run`), [`memprof`] (MemProf raw profiles), [`process_maps`] (`/proc/PID/maps`
+//! as MMAP2 events), [`ground_truth`] (the software LBR recorder's exact counts; the
+//! recorder itself is the `recorder` crate, the uprobe allocation sampler the `heapprobe`
+//! crate).
 //!
-//! It deliberately knows nothing about symbols or binaries' code: that is the symbolizer's job.
+//! It knows nothing about symbols or binaries' code: that is the symbolizer's job.
 #![deny(missing_docs)]
 
 pub mod build_id;
 pub mod event;
+pub mod ground_truth;
 pub mod large_writes;
 pub mod live;
 pub mod memprof;
 pub mod perf_data;
 pub mod perf_script;
+pub mod process_maps;
 pub mod record;
-pub mod recorder;
 pub mod recording;
 pub mod sample;
 pub mod threads;
-pub mod uprobe;
 
 pub use build_id::BuildId;
 pub use event::{CommEvent, Mmap2Event, PerfEvent, SideBandEvent, TaskEvent};
+pub use ground_truth::GroundTruth;
 pub use recording::{BuildIdEntry, EventDescription, Recording};
 pub use sample::{LbrEntry, Sample, UserStack};

@@ -1,6 +1,6 @@
 //! `pgo-agent heap-sample`: live allocation sampling with uprobes, for binaries not built
 //! for MemProf. Uprobes on `malloc`/`calloc`/`realloc` in the target's libc
-//! ([`collector::uprobe`]) see every call with its size; a byte sampler (mean interval
+//! ([`heapprobe`]) see every call with its size; a byte sampler (mean interval
 //! `--sample-interval-bytes`, default 512 KiB, the pprof/tcmalloc convention) keeps a
 //! sample of them with their call chains, weighted by `1/(1 − exp(−size/interval))`. The
 //! sampler runs in the kernel (an eBPF program on each probe, so unsampled calls write no
@@ -20,18 +20,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use collector::recorder::process_maps::read_maps;
-use collector::uprobe::session::libc_of_process;
-use collector::uprobe::symbol::{file_load_segments, file_offset_to_vaddr, FunctionSymbols, Load};
-use collector::uprobe::{
-    threads_of, AllocProfile, FreeMatching, HeldChild, ProbeTarget, SamplingMode, SessionEvent,
-    SessionStats, UprobeSession, UprobeSettings, DEFAULT_SAMPLE_INTERVAL_BYTES,
-};
+use collector::process_maps::read_maps;
 use collector::Mmap2Event;
 use exporter::format::pprof::{
     build_heap, build_heap_with_inuse, to_bytes, to_gzip_bytes, HeapContext, HeapFrame, HeapInuse,
     HeapMapping,
 };
+use heapprobe::session::libc_of_process;
+use heapprobe::symbol::{file_program_headers, FunctionSymbols};
+use heapprobe::{
+    threads_of, AllocProfile, FreeMatching, HeldChild, ProbeTarget, SamplingMode, SessionEvent,
+    SessionStats, UprobeSession, UprobeSettings, DEFAULT_SAMPLE_INTERVAL_BYTES,
+};
+use symbolizer::elf_image::{file_offset_to_vaddr, ProgramHeader};
 use symbolizer::{LoadOptions, ProfiledBinary};
 
 /// `pgo-agent heap-sample` arguments.
@@ -229,7 +230,7 @@ pub fn sample(args: &HeapSampleArgs) -> anyhow::Result<Sampled> {
 struct Opened {
     binary: Option<ProfiledBinary>,
     symbols: FunctionSymbols,
-    loads: Vec<Load>,
+    loads: Vec<ProgramHeader>,
 }
 
 fn open_binary(path: &Path) -> Option<Opened> {
@@ -237,7 +238,7 @@ fn open_binary(path: &Path) -> Option<Opened> {
         load_functions_from_symbols: true,
         ..LoadOptions::default()
     };
-    let loads = file_load_segments(path).ok()?;
+    let loads = file_program_headers(path).ok()?;
     Some(Opened {
         binary: ProfiledBinary::load_with(path, &options).ok(),
         symbols: FunctionSymbols::from_file(path).unwrap_or_default(),

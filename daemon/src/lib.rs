@@ -1,6 +1,7 @@
 //! The `pgo-agent` command line as a library: [`run_cli`] parses arguments and runs a
-//! subcommand, so the end-to-end tests drive exactly what users run. Wiring only: every
-//! subcommand lives in its own module and calls into the pipeline crates.
+//! subcommand, so the end-to-end tests drive exactly what users run. Every subcommand lives
+//! in its own module and calls into the pipeline crates; [`convert_pipeline`] strings them
+//! together for `convert`, [`run`] for the daemon.
 
 pub mod atomic_file;
 pub mod binary_loading;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use collector::recorder::{self, RecordOptions, TraceeExit};
+use recorder::{RecordOptions, TraceeExit};
 
 /// Arguments of `pgo-agent record`.
 ///

@@ -7,13 +7,16 @@
 //! llvm-profgen 19 does. Writing them to bytes is the exporter's job.
 //!
 //! The binary model ([`ProfiledBinary`]) is in [`binary`], with [`dwarf`], [`probe`],
-//! [`symtab`], [`guid`] and [`name`] as its parts.
+//! [`symtab`], [`guid`] and [`name`] as its parts. [`elf_image`] is the one reader of ELF
+//! program headers and build-id notes and [`binary::branch`] the one x86 branch classifier;
+//! the recorder, the heap prober and the daemon use both.
 #![deny(missing_docs)]
 
 pub mod binary;
 pub mod debug_file;
 pub mod decoded_bytes;
 pub mod dwarf;
+pub mod elf_image;
 pub mod error;
 pub mod generate;
 pub mod guid;

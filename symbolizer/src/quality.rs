@@ -62,7 +62,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use collector::recorder::ground_truth::{parse_hex, BinaryTruth};
+use collector::ground_truth::{parse_hex, BinaryTruth};
 
 use crate::binary::ProfiledBinary;
 use crate::probe::ProbeKind;

@@ -4,7 +4,7 @@
 //! `bench/live_pipeline.md`.
 //!
 //! The samples come from corpus programs (probe builds) recorded with the software LBR
-//! recorder (`collector::recorder::record`, 32 entries per sample, frame-pointer call
+//! recorder (`recorder::record`, 32 entries per sample, frame-pointer call
 //! chains; cached as perf.data in `target/bench/live_pipeline/`). Their records are written
 //! in the kernel's ring layout; the timed loop then runs them through exactly what the
 //! daemon runs: [`RingBuffer::drain`] + [`RecordDecoder`] (the record parser `convert`

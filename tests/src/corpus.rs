@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use collector::recorder::{self, GroundTruth, RecordOptions, RecordStats};
+use recorder::{GroundTruth, RecordOptions, RecordStats};
 
 /// Every corpus program, in the order tests/programs/README.md lists them.
 pub const PROGRAM_NAMES: &[&str] = &[

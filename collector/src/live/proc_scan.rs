@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::recorder::process_maps::parse_maps;
+use crate::process_maps::parse_maps;
 use crate::{CommEvent, PerfEvent, SideBandEvent};
 
 /// What a scan found.

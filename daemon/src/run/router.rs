@@ -39,10 +39,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use collector::live::proc_scan::binary_candidates;
-use collector::recorder::process_maps::{
-    build_id_from_program_headers, read_maps, ElfFacts, MAX_ELF_BYTES,
-};
+use collector::process_maps::read_maps;
 use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
+use symbolizer::elf_image::{build_id_from_program_headers, ElfFacts, MAX_ELF_BYTES};
 
 use super::filters::{ProcessFacts, ProcessFilter};
 use super::process_table::ProcessTable;

@@ -12,7 +12,9 @@
 //! byte at a time (LLVM's X86 disassembler may skip more: undecodable bytes do not occur in
 //! compiler-generated code, which pads with `int3`/`nop`).
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+
+use super::branch::{transfer, Flow};
 
 /// Instruction-kind bit: a call.
 pub const KIND_CALL: u8 = 1;
@@ -47,24 +49,15 @@ fn is_rbp(instr: &Instruction) -> bool {
         && instr.op0_register() == Register::RBP
 }
 
-/// The control-flow kind bits.
+/// The control-flow kind bits: llvm-profgen's view of the one classification
+/// ([`super::branch::transfer`]).
 fn classify_flow(instr: &Instruction) -> u8 {
-    match instr.flow_control() {
-        // iced also gives `syscall`, `sysenter`, `vmcall`, … call flow; LLVM's isCall is only
-        // the CALL opcodes (near and far, direct and indirect).
-        FlowControl::Call | FlowControl::IndirectCall if instr.mnemonic() == Mnemonic::Call => {
-            KIND_CALL | KIND_UNCOND
-        }
-        FlowControl::Return => match instr.mnemonic() {
-            Mnemonic::Ret | Mnemonic::Retf | Mnemonic::Iret | Mnemonic::Iretd | Mnemonic::Iretq => {
-                KIND_RETURN | KIND_UNCOND
-            }
-            _ => 0,
-        },
-        FlowControl::UnconditionalBranch => KIND_BRANCH | KIND_UNCOND,
-        FlowControl::IndirectBranch | FlowControl::ConditionalBranch => KIND_BRANCH,
-        FlowControl::XbeginXabortXend if instr.mnemonic() == Mnemonic::Xbegin => KIND_BRANCH,
-        _ => 0,
+    match transfer(instr).flow {
+        Flow::Call => KIND_CALL | KIND_UNCOND,
+        Flow::Return => KIND_RETURN | KIND_UNCOND,
+        Flow::Jump => KIND_BRANCH | KIND_UNCOND,
+        Flow::IndirectJump | Flow::Conditional | Flow::Xbegin => KIND_BRANCH,
+        Flow::None => 0,
     }
 }
 

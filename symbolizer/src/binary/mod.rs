@@ -8,6 +8,7 @@
 //! computed lazily per instruction and cached (thread-safe), like llvm-profgen's
 //! `getCachedFrameLocationStack`.
 
+pub mod branch;
 mod debug_lookup;
 pub mod disasm;
 mod frame_cache;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 use collector::BuildId;
 use object::elf;
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader as _, SectionHeader as _};
+use object::read::elf::{ElfFile64, FileHeader, SectionHeader as _};
 use object::{Endianness, Object, ObjectSection};
 use unwinder::{CodeLayout, FrameSetup, RangeChecks};
 
@@ -236,15 +237,12 @@ impl ProfiledBinary {
         }
 
         // setPreferredTextSegmentAddresses.
-        let headers = file
-            .elf_program_headers()
-            .iter()
-            .map(|ph| segments::ProgramHeader {
-                p_type: ph.p_type(endian).0,
-                p_flags: ph.p_flags(endian).0,
-                p_vaddr: ph.p_vaddr(endian),
-                p_offset: ph.p_offset(endian),
-            });
+        let headers = crate::elf_image::program_headers(data).map_err(|what| {
+            SymbolizerError::InvalidElf {
+                path: path.to_path_buf(),
+                what,
+            }
+        })?;
         let segments = LoadSegments::from_program_headers(headers).ok_or_else(|| {
             SymbolizerError::NoExecutableSegment {
                 path: path.to_path_buf(),

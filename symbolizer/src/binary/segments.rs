@@ -13,23 +13,7 @@
 /// llvm-profgen's assumed page size.
 pub const PAGE_SIZE: u64 = 0x1000;
 
-/// ELF `PT_LOAD`.
-const PT_LOAD: u32 = 1;
-/// ELF `PF_X`.
-const PF_X: u32 = 1;
-
-/// One program header, reduced to the fields the rules use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProgramHeader {
-    /// `p_type`.
-    pub p_type: u32,
-    /// `p_flags`.
-    pub p_flags: u32,
-    /// `p_vaddr`.
-    pub p_vaddr: u64,
-    /// `p_offset`.
-    pub p_offset: u64,
-}
+pub use crate::elf_image::{ProgramHeader, PF_X, PT_LOAD};
 
 /// The preferred load layout of a binary's executable segments.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +70,7 @@ mod tests {
             p_flags,
             p_vaddr,
             p_offset,
+            p_filesz: 0x100,
         }
     }
 
@@ -98,6 +83,7 @@ mod tests {
                 p_flags: 4,
                 p_vaddr: 0x40,
                 p_offset: 0x40,
+                p_filesz: 0x1c0,
             }, // PT_PHDR
             load(4, 0x0, 0x0),
             load(5, 0x1740, 0x740),

@@ -19,8 +19,7 @@ use std::sync::Mutex;
 
 use collector::memprof::{MemInfoBlock, RawMemProfile};
 use collector::BuildId;
-use object::elf;
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader as _};
+use object::read::elf::ElfFile64;
 use object::{Endianness, Object};
 
 use super::dwarf::MemProfDwarf;
@@ -98,15 +97,11 @@ impl MemProfBinary {
             }
             .into());
         }
-        let endian = file.endian();
-        let headers = file
-            .elf_header()
-            .program_headers(endian, data)
-            .map_err(|e| invalid(e.to_string()))?;
+        let headers = crate::elf_image::program_headers(data).map_err(invalid)?;
         let exec: Vec<u64> = headers
             .iter()
-            .filter(|h| h.p_type(endian) == elf::PT_LOAD && h.p_flags(endian).0 & elf::PF_X.0 != 0)
-            .map(|h| h.p_vaddr(endian))
+            .filter(|h| h.is_executable_load())
+            .map(|h| h.p_vaddr)
             .collect();
         if exec.len() != 1 {
             return Err(MemProfSymbolizeError::ExecutableSegments {

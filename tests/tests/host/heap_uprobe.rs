@@ -15,11 +15,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command as Process;
 
-use collector::uprobe::{FreeMatching, SamplingMode};
 use daemon::cli::Command;
 use daemon::heap_sample::{sample_and_write, Sampled};
 use e2e::corpus::{sources_dir, target_dir, tools_available};
 use exporter::format::pprof::from_bytes;
+use heapprobe::{FreeMatching, SamplingMode};
 
 const ITERATIONS: u64 = 400_000;
 const INTERVAL: u64 = 16 * 1024;

@@ -1063,7 +1063,7 @@ fn sort_tiny_instructions() -> BTreeMap<String, u64> {
         "0".to_string(),
         SORT_N.to_string(),
     ];
-    let outcome = collector::recorder::record(&argv, &Default::default()).unwrap();
+    let outcome = recorder::record(&argv, &Default::default()).unwrap();
     let truth = outcome
         .truth
         .binary("sort_tiny")
@@ -1071,7 +1071,7 @@ fn sort_tiny_instructions() -> BTreeMap<String, u64> {
     let funcs = function_symbols(&binary);
     let mut per = BTreeMap::new();
     for (a, &n) in &truth.instructions {
-        let a = collector::recorder::ground_truth::parse_hex(a).unwrap();
+        let a = collector::ground_truth::parse_hex(a).unwrap();
         *per.entry(function_of(&funcs, a)).or_default() += n;
     }
     per

@@ -299,7 +299,7 @@ fn check_loop_truth(variant: Variant) {
     let counts: BTreeMap<u64, u64> = bin
         .instructions
         .iter()
-        .map(|(a, c)| (collector::recorder::ground_truth::parse_hex(a).unwrap(), *c))
+        .map(|(a, c)| (collector::ground_truth::parse_hex(a).unwrap(), *c))
         .filter(|(a, _)| (lo..hi).contains(a))
         .collect();
     // count_loop is called once: its first instruction runs once.
@@ -312,7 +312,7 @@ fn check_loop_truth(variant: Variant) {
         .iter()
         .filter(|e| !e.to_absolute)
         .map(|e| {
-            let p = collector::recorder::ground_truth::parse_hex;
+            let p = collector::ground_truth::parse_hex;
             (p(&e.from).unwrap(), p(&e.to).unwrap(), e.count)
         })
         .filter(|&(f, t, _)| (lo..hi).contains(&f) && (lo..hi).contains(&t) && t <= f)

@@ -505,11 +505,11 @@ fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
     compile(&source, &new_binary);
 
     // Record the old build and convert its samples (CS default and flat).
-    let options = collector::recorder::RecordOptions {
+    let options = recorder::RecordOptions {
         period: corpus::TEST_PERIOD,
         ..Default::default()
     };
-    let outcome = collector::recorder::record(&[s(&old_binary)], &options).expect("records");
+    let outcome = recorder::record(&[s(&old_binary)], &options).expect("records");
     let script = dir.join("old.perfscript");
     std::fs::write(
         &script,

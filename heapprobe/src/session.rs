@@ -10,7 +10,7 @@
 //! `uprobe_perf_func`), including its BPF program, before finding that only the event
 //! scheduled on this CPU writes. Per CPU, a hit would cost (CPUs × threads) handler runs.
 //!
-//! Every record is parsed by [`crate::record::parse_record`]; samples become
+//! Every record is parsed by [`collector::record::parse_record`]; samples become
 //! [`AllocCall`]s (the probe told apart by the event id, PERF_SAMPLE_IDENTIFIER), MMAP2
 //! records are handed on for symbolization.
 //!
@@ -19,16 +19,16 @@
 //! sampled calls then become records, and the calls seen come from the filter's per-CPU
 //! counters. When the filter cannot be set up (no BPF, no CAP_BPF/CAP_SYS_ADMIN, an old
 //! kernel, a verifier refusal) the probes are opened without it, every call is recorded
-//! and the caller samples in user space ([`crate::uprobe::ByteSampler`]); the reason is
+//! and the caller samples in user space ([`crate::ByteSampler`]); the reason is
 //! kept in the mode.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::live::{PerfEventFd, RingBuffer};
-use crate::record::{parse_record, Record, SampleLayout};
-use crate::uprobe::bpf::{ByteFilter, FilterCounters};
-use crate::Mmap2Event;
+use crate::bpf::{ByteFilter, FilterCounters};
+use collector::live::{PerfEventFd, RingBuffer};
+use collector::record::{parse_record, Record, SampleLayout};
+use collector::Mmap2Event;
 
 use super::call::{AllocCall, PointerEvent};
 use super::probe::{layout, uprobe_pmu_type, ProbeKind, ProbeTarget};

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use crate::LbrEntry;
+use collector::LbrEntry;
 
 /// The largest LBR depth real hardware offers (Arch LBR: 32 entries).
 pub const MAX_LBR_DEPTH: usize = 32;

@@ -20,12 +20,12 @@
 //!    sampled: the countdown is re-armed with a fresh draw from the exponential table
 //!    ([`super::quantiles`]) and the program returns 1 (the kernel writes the record).
 //!
-//! This is the law of [`crate::uprobe::ByteSampler`] (the tcmalloc sampler: a countdown
+//! This is the law of [`crate::ByteSampler`] (the tcmalloc sampler: a countdown
 //! drawn from Exp(mean `I`), sampled when an allocation crosses it, re-drawn after): with a
 //! real countdown `c` and integer sizes, `size > c` ⇔ `size > ⌊c⌋`, so the integer
 //! countdown decides the same; the draws are the table's stratum means (mean exactly `I`).
 //! An allocation of `s` bytes is thus kept with probability ≈ `1 − exp(−s/I)` and
-//! [`crate::uprobe::unsampling_weight`] stays its weight. The per-CPU counters (calls,
+//! [`crate::unsampling_weight`] stays its weight. The per-CPU counters (calls,
 //! bytes, samples) give the calls user space no longer sees.
 
 use std::ffi::CStr;
@@ -38,8 +38,8 @@ use super::sys::{
     BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_PROG_TYPE_KPROBE,
 };
 use super::BpfError;
-use crate::uprobe::probe::{AllocFn, ProbeKind};
-use crate::uprobe::sampler::xorshift64_star;
+use crate::probe::{AllocFn, ProbeKind};
+use crate::sampler::xorshift64_star;
 
 /// `offsetof(struct pt_regs, si)` on x86-64.
 pub const PT_REGS_RSI: i16 = 104;
@@ -604,7 +604,7 @@ mod tests {
     #[test]
     fn model_keeps_the_byte_sampling_law() {
         let mut m = FilterModel::new(64 * 1024, 42);
-        crate::uprobe::sampler::assert_unbiased_at_64_kib(|size| m.hit(size));
+        crate::sampler::assert_unbiased_at_64_kib(|size| m.hit(size));
         assert_eq!(m.state.calls, 4_080_000);
         assert_eq!(m.state.bytes, 4_000_000 * 64 + 80_000 * 10_000);
         // Samples: Σ p(s) = 4e6·(1 − e^(−64/65536)) + 8e4·(1 − e^(−10000/65536)) ≈ 15223.

@@ -1,4 +1,4 @@
-//! Allocation sampling with uprobes: `perf_event_open` on the `uprobe` PMU at the entry of
+//! # heapprobe — allocation sampling with uprobes: `perf_event_open` on the `uprobe` PMU at the entry of
 //! the allocator's functions (`malloc`, `calloc`, `realloc`) in a target's libc, for
 //! programs not built for MemProf.
 //!
@@ -18,7 +18,9 @@
 //! * [`session`]: the opened probes of one process, one ring per CPU, with the kernel
 //!   filter when it loads, else user-space sampling ([`UprobeSession`], [`SamplingMode`]).
 //!
-//! Records are parsed by [`crate::record`], rings read by [`crate::live::RingBuffer`].
+//! Records are parsed by [`collector::record`], rings read by [`collector::live::RingBuffer`].
+
+#![deny(missing_docs)]
 
 pub mod bpf;
 pub mod call;

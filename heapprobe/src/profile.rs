@@ -239,7 +239,7 @@ impl AllocProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::uprobe::AllocFn;
+    use crate::AllocFn;
 
     fn call(size: u64, stack: &[u64]) -> AllocCall {
         AllocCall {

@@ -52,7 +52,7 @@ pub enum RecorderError {
         /// The instruction address.
         addr: u64,
     },
-    /// /proc/PID/maps or a mapped ELF file could not be read.
+    /// A file the recorder reads could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
         /// The file.
@@ -60,16 +60,9 @@ pub enum RecorderError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A /proc/PID/maps line did not parse.
-    #[error("{path}: line {line} does not parse: `{text}`")]
-    BadMapsLine {
-        /// The maps file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// The line (truncated to 200 characters).
-        text: String,
-    },
+    /// /proc/PID/maps could not be read or parsed.
+    #[error(transparent)]
+    Maps(#[from] collector::process_maps::MapsError),
     /// The recording grew past a configured limit.
     #[error("limit exceeded: {what} reached {value} (max {max})")]
     LimitExceeded {

@@ -5,15 +5,17 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::branch_kind::{self, BranchKind, DecodedInstruction, MAX_INSTRUCTION_LEN};
-use super::frame_chain::{user_frame_chain, DEFAULT_MAX_STACK};
-use super::ground_truth::{GroundTruth, Totals, TruthImage};
-use super::lbr_ring::{LbrRing, MAX_LBR_DEPTH};
-use super::process_maps::{read_maps, ElfFacts, MapsEntry};
-use super::tracer::{resolve_program, StepOutcome, Tracee};
-use super::{RecorderError, DEFAULT_LBR_DEPTH, DEFAULT_PERIOD};
-use crate::sample::USER_STACK_BYTES;
-use crate::{
+use collector::ground_truth::{GroundTruth, Totals, TruthImage};
+use collector::process_maps::{read_maps, MapsEntry};
+use collector::sample::USER_STACK_BYTES;
+use symbolizer::binary::branch::{self, BranchKind, DecodedInstruction, MAX_INSTRUCTION_LEN};
+use symbolizer::elf_image::ElfFacts;
+
+use crate::frame_chain::{user_frame_chain, DEFAULT_MAX_STACK};
+use crate::lbr_ring::{LbrRing, MAX_LBR_DEPTH};
+use crate::tracer::{resolve_program, StepOutcome, Tracee};
+use crate::{RecorderError, DEFAULT_LBR_DEPTH, DEFAULT_PERIOD};
+use collector::{
     BuildIdEntry, CommEvent, EventDescription, PerfEvent, Recording, Sample, SideBandEvent,
     UserStack,
 };
@@ -332,7 +334,7 @@ impl Session<'_> {
         }
         let mut buf = [0u8; MAX_INSTRUCTION_LEN];
         let n = self.tracee.read_memory(ip, &mut buf);
-        let d = branch_kind::decode(&buf[..n], ip).ok_or(RecorderError::Decode {
+        let d = branch::decode(&buf[..n], ip).ok_or(RecorderError::Decode {
             pid: self.pid,
             addr: ip,
         })?;

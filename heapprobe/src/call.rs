@@ -7,7 +7,7 @@
 //! the word at `rsp` (pushed by `call`), which the probes sample as 8 bytes of
 //! PERF_SAMPLE_STACK_USER. [`AllocCall::from_record`] puts it back as the second frame.
 
-use crate::record::SampleRecord;
+use collector::record::SampleRecord;
 
 use super::probe::{AllocFn, PERF_SAMPLE_REGS_ABI_64, REG_AX, REG_DI};
 
@@ -98,7 +98,7 @@ impl PointerEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Sample;
+    use collector::Sample;
 
     #[test]
     fn return_address_becomes_the_second_frame() {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::live::LiveError;
+use collector::live::LiveError;
 
 /// Errors of the uprobe allocation sampler; each names the file or function concerned.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use std::path::Path;
 use perf_event_open_sys::bindings::perf_event_attr;
 
 use super::UprobeError;
-use crate::record::{sample_type, SampleLayout};
+use collector::record::{sample_type, SampleLayout};
 
 /// `PERF_REG_X86_AX`.
 pub const PERF_REG_X86_AX: u32 = 0;
@@ -24,7 +24,7 @@ pub const PERF_REG_X86_AX: u32 = 0;
 pub const PERF_REG_X86_SI: u32 = 4;
 /// `PERF_REG_X86_DI`.
 pub const PERF_REG_X86_DI: u32 = 5;
-pub use crate::sample::PERF_REG_X86_SP;
+pub use collector::sample::PERF_REG_X86_SP;
 /// `sample_regs_user`: AX (a uretprobe's returned pointer), SI, DI (the arguments), SP.
 /// Samples carry them as `regs[0] = AX, [1] = SI, [2] = DI, [3] = SP`.
 pub const SAMPLE_REGS_USER: u64 =
@@ -38,7 +38,7 @@ pub const REG_DI: usize = 2;
 /// `sample_stack_user`: the 8 bytes at the stack pointer (the return address at a
 /// function's entry).
 pub const SAMPLE_STACK_USER: u32 = 8;
-pub use crate::record::PERF_SAMPLE_REGS_ABI_64;
+pub use collector::record::PERF_SAMPLE_REGS_ABI_64;
 /// What every probe samples.
 pub const SAMPLE_TYPE: u64 = sample_type::IDENTIFIER
     | sample_type::IP
@@ -236,7 +236,7 @@ pub fn uprobe_pmu_type() -> Result<u32, UprobeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::attr::attr_bytes;
+    use collector::live::attr::attr_bytes;
 
     #[test]
     fn sizes_come_from_the_argument_registers() {

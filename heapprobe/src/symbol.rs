@@ -8,47 +8,22 @@
 
 use std::path::Path;
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSymbol, SymbolKind};
+use symbolizer::elf_image::{program_headers, vaddr_to_file_offset, ProgramHeader};
 
 use super::UprobeError;
 
 /// Largest file read to find symbols.
 pub const MAX_ELF_BYTES: u64 = 1 << 30;
 
-/// A `PT_LOAD` segment: `(p_vaddr, p_filesz, p_offset)`.
-pub type Load = (u64, u64, u64);
-
-/// `st_value − p_vaddr + p_offset` of the `PT_LOAD` containing `vaddr`, if any.
-pub fn vaddr_to_file_offset(loads: &[Load], vaddr: u64) -> Option<u64> {
-    loads
-        .iter()
-        .find(|&&(va, filesz, _)| vaddr >= va && vaddr - va < filesz)
-        .map(|&(va, _, off)| vaddr - va + off)
-}
-
-/// The inverse: the virtual address of file offset `offset`, if a `PT_LOAD` maps it.
-pub fn file_offset_to_vaddr(loads: &[Load], offset: u64) -> Option<u64> {
-    loads
-        .iter()
-        .find(|&&(_, filesz, off)| offset >= off && offset - off < filesz)
-        .map(|&(va, _, off)| offset - off + va)
-}
-
-/// The `PT_LOAD` segments of a parsed ELF file.
-pub fn load_segments<'d>(file: &impl Object<'d>) -> Vec<Load> {
-    file.segments()
-        .map(|s| (s.address(), s.file_range().1, s.file_range().0))
-        .collect()
-}
-
-/// The `PT_LOAD` segments of the ELF file `path`.
-pub fn file_load_segments(path: &Path) -> Result<Vec<Load>, UprobeError> {
+/// The program headers of the ELF file `path` (its `PT_LOAD`s map file offsets to virtual
+/// addresses: `symbolizer::elf_image::file_offset_to_vaddr`).
+pub fn file_program_headers(path: &Path) -> Result<Vec<ProgramHeader>, UprobeError> {
     let data = read_elf(path)?;
-    let file = object::File::parse(&*data).map_err(|e| UprobeError::Elf {
+    program_headers(&data).map_err(|what| UprobeError::Elf {
         path: path.to_path_buf(),
-        what: e.to_string(),
-    })?;
-    Ok(load_segments(&file))
+        what,
+    })
 }
 
 fn read_elf(path: &Path) -> Result<Vec<u8>, UprobeError> {
@@ -87,7 +62,10 @@ pub fn function_file_offsets_in(
         path: path.to_path_buf(),
         what: e.to_string(),
     })?;
-    let loads = load_segments(&file);
+    let headers = program_headers(data).map_err(|what| UprobeError::Elf {
+        path: path.to_path_buf(),
+        what,
+    })?;
     let mut out = vec![None; functions.len()];
     for sym in file.dynamic_symbols().chain(file.symbols()) {
         if sym.kind() != SymbolKind::Text || sym.is_undefined() || sym.address() == 0 {
@@ -96,7 +74,7 @@ pub fn function_file_offsets_in(
         let Ok(name) = sym.name() else { continue };
         for (i, f) in functions.iter().enumerate() {
             if out[i].is_none() && name == *f {
-                out[i] = vaddr_to_file_offset(&loads, sym.address());
+                out[i] = vaddr_to_file_offset(&headers, sym.address());
             }
         }
     }
@@ -173,22 +151,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn offsets_follow_the_containing_load() {
-        // glibc-like layout: a read-only first load, then text at vaddr 0x28000 from
-        // offset 0x28000, data shifted by a page.
-        let loads = [
-            (0, 0x26000, 0),
-            (0x28000, 0x15c000, 0x28000),
-            (0x1d4000, 0x4000, 0x1d3000),
-        ];
-        assert_eq!(vaddr_to_file_offset(&loads, 0x9a0e0), Some(0x9a0e0));
-        assert_eq!(vaddr_to_file_offset(&loads, 0x1d5010), Some(0x1d4010));
-        assert_eq!(vaddr_to_file_offset(&loads, 0x27000), None);
-        assert_eq!(file_offset_to_vaddr(&loads, 0x1d4010), Some(0x1d5010));
-        assert_eq!(file_offset_to_vaddr(&loads, 0x9a0e0), Some(0x9a0e0));
-    }
-
-    #[test]
     fn finds_malloc_in_this_process_libc() {
         // The libc this test runs on: its `malloc` symbol must sit in an executable load,
         // and the bytes there must be the same as the ones mapped in our process.
@@ -206,8 +168,8 @@ mod tests {
         assert_eq!(offs[1], None);
         let data = std::fs::read(path).unwrap();
         let file = object::File::parse(&*data).unwrap();
-        let loads = load_segments(&file);
-        let va = file_offset_to_vaddr(&loads, off).unwrap();
+        let headers = program_headers(&data).unwrap();
+        let va = symbolizer::elf_image::file_offset_to_vaddr(&headers, off).unwrap();
         let sym = file
             .dynamic_symbols()
             .find(|s| s.name() == Ok("malloc"))
