@@ -274,217 +274,174 @@ fn counter_add(c: &IntCounter, now: u64) {
     }
 }
 
+/// Makes families and registers each in one registry as it is made (names are unique:
+/// `metrics_page_lists_every_registered_family` checks every one).
+struct Families<'r>(&'r Registry);
+
+impl Families<'_> {
+    fn register<C: prometheus::core::Collector + Clone + 'static>(&self, c: C) -> C {
+        self.0
+            .register(Box::new(c.clone()))
+            .expect("metric names are unique (tested)");
+        c
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.register(IntCounter::new(name, help).expect("valid"))
+    }
+
+    fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels).expect("valid"))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.register(IntGauge::new(name, help).expect("valid"))
+    }
+
+    fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels).expect("valid"))
+    }
+
+    /// A per-binary (`build_id`) floating-point gauge.
+    fn binary_gauge(&self, name: &str, help: &str) -> GaugeVec {
+        self.register(GaugeVec::new(Opts::new(name, help), &["build_id"]).expect("valid"))
+    }
+
+    /// The process-wide families the daemon's threads record into directly.
+    fn register_process_wide(&self) {
+        self.register(FLUSH_DURATION.clone());
+        self.register(STATE_FLUSH_FAILURES.clone());
+        self.register(STATE_SET_ASIDE.clone());
+        self.register(MEMORY_EVICTIONS.clone());
+        self.register(BINARIES_REJECTED.clone());
+        self.register(HEAP_PROFILES_INGESTED.clone());
+        self.register(HEAP_PROFILES_REJECTED.clone());
+        self.register(SINK.rows.clone());
+        self.register(SINK.latency.clone());
+        self.register(SINK.spool_windows.clone());
+        self.register(SINK.spool_bytes.clone());
+        self.register(SINK.dropped.clone());
+        self.register(SINK.errors.clone());
+    }
+}
+
 impl Metrics {
-    /// Every family, registered.
+    /// Every family, registered: the pipeline's counters, the per-binary profile gauges,
+    /// HTTP, and the process-wide families.
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        let reg = |c: Box<dyn prometheus::core::Collector>| {
-            registry
-                .register(c)
-                .expect("metric names are unique (tested)")
-        };
-        let samples = IntCounterVec::new(
-            Opts::new(
+        let f = Families(&registry);
+        let http_duration = f.register(
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "pgo_agent_http_request_duration_seconds",
+                    "HTTP request latency by route template.",
+                )
+                .buckets(vec![0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0]),
+                &["route"],
+            )
+            .expect("valid"),
+        );
+        let metrics = Metrics {
+            // The sampling pipeline.
+            samples: f.counter_vec(
                 "pgo_agent_samples_total",
                 "Samples read from the perf rings.",
+                &["mode"],
             ),
-            &["mode"],
-        )
-        .expect("valid");
-        let records_lost = IntCounter::new(
-            "pgo_agent_records_lost_total",
-            "Records the kernel could not write because a ring was full (PERF_RECORD_LOST).",
-        )
-        .expect("valid");
-        let samples_lost = IntCounter::new(
-            "pgo_agent_pmu_samples_lost_total",
-            "Samples dropped inside the kernel or PMU (PERF_RECORD_LOST_SAMPLES).",
-        )
-        .expect("valid");
-        let dropped = IntCounterVec::new(
-            Opts::new(
+            records_lost: f.counter(
+                "pgo_agent_records_lost_total",
+                "Records the kernel could not write because a ring was full (PERF_RECORD_LOST).",
+            ),
+            samples_lost: f.counter(
+                "pgo_agent_pmu_samples_lost_total",
+                "Samples dropped inside the kernel or PMU (PERF_RECORD_LOST_SAMPLES).",
+            ),
+            dropped: f.counter_vec(
                 "pgo_agent_events_dropped_total",
                 "Events dropped between pipeline stages.",
+                &["stage", "reason"],
             ),
-            &["stage", "reason"],
-        )
-        .expect("valid");
-        let parse_errors = IntCounter::new(
-            "pgo_agent_parse_errors_total",
-            "Ring records that did not parse.",
-        )
-        .expect("valid");
-        let unwind_errors = IntCounterVec::new(
-            Opts::new(
+            parse_errors: f.counter(
+                "pgo_agent_parse_errors_total",
+                "Ring records that did not parse.",
+            ),
+            unwind_errors: f.counter_vec(
                 "pgo_agent_unwind_errors_total",
                 "Samples (for bogus_range: range samples) the unwinder could not use fully, by \
                  reason, summed over the tracked binaries.",
+                &["reason"],
             ),
-            &["reason"],
-        )
-        .expect("valid");
-        let stack_repairs = IntCounterVec::new(
-            Opts::new(
+            stack_repairs: f.counter_vec(
                 "pgo_agent_stack_repairs_total",
                 "Samples taken in a prologue or epilogue (where the frame-pointer chain skips \
                  the caller), by outcome: repaired from their user registers and stack, or \
                  unrepairable (dropped), summed over the tracked binaries.",
+                &["outcome"],
             ),
-            &["outcome"],
-        )
-        .expect("valid");
-        let mode = IntGaugeVec::new(
-            Opts::new(
+            mode: f.gauge_vec(
                 "pgo_agent_sampling_mode_info",
                 "1 for the sampling mode in use.",
+                &["mode"],
             ),
-            &["mode"],
-        )
-        .expect("valid");
-        let lbr = IntGauge::new(
-            "pgo_agent_branch_stack_available",
-            "1 when a hardware branch stack (Intel LBR or AMD LBRv2) is sampled, 0 otherwise.",
-        )
-        .expect("valid");
-        let binaries = IntGauge::new(
-            "pgo_agent_binaries_tracked",
-            "Binaries with an aggregate: held by the workers or in the state directory.",
-        )
-        .expect("valid");
-        let binary_samples = IntGaugeVec::new(
-            Opts::new(
+            lbr: f.gauge(
+                "pgo_agent_branch_stack_available",
+                "1 when a hardware branch stack (Intel LBR or AMD LBRv2) is sampled, 0 otherwise.",
+            ),
+            // Binaries and memory.
+            binaries: f.gauge(
+                "pgo_agent_binaries_tracked",
+                "Binaries with an aggregate: held by the workers or in the state directory.",
+            ),
+            binary_samples: f.gauge_vec(
                 "pgo_agent_binary_samples",
                 "Samples in the retained windows, for the binaries with the most samples.",
+                &["build_id"],
             ),
-            &["build_id"],
-        )
-        .expect("valid");
-        let over_budget = IntGauge::new(
-            "pgo_agent_binaries_over_top_n",
-            "Tracked binaries left out of pgo_agent_binary_samples (top-N bound).",
-        )
-        .expect("valid");
-        let memory = IntGauge::new(
-            "pgo_agent_resident_memory_bytes",
-            "Resident set size of the daemon (/proc/self/statm).",
-        )
-        .expect("valid");
-        let decoded = IntGaugeVec::new(
-            Opts::new(
+            over_budget: f.gauge(
+                "pgo_agent_binaries_over_top_n",
+                "Tracked binaries left out of pgo_agent_binary_samples (top-N bound).",
+            ),
+            memory: f.gauge(
+                "pgo_agent_resident_memory_bytes",
+                "Resident set size of the daemon (/proc/self/statm).",
+            ),
+            decoded: f.gauge_vec(
                 "pgo_agent_decoded_bytes",
                 "Memory held by what binaries decode as samples reach them: instructions \
                  (code), pseudo probes (probes), DWARF line tables (line_tables).",
+                &["cache"],
             ),
-            &["cache"],
-        )
-        .expect("valid");
-        let density = GaugeVec::new(
-            Opts::new(
+            // Profile quality, per binary.
+            density: f.binary_gauge(
                 "pgo_agent_profile_density",
                 "llvm-profgen's profile density of the generated profile (warns below 50).",
             ),
-            &["build_id"],
-        )
-        .expect("valid");
-        let more_sampling = GaugeVec::new(
-            Opts::new(
+            more_sampling: f.binary_gauge(
                 "pgo_agent_profile_more_sampling_seconds",
                 "Seconds of sampling at the binary's current sample rate its profile still \
                  needs to reach density 50 (0 when it has; absent when the rate is unknown).",
             ),
-            &["build_id"],
-        )
-        .expect("valid");
-        let branch_ratio = GaugeVec::new(
-            Opts::new(
+            branch_ratio: f.binary_gauge(
                 "pgo_agent_profile_taken_branches_per_text_byte",
                 "Taken branches counted per byte of function code.",
             ),
-            &["build_id"],
-        )
-        .expect("valid");
-        let stale_share = GaugeVec::new(
-            Opts::new(
+            stale_share: f.binary_gauge(
                 "pgo_agent_profile_stale_sample_ratio",
                 "Share of the profile's body samples in functions whose probe checksum differs \
                  from the binary's (stale; clang drops them).",
             ),
-            &["build_id"],
-        )
-        .expect("valid");
-        let http_requests = IntCounterVec::new(
-            Opts::new(
+            // HTTP.
+            http_requests: f.counter_vec(
                 "pgo_agent_http_requests_total",
                 "HTTP requests served, by route template, method and status code.",
+                &["route", "method", "status"],
             ),
-            &["route", "method", "status"],
-        )
-        .expect("valid");
-        let http_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "pgo_agent_http_request_duration_seconds",
-                "HTTP request latency by route template.",
-            )
-            .buckets(vec![0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10.0]),
-            &["route"],
-        )
-        .expect("valid");
-        reg(Box::new(samples.clone()));
-        reg(Box::new(records_lost.clone()));
-        reg(Box::new(samples_lost.clone()));
-        reg(Box::new(dropped.clone()));
-        reg(Box::new(parse_errors.clone()));
-        reg(Box::new(unwind_errors.clone()));
-        reg(Box::new(stack_repairs.clone()));
-        reg(Box::new(mode.clone()));
-        reg(Box::new(lbr.clone()));
-        reg(Box::new(binaries.clone()));
-        reg(Box::new(binary_samples.clone()));
-        reg(Box::new(over_budget.clone()));
-        reg(Box::new(memory.clone()));
-        reg(Box::new(decoded.clone()));
-        reg(Box::new(density.clone()));
-        reg(Box::new(more_sampling.clone()));
-        reg(Box::new(branch_ratio.clone()));
-        reg(Box::new(stale_share.clone()));
-        reg(Box::new(http_requests.clone()));
-        reg(Box::new(http_duration.clone()));
-        reg(Box::new(FLUSH_DURATION.clone()));
-        reg(Box::new(SINK.rows.clone()));
-        reg(Box::new(SINK.latency.clone()));
-        reg(Box::new(SINK.spool_windows.clone()));
-        reg(Box::new(SINK.spool_bytes.clone()));
-        reg(Box::new(SINK.dropped.clone()));
-        reg(Box::new(SINK.errors.clone()));
-        reg(Box::new(STATE_FLUSH_FAILURES.clone()));
-        reg(Box::new(STATE_SET_ASIDE.clone()));
-        reg(Box::new(MEMORY_EVICTIONS.clone()));
-        reg(Box::new(BINARIES_REJECTED.clone()));
-        reg(Box::new(HEAP_PROFILES_INGESTED.clone()));
-        reg(Box::new(HEAP_PROFILES_REJECTED.clone()));
-        Metrics {
-            registry,
-            samples,
-            records_lost,
-            samples_lost,
-            dropped,
-            parse_errors,
-            unwind_errors,
-            stack_repairs,
-            mode,
-            lbr,
-            binaries,
-            binary_samples,
-            over_budget,
-            memory,
-            decoded,
-            density,
-            more_sampling,
-            branch_ratio,
-            stale_share,
-            http_requests,
             http_duration,
-        }
+            registry: registry.clone(),
+        };
+        f.register_process_wide();
+        metrics
     }
 
     /// Copies the daemon's counters in (counters only move forward).
