@@ -52,9 +52,14 @@ use std::time::{Duration, Instant};
 use daemon::config::Config;
 use daemon::merge::{write_counters, MergeFormat};
 use daemon::run::persist::read_state;
-use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
+use daemon::run::RunSummary;
+use e2e::agent::RunningDaemon;
 use e2e::corpus::{self, Variant};
-use e2e::support::{cli, free_port, llvm, read_text, scratch_dir, wait_for};
+use e2e::http::{http_get, HttpResponse};
+use e2e::support::{
+    build_id_hex, canonical_profile, cli, free_port, llvm as run_tool, read_text, scratch_dir,
+    wait_for,
+};
 use exporter::format::unsymbolized::read_unsymbolized;
 use object::{Object, ObjectSymbol};
 use serde_json::Value;
@@ -175,11 +180,9 @@ impl Fixture {
     }
 }
 
-/// Why the tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    if !e2e::support::is_root() {
-        return Some("needs root for system-wide perf events".into());
-    }
+/// The shared run, made by the first test that asks (the others wait for it); `None`
+/// (after printing `SKIPPED test: ...`) when it cannot run here.
+fn fixture(test: &str) -> Option<&'static Fixture> {
     let tools = [
         "clang-19",
         "clang++-19",
@@ -188,23 +191,7 @@ fn skip_reason() -> Option<String> {
         "strip",
         "objcopy",
     ];
-    let missing: Vec<&str> = tools
-        .into_iter()
-        .filter(|t| corpus::find_tool(t).is_none())
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "missing {} (apt-get install clang-19 llvm-19 debuginfod binutils)",
-            missing.join(", ")
-        )
-    })
-}
-
-/// The shared run, made by the first test that asks (the others wait for it); `None`
-/// (after printing `SKIPPED test: ...`) when it cannot run here.
-fn fixture(test: &str) -> Option<&'static Fixture> {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED {test}: {why}");
+    if !e2e::support::can_sample(test, &tools) {
         return None;
     }
     static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
@@ -220,18 +207,6 @@ fn fixture(test: &str) -> Option<&'static Fixture> {
         Ok(f) => Some(f),
         Err(e) => panic!("the daemon run shared by these tests failed: {e}"),
     }
-}
-
-/// Runs `tool args`, panicking with its stderr on failure.
-fn run_tool<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S]) {
-    llvm(tool, args);
-}
-
-fn build_id_hex(path: &Path) -> String {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let file = object::File::parse(&*data).unwrap();
-    let id = file.build_id().unwrap().expect("a GNU build id");
-    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Strips a copy of the corpus program and puts its debug file where `route` finds it.
@@ -363,7 +338,7 @@ impl DebuginfodServer {
     fn status(&self, hex: &str) -> Option<u16> {
         http_get(&format!("{}/buildid/{hex}/debuginfo", self.url))
             .ok()
-            .map(|r| r.0)
+            .map(|r| r.status)
     }
 }
 
@@ -374,36 +349,23 @@ impl Drop for DebuginfodServer {
     }
 }
 
-/// GET `url`: (status, `x-pgo-profile-format` header, body).
-fn http_get(url: &str) -> Result<(u16, String, String), String> {
-    let read = |r: ureq::Response| {
-        let format = r.header("x-pgo-profile-format").unwrap_or("").to_string();
-        (r.status(), format, r.into_string())
-    };
-    match ureq::get(url).timeout(Duration::from_secs(30)).call() {
-        Ok(r) => {
-            let (code, format, body) = read(r);
-            Ok((code, format, body.map_err(|e| e.to_string())?))
+/// GET `path` of `daemon`, which must answer `200 OK`: (`x-pgo-profile-format` header,
+/// body).
+fn get_ok(daemon: &RunningDaemon, path: &str) -> (String, String) {
+    match daemon.get(path) {
+        Ok(r @ HttpResponse { status: 200, .. }) => {
+            (r.header("x-pgo-profile-format").to_string(), r.body)
         }
-        Err(ureq::Error::Status(_, r)) => {
-            let (code, format, body) = read(r);
-            Ok((code, format, body.unwrap_or_default()))
-        }
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn get_ok(url: &str) -> (String, String) {
-    match http_get(url) {
-        Ok((200, format, body)) => (format, body),
-        other => panic!("GET {url}: {other:?}"),
+        other => panic!("GET {path}: {other:?}"),
     }
 }
 
 /// The `/api/v1/profiles` entries by build id.
-fn listed(base: &str) -> Option<HashMap<String, Value>> {
-    let (code, _, body) = http_get(&format!("{base}/api/v1/profiles")).ok()?;
-    let list: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+fn listed(daemon: &RunningDaemon) -> Option<HashMap<String, Value>> {
+    let r = daemon.get("/api/v1/profiles").ok()?;
+    let list: Value = serde_json::from_str(&r.body)
+        .ok()
+        .filter(|_| r.status == 200)?;
     Some(
         list["profiles"]
             .as_array()?
@@ -454,8 +416,6 @@ fn make_fixture() -> Fixture {
     }
 
     phase("debuginfod serving");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
     let mut comms: Vec<&str> = cases.iter().map(|c| c.name).collect();
     comms.sort();
     comms.dedup();
@@ -468,21 +428,7 @@ fn make_fixture() -> Fixture {
         url = server.url,
     );
     let config = Config::parse(&config_text, Path::new("stripped-daemon-test.toml")).unwrap();
-    let args = RunArgs {
-        config: None,
-        state_dir: Some(state.clone()),
-        duration_secs: Some(120),
-        listen: Some(format!("127.0.0.1:{port}")),
-    };
-    let control = Arc::new(RunControl::default());
-    let daemon = {
-        let control = control.clone();
-        std::thread::spawn(move || run_daemon(&config, &args, &control))
-    };
-    wait_for(Duration::from_secs(30), || {
-        (http_get(&format!("{base}/healthz")).ok()?.0 == 200).then_some(())
-    })
-    .expect("the daemon never served /healthz");
+    let daemon = RunningDaemon::serve(&config, &state, 120);
 
     // Two lanes (one a core) run the stripped programs that still lack samples, in turn,
     // until each has enough: the programs that gain samples slowly get the lanes at the end.
@@ -516,7 +462,7 @@ fn make_fixture() -> Fixture {
         .collect();
     phase("daemon up");
     wait_for(MAX_LOOP, || {
-        let list = listed(&base)?;
+        let list = listed(&daemon)?;
         for (c, d) in cases.iter().zip(done.iter()) {
             if samples_of(&list, &c.hex) >= TARGET_SAMPLES {
                 d.store(true, Ordering::SeqCst);
@@ -535,7 +481,7 @@ fn make_fixture() -> Fixture {
     let mut last = None;
     let settled = wait_for(Duration::from_secs(45), || {
         std::thread::sleep(Duration::from_millis(1100));
-        let list = listed(&base)?;
+        let list = listed(&daemon)?;
         let now: Vec<u64> = cases.iter().map(|c| samples_of(&list, &c.hex)).collect();
         let same = last.as_ref() == Some(&now);
         last = Some(now);
@@ -550,10 +496,10 @@ fn make_fixture() -> Fixture {
                 .get(&c.hex)
                 .unwrap_or_else(|| panic!("{} ({}) is not listed: {settled:#?}", c.label(), c.hex))
                 .clone();
-            let uri = format!("{base}/api/v1/profiles/{}", c.hex);
-            let (format, unsymbolized) = get_ok(&format!("{uri}?format=unsymbolized"));
+            let uri = format!("/api/v1/profiles/{}", c.hex);
+            let (format, unsymbolized) = get_ok(&daemon, &format!("{uri}?format=unsymbolized"));
             assert_eq!(format, "unsymbolized");
-            let (text_format, text) = get_ok(&format!("{uri}?format=text"));
+            let (text_format, text) = get_ok(&daemon, &format!("{uri}?format=text"));
             Served {
                 listed,
                 unsymbolized,
@@ -563,10 +509,9 @@ fn make_fixture() -> Fixture {
         })
         .collect();
     phase("served");
-    let (_, metrics) = get_ok(&format!("{base}/metrics"));
+    let (_, metrics) = get_ok(&daemon, "/metrics");
     phase("metrics");
-    control.stop.store(true, Ordering::SeqCst);
-    let summary = daemon.join().unwrap().unwrap();
+    let summary = daemon.stop();
     phase("stopped");
     let debuginfod_url = server.url.clone();
     drop(server);
@@ -639,23 +584,12 @@ fn expected_tried(fx: &Fixture, case: &Case) -> Vec<String> {
     }
 }
 
-/// The canonical text form of a sample profile (`llvm-profdata-19 merge --sample --text`).
+/// The canonical text form of a sample profile ([`canonical_profile`] of it, written to
+/// `<label>.prof.txt`).
 fn canonical(fx: &Fixture, label: &str, text: &str) -> String {
     let input = fx.dir.join(format!("{label}.prof.txt"));
-    let output = fx.dir.join(format!("{label}.canonical.txt"));
     std::fs::write(&input, text).unwrap();
-    llvm(
-        "llvm-profdata-19",
-        &[
-            "merge".as_ref(),
-            "--sample".as_ref(),
-            "--text".as_ref(),
-            input.as_os_str(),
-            "-o".as_ref(),
-            output.as_os_str(),
-        ],
-    );
-    read_text(&output)
+    canonical_profile(&input)
 }
 
 /// The names of the functions in `path`'s `.symtab`.

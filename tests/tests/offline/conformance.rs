@@ -23,26 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use e2e::corpus::{self, Variant};
-use e2e::support::{llvm, pgo_agent, read_text};
+use e2e::support::{canonical_profile as canonical, llvm, pgo_agent, read_text, run_ok};
 
 const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
-
-/// `llvm-profdata-19 merge --sample --text`: LLVM's canonical text of a sample profile.
-fn canonical(profile: &Path) -> String {
-    let out = profile.with_extension("canonical.txt");
-    llvm(
-        "llvm-profdata-19",
-        &[
-            "merge",
-            "--sample",
-            "--text",
-            profile.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    read_text(&out)
-}
 
 /// Prints both texts in full and fails when they differ.
 fn assert_same(what: &str, ours: &str, theirs: &str) {
@@ -61,12 +44,7 @@ fn assert_same(what: &str, ours: &str, theirs: &str) {
 }
 
 fn out_dir(name: &str, variant: Variant) -> PathBuf {
-    let dir = corpus::target_dir()
-        .join("conformance")
-        .join(std::process::id().to_string())
-        .join(format!("{name}-{variant}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    e2e::support::scratch_dir("conformance", &format!("{name}-{variant}"))
 }
 
 /// The whole conformance check of one corpus program and build.
@@ -536,17 +514,11 @@ fn input_and_output_flags_match_llvm_profgen() {
 
 /// `llvm-profdata-19 show --sample --show-prof-sym-list`: the profile symbol list part.
 fn symbol_list(profile: &Path) -> String {
-    let out = Command::new("llvm-profdata-19")
-        .args(["show", "--sample", "--show-prof-sym-list"])
-        .arg(profile)
-        .output()
-        .expect("llvm-profdata-19");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = run_ok(
+        Command::new("llvm-profdata-19")
+            .args(["show", "--sample", "--show-prof-sym-list"])
+            .arg(profile),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     let at = text
         .find("profile symbol list")
         .unwrap_or_else(|| panic!("{}: no symbol list in\n{text}", profile.display()));
@@ -632,56 +604,22 @@ fn density_report_matches_llvm_profgen() {
 /// `llvm-profdata-19 show --sample --show-sec-info-only`, one `Section {flags}` per line
 /// (offsets and sizes left out).
 fn section_flags(profile: &Path) -> String {
-    let out = Command::new("llvm-profdata-19")
-        .args(["show", "--sample", "--show-sec-info-only"])
-        .arg(profile)
-        .output()
-        .expect("llvm-profdata-19");
-    assert!(
-        out.status.success(),
-        "llvm-profdata-19 show {}: {}",
-        profile.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (section, rest) = l.split_once(" - Offset:")?;
-            let flags = rest.split_once("Flags: ")?.1;
-            Some(format!("{section} {flags}\n"))
-        })
-        .collect()
+    run_ok(
+        Command::new("llvm-profdata-19")
+            .args(["show", "--sample", "--show-sec-info-only"])
+            .arg(profile),
+    )
+    .lines()
+    .filter_map(|l| {
+        let (section, rest) = l.split_once(" - Offset:")?;
+        let flags = rest.split_once("Flags: ")?.1;
+        Some(format!("{section} {flags}\n"))
+    })
+    .collect()
 }
 
-macro_rules! conformance_tests {
-    ($($test:ident: $name:literal, $variant:ident;)*) => {
-        $(
-            #[test]
-            fn $test() {
-                conformance($name, Variant::$variant);
-            }
-        )*
-    };
-}
-
-conformance_tests! {
-    loop_count_probe: "loop_count", Probe;
-    loop_count_lines: "loop_count", Lines;
-    recursion_probe: "recursion", Probe;
-    recursion_lines: "recursion", Lines;
-    inline_tail_probe: "inline_tail", Probe;
-    inline_tail_lines: "inline_tail", Lines;
-    inlined_calls_probe: "inlined_calls", Probe;
-    inlined_calls_lines: "inlined_calls", Lines;
-    virtual_calls_probe: "virtual_calls", Probe;
-    virtual_calls_lines: "virtual_calls", Lines;
-    interp_probe: "interp", Probe;
-    interp_lines: "interp", Lines;
-    unroll_probe: "unroll", Probe;
-    unroll_lines: "unroll", Lines;
-    shlib_user_probe: "shlib_user", Probe;
-    shlib_user_lines: "shlib_user", Lines;
-}
+e2e::corpus_tests!(conformance; loop_count, recursion, inline_tail, inlined_calls,
+    virtual_calls, interp, unroll, shlib_user);
 
 /// The real Intel Skylake LBR recording (tests/fixtures/propeller_sample_1): read as
 /// perf.data directly, our unsymbolized counters equal llvm-profgen-19's from `perf script`
@@ -833,11 +771,7 @@ fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
 /// The stdout of `pgo-agent ARGS` run as a child (libtest's own lines before the command's
 /// output cut off), with its exit code.
 fn stdout_of_child(args: &[String]) -> (Option<i32>, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(e2e::support::CLI_ENV, args.join("\u{1f}"))
-        .output()
-        .unwrap();
+    let out = e2e::support::cli_child_command(args).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let marker = "test cli_process ... ";
     let at = text.find(marker).map_or(0, |i| i + marker.len());

@@ -9,8 +9,8 @@
 //! * `GET /api/v1/heap` lists the aggregate; unknown id → 404, bad format → 400;
 //! * the pprof rendering decodes and sums to the runs' allocations.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +18,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use daemon::heap::{HeapArgs, HeapFormat};
 use daemon::run::heap_spool::{HeapSpool, HeapSpoolSettings, RejectReason};
-use e2e::corpus::{sources_dir, target_dir, tools_available};
-use e2e::support::MEMPROF_CFLAGS;
+use e2e::corpus::{target_dir, tools_available};
+use e2e::support::build_and_run_heap_contexts;
 use exporter::http::{router, AppState};
 use exporter::store::{ProfileStore, StoreSettings};
 use symbolizer::memprof::MemProfBinary;
@@ -27,48 +27,6 @@ use tower::ServiceExt;
 
 /// (hot allocations of 64 bytes, cold allocations of 4096 bytes) per run.
 const RUNS: [(u32, u32); 3] = [(10, 1), (20, 2), (30, 3)];
-
-fn run_ok(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Builds the corpus program into `dir` and runs it once per [`RUNS`] entry; returns the
-/// binary and the raw profiles in run order.
-fn build_and_run(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
-    let binary = dir.join("heap_contexts");
-    run_ok(
-        Command::new("clang++-19")
-            .args(MEMPROF_CFLAGS)
-            .arg(sources_dir().join("memprof").join("heap_contexts.cc"))
-            .arg("-o")
-            .arg(&binary),
-    );
-    let mut raws = Vec::new();
-    for (i, (hot, cold)) in RUNS.iter().enumerate() {
-        let prefix = dir.join(format!("run{i}"));
-        run_ok(
-            Command::new(&binary)
-                .args([hot.to_string(), cold.to_string(), "5".to_string()])
-                .env("MEMPROF_OPTIONS", format!("log_path={}", prefix.display())),
-        );
-        let raw = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("run{i}.")))
-            })
-            .expect("raw profile written");
-        raws.push(raw);
-    }
-    (binary, raws)
-}
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, Vec<u8>) {
     let resp = router(state.clone())
@@ -98,7 +56,7 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     let _ = std::fs::remove_dir_all(&dir);
     let build = dir.join("build");
     std::fs::create_dir_all(&build).unwrap();
-    let (binary, raws) = build_and_run(&build);
+    let (binary, raws) = build_and_run_heap_contexts("clang++-19", &[], &build, &RUNS);
     let hex = MemProfBinary::load(&binary).unwrap().build_id().to_hex();
 
     // The binary is found by build id in a debug directory (`<dir>/<hex>`).
