@@ -157,6 +157,23 @@ impl Server {
         }
     }
 
+    /// A [`Sink`] into this server for `host`, spooling up to `spool_max_bytes` in `spool`.
+    fn sink(&self, spool: &Path, spool_max_bytes: u64, batch_rows: usize, host: &str) -> Sink {
+        Sink::new(
+            self.target(),
+            spool,
+            spool_max_bytes,
+            batch_rows,
+            host.into(),
+        )
+        .unwrap()
+    }
+
+    /// A client of this server.
+    fn client(&self) -> daemon::sink::clickhouse::ClickHouseClient {
+        daemon::sink::clickhouse::ClickHouseClient::new(self.target()).unwrap()
+    }
+
     fn target(&self) -> ClickHouseTarget {
         ClickHouseTarget {
             url: self.url(),
@@ -289,6 +306,19 @@ fn convert_unsymbolized(h: &Halves, out: &Path) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
+/// This process's metrics name `series`.
+fn assert_metrics_contain(series: &str) {
+    let text = exporter::metrics::Metrics::new().encode();
+    assert!(text.contains(series), "no {series} in:\n{text}");
+}
+
+/// The scratch directory of test `name`, and a server of its own in it.
+fn scratch_server(name: &str) -> (PathBuf, Server) {
+    let dir = scratch_dir("clickhouse", name);
+    let server = Server::start(&dir.join("server"));
+    (dir, server)
+}
+
 fn init(server: &Server) {
     cli(&["clickhouse", "init", "--url", &server.url()]);
 }
@@ -298,8 +328,7 @@ fn pull_from_clickhouse_equals_convert_of_all() {
     if !available("clickhouse pull") {
         return;
     }
-    let dir = scratch_dir("clickhouse", "pull");
-    let server = Server::start(&dir.join("server"));
+    let (dir, server) = scratch_server("pull");
     init(&server);
     // Idempotent.
     init(&server);
@@ -345,7 +374,7 @@ fn pull_from_clickhouse_equals_convert_of_all() {
 
 /// Host A: `h.a` through the [`Sink`] directly, one window per minute, spooled in `spool`.
 fn deliver_host_a(server: &Server, h: &Halves, spool: &Path) {
-    let mut sink = Sink::new(server.target(), spool, 1 << 30, 50, "host-a".into()).unwrap();
+    let mut sink = server.sink(spool, 1 << 30, 50, "host-a");
     for (i, c) in h.a.iter().enumerate() {
         sink.submit(&window(h, 1_800_000_000 + 60 * i as u64, c))
             .unwrap();
@@ -364,7 +393,7 @@ fn deliver_host_a(server: &Server, h: &Halves, spool: &Path) {
 fn deliver_host_b(server: &Server, h: &Halves, spool: &Path) {
     // Host B: the daemon's path — windows of a WindowedCounters handed at each flush
     // by the worker's helper to the sink thread, delivered when the thread stops.
-    let sink_b = Sink::new(server.target(), spool, 1 << 30, 100_000, "host-b".into()).unwrap();
+    let sink_b = server.sink(spool, 1 << 30, 100_000, "host-b");
     let (handle, thread) = spawn(sink_b, 1_800_000_000).unwrap();
     let settings = WindowSettings {
         window_secs: 60,
@@ -455,26 +484,11 @@ fn outage_and_retries_never_lose_or_double_count() {
     if !available("clickhouse outage") {
         return;
     }
-    let dir = scratch_dir("clickhouse", "outage");
-    let mut server = Server::start(&dir.join("server"));
+    let (dir, mut server) = scratch_server("outage");
     init(&server);
     let h = halves(Variant::Probe, 3);
-    let mut a = Sink::new(
-        server.target(),
-        &dir.join("spool-a"),
-        1 << 30,
-        7,
-        "a".into(),
-    )
-    .unwrap();
-    let mut b = Sink::new(
-        server.target(),
-        &dir.join("spool-b"),
-        1 << 30,
-        7,
-        "b".into(),
-    )
-    .unwrap();
+    let mut a = server.sink(&dir.join("spool-a"), 1 << 30, 7, "a");
+    let mut b = server.sink(&dir.join("spool-b"), 1 << 30, 7, "b");
     let t0 = 1_800_000_000;
     a.submit(&window(&h, t0, &h.a[0])).unwrap();
     b.submit(&window(&h, t0, &h.b[0])).unwrap();
@@ -494,14 +508,7 @@ fn outage_and_retries_never_lose_or_double_count() {
     assert_eq!((a.stats().insert_errors, a.stats().windows_dropped), (1, 0));
     // The spool survives a daemon restart: reopened from disk, same windows.
     drop(a);
-    let mut a = Sink::new(
-        server.target(),
-        &dir.join("spool-a"),
-        1 << 30,
-        7,
-        "a".into(),
-    )
-    .unwrap();
+    let mut a = server.sink(&dir.join("spool-a"), 1 << 30, 7, "a");
     assert_eq!(a.spool().depth(), 2);
 
     server.restart();
@@ -515,7 +522,7 @@ fn outage_and_retries_never_lose_or_double_count() {
 
     // A retry of an already delivered window (its first attempt landed, the answer was
     // lost): inserted again, whole. The pull does not change.
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let again = encode_window(&window(&h, t0 + 60, &h.a[1]), "a");
     insert_window(&client, &again, 3, 0).unwrap();
     // Also from the spool's bytes, as the sink would resend them.
@@ -555,11 +562,7 @@ fn outage_and_retries_never_lose_or_double_count() {
     assert!(std::fs::read(&pulled).unwrap() == unsymbolized_sum(&h, all));
 
     // The metrics saw it.
-    let text = exporter::metrics::Metrics::new().encode();
-    assert!(
-        text.contains("pgo_agent_sink_insert_errors_total{reason=\"connect\"}"),
-        "{text}"
-    );
+    assert_metrics_contain("pgo_agent_sink_insert_errors_total{reason=\"connect\"}");
 }
 
 #[test]
@@ -567,24 +570,16 @@ fn full_spool_drops_the_oldest_windows_and_counts_them() {
     if !available("clickhouse spool full") {
         return;
     }
-    let dir = scratch_dir("clickhouse", "spoolfull");
+    let (dir, mut server) = scratch_server("spoolfull");
     let h = halves(Variant::Probe, 1);
     // Five equal-sized windows (same counters, starts of equal width); room for two.
     let windows: Vec<ClosedWindow> = (1..=5)
         .map(|i| window(&h, 1_800_000_000 + 60 * i, &h.a[0]))
         .collect();
     let size = spool::serialize(&encode_window(&windows[0], "a")).len() as u64;
-    let mut server = Server::start(&dir.join("server"));
     init(&server);
     server.stop();
-    let mut sink = Sink::new(
-        server.target(),
-        &dir.join("spool"),
-        2 * size,
-        100,
-        "a".into(),
-    )
-    .unwrap();
+    let mut sink = server.sink(&dir.join("spool"), 2 * size, 100, "a");
     for w in &windows {
         sink.submit(w).unwrap();
         assert!(sink.deliver().is_err());
@@ -597,16 +592,12 @@ fn full_spool_drops_the_oldest_windows_and_counts_them() {
     pull(&server, &h, &pulled, &[]);
     assert!(std::fs::read(&pulled).unwrap() == unsymbolized_sum(&h, [&h.a[0], &h.a[0]]));
     // Only the two newest windows arrived.
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let starts = client
         .query("SELECT window_start FROM pgo.windows ORDER BY window_start FORMAT TabSeparated")
         .unwrap();
     assert_eq!(starts, "1800000240\n1800000300\n");
-    let text = exporter::metrics::Metrics::new().encode();
-    assert!(
-        text.contains("pgo_agent_sink_windows_dropped_total"),
-        "{text}"
-    );
+    assert_metrics_contain("pgo_agent_sink_windows_dropped_total");
 }
 
 #[test]
@@ -614,8 +605,7 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     if !available("clickhouse distributed") {
         return;
     }
-    let dir = scratch_dir("clickhouse", "dist");
-    let server = Server::start(&dir.join("server"));
+    let (dir, server) = scratch_server("dist");
     cli(&[
         "clickhouse",
         "init",
@@ -633,7 +623,7 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     assert_eq!(sink.deliver().unwrap(), 2);
     // Distributed inserts are forwarded to the shard asynchronously by default (18.16 has
     // no SYSTEM FLUSH DISTRIBUTED): wait until the shard has every row.
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let rows = sink.stats().rows_inserted.to_string();
     let count = |t: &str| {
         client
@@ -665,8 +655,7 @@ fn daemon_run_pushes_its_windows() {
     if !e2e::support::can_sample("clickhouse daemon", &[]) || !available("clickhouse daemon") {
         return;
     }
-    let dir = scratch_dir("clickhouse", "daemon");
-    let server = Server::start(&dir.join("server"));
+    let (dir, server) = scratch_server("daemon");
     init(&server);
     let spin = build_spin(&dir);
     let state = dir.join("state");
@@ -712,7 +701,7 @@ fn daemon_run_pushes_its_windows() {
         "pull --clickhouse differs from the daemon's state file"
     );
     // More than one window was delivered (1 s windows over ~3 s of samples).
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let windows = client
         .query(&format!(
             "SELECT count() FROM pgo.windows WHERE build_id = '{}' FORMAT TabSeparated",

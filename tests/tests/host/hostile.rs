@@ -104,39 +104,34 @@ fn craft(dir: &Path, elf: &[u8]) -> Vec<Crafted> {
         b
     };
     let mut out = Vec::new();
+    let mut crafted = |name: &str, bytes: Vec<u8>, reason| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        out.push(Crafted {
+            path,
+            code_offset: text,
+            reason,
+        });
+    };
 
     // Truncated: the headers and the code survive, the section headers (at the end) do not.
-    let truncated = dir.join("truncated.elf");
-    std::fs::write(&truncated, with_code(elf[..text + 4096].to_vec())).unwrap();
-    out.push(Crafted {
-        path: truncated,
-        code_offset: text,
-        reason: "invalid_elf",
-    });
+    crafted(
+        "truncated.elf",
+        with_code(elf[..text + 4096].to_vec()),
+        "invalid_elf",
+    );
 
     // Garbage .pseudo_probe: GUIDs that match nothing, LEB128 numbers that never end.
     let mut bad = with_code(elf.to_vec());
     let (off, size) = section_range(elf, ".pseudo_probe");
     bad[off..off + size].fill(0xff);
-    let bad_probe = dir.join("bad-probe.elf");
-    std::fs::write(&bad_probe, &bad).unwrap();
-    out.push(Crafted {
-        path: bad_probe,
-        code_offset: text,
-        reason: "malformed_section",
-    });
+    crafted("bad-probe.elf", bad, "malformed_section");
 
     // Garbage .debug_info after the first unit header: abbreviation codes that do not exist.
     let mut bad = with_code(elf.to_vec());
     let (off, size) = section_range(elf, ".debug_info");
     bad[off + 12..off + size].fill(0x7f);
-    let bad_dwarf = dir.join("bad-dwarf.elf");
-    std::fs::write(&bad_dwarf, &bad).unwrap();
-    out.push(Crafted {
-        path: bad_dwarf,
-        code_offset: text,
-        reason: "dwarf",
-    });
+    crafted("bad-dwarf.elf", bad, "dwarf");
     out
 }
 

@@ -217,12 +217,21 @@ async fn list_hides_aggregates_without_counted_samples() {
 async fn router_serves_the_state_dir() {
     let Some(fx) = fixture() else { return };
     let state = app(&fx.state);
-    let hex = &fx.hex;
 
     let (s, _, b) = get(&state, "/healthz", &[]).await;
     assert_eq!((s, b.as_slice()), (StatusCode::OK, &b"ok\n"[..]));
+    list_entry_and_density(&state, &fx).await;
+    profile_formats(&state, &fx).await;
+    // The request metrics count the four bad requests of the errors.
+    errors_are_json(&state, &fx).await;
+    metrics_by_route_and_quality(&state, &fx).await;
+    token_and_rate_limit(&state).await;
+}
 
-    let (s, _, b) = get(&state, "/api/v1/profiles", &[]).await;
+/// The list: the aggregate with its samples, mode, kind, window and density guidance.
+async fn list_entry_and_density(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
+    let (s, _, b) = get(state, "/api/v1/profiles", &[]).await;
     assert_eq!(s, StatusCode::OK);
     let list = json(&b);
     let p = &list["profiles"][0];
@@ -262,10 +271,15 @@ async fn router_serves_the_state_dir() {
         },
         "{g}"
     );
+}
 
-    // Default format: extbinary, byte-equal to convert's.
+/// Every format of the profile: extbinary and text byte-equal to `convert`'s (ETag, 304,
+/// gzip), unsymbolized the state file, pprof decoded independently, the flame graph.
+async fn profile_formats(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
     let uri = format!("/api/v1/profiles/{hex}");
-    let (s, h, b) = get(&state, &uri, &[]).await;
+    // Default format: extbinary, byte-equal to convert's.
+    let (s, h, b) = get(state, &uri, &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert!(
         b == fx.convert_extbinary,
@@ -280,7 +294,7 @@ async fn router_serves_the_state_dir() {
     assert!(etag.starts_with('"') && etag.len() == 34, "{etag}");
 
     // If-None-Match → 304, no body.
-    let (s, h, b) = get(&state, &uri, &[("if-none-match", &etag)]).await;
+    let (s, h, b) = get(state, &uri, &[("if-none-match", &etag)]).await;
     assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
     assert_eq!(h[header::ETAG], etag.as_str());
 
@@ -289,7 +303,7 @@ async fn router_serves_the_state_dir() {
         "/api/v1/profiles/{}?format=text&window=all",
         hex.to_uppercase()
     );
-    let (s, h, b) = get(&state, &uri_text, &[("accept-encoding", "gzip")]).await;
+    let (s, h, b) = get(state, &uri_text, &[("accept-encoding", "gzip")]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h[header::CONTENT_ENCODING], "gzip");
     let mut plain = Vec::new();
@@ -300,7 +314,7 @@ async fn router_serves_the_state_dir() {
     assert_ne!(h[header::ETAG], etag.as_str());
 
     // Unsymbolized: the state file itself.
-    let (s, h, b) = get(&state, &format!("{uri}?format=unsymbolized"), &[]).await;
+    let (s, h, b) = get(state, &format!("{uri}?format=unsymbolized"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         b,
@@ -313,7 +327,7 @@ async fn router_serves_the_state_dir() {
 
     // pprof, decoded by an independent decoder (Python protobuf, profile.proto's
     // messages declared in tests/tests/host/decode_pprof.py).
-    let (s, h, b) = get(&state, &format!("{uri}?format=pprof"), &[]).await;
+    let (s, h, b) = get(state, &format!("{uri}?format=pprof"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         h[header::CONTENT_DISPOSITION],
@@ -353,7 +367,7 @@ async fn router_serves_the_state_dir() {
     }
 
     // Flame graph (inferno): names the hot function.
-    let (s, h, b) = get(&state, &format!("{uri}/flamegraph.svg"), &[]).await;
+    let (s, h, b) = get(state, &format!("{uri}/flamegraph.svg"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h[header::CONTENT_TYPE], "image/svg+xml");
     let svg = String::from_utf8(b).unwrap();
@@ -361,11 +375,15 @@ async fn router_serves_the_state_dir() {
         svg.starts_with("<?xml") && svg.contains(&fx.hot_function),
         "{svg}"
     );
-    let (s, _, _) = get(&state, "/api/v1/profiles/0011/flamegraph.svg", &[]).await;
+    let (s, _, _) = get(state, "/api/v1/profiles/0011/flamegraph.svg", &[]).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+}
 
-    // Errors: JSON with a code.
-    let (s, h, b) = get(&state, "/api/v1/profiles/00112233", &[]).await;
+/// Errors: JSON with a code.
+async fn errors_are_json(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
+    let uri = format!("/api/v1/profiles/{hex}");
+    let (s, h, b) = get(state, "/api/v1/profiles/00112233", &[]).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(h[header::CONTENT_TYPE], "application/json");
     assert_eq!(json(&b)["error"], "not_found");
@@ -375,18 +393,22 @@ async fn router_serves_the_state_dir() {
         format!("{uri}?colour=red"),
         "/api/v1/profiles/xyz".to_string(),
     ] {
-        let (s, _, b) = get(&state, &bad, &[]).await;
+        let (s, _, b) = get(state, &bad, &[]).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
         assert_eq!(json(&b)["error"], "bad_request", "{bad}");
     }
-    let (s, _, b) = get(&state, "/nope", &[]).await;
+    let (s, _, b) = get(state, "/nope", &[]).await;
     assert_eq!(
         (s, json(&b)["error"].clone()),
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+}
 
+/// `/metrics`: requests by route template and the quality gauges.
+async fn metrics_by_route_and_quality(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
     // Request metrics by route template.
-    let (s, h, b) = get(&state, "/metrics", &[]).await;
+    let (s, h, b) = get(state, "/metrics", &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         h[header::CONTENT_TYPE],
@@ -438,7 +460,10 @@ async fn router_serves_the_state_dir() {
         )),
         "{text}"
     );
+}
 
+/// A bearer token guards the API but not `/healthz`; the rate limit answers 429.
+async fn token_and_rate_limit(state: &AppState) {
     // Bearer token.
     let mut locked = state.clone();
     locked.token = Some(Arc::from("s3cret"));

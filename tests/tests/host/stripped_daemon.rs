@@ -381,6 +381,53 @@ fn samples_of(list: &HashMap<String, Value>, hex: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Two lanes (one a core) run the stripped programs that still lack samples, in turn,
+/// until each has [`TARGET_SAMPLES`] or [`MAX_LOOP`] has passed: the programs that gain
+/// samples slowly get the lanes at the end. How many runs they made.
+fn run_until_sampled(daemon: &RunningDaemon, cases: &[Case]) -> u64 {
+    let programs: Arc<Vec<PathBuf>> = Arc::new(cases.iter().map(|c| c.stripped.clone()).collect());
+    let done: Arc<Vec<AtomicBool>> =
+        Arc::new(cases.iter().map(|_| AtomicBool::new(false)).collect());
+    let lanes: Vec<_> = (0..2)
+        .map(|lane| {
+            let (programs, done) = (programs.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut runs = 0u64;
+                let n = programs.len();
+                for i in (lane * n / 2..).map(|i| i % n) {
+                    if done.iter().all(|d| d.load(Ordering::SeqCst)) {
+                        break;
+                    }
+                    if done[i].load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let p = &programs[i];
+                    let status = Command::new(p)
+                        .stdout(Stdio::null())
+                        .status()
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                    assert!(status.success(), "{}: {status}", p.display());
+                    runs += 1;
+                }
+                runs
+            })
+        })
+        .collect();
+    wait_for(MAX_LOOP, || {
+        let list = listed(daemon)?;
+        for (c, d) in cases.iter().zip(done.iter()) {
+            if samples_of(&list, &c.hex) >= TARGET_SAMPLES {
+                d.store(true, Ordering::SeqCst);
+            }
+        }
+        done.iter().all(|d| d.load(Ordering::SeqCst)).then_some(())
+    });
+    for d in done.iter() {
+        d.store(true, Ordering::SeqCst);
+    }
+    lanes.into_iter().map(|t| t.join().unwrap()).sum()
+}
+
 fn make_fixture() -> Fixture {
     let started = Instant::now();
     let mut phases: Vec<(&str, f64)> = Vec::new();
@@ -430,50 +477,8 @@ fn make_fixture() -> Fixture {
     let config = Config::parse(&config_text, Path::new("stripped-daemon-test.toml")).unwrap();
     let daemon = RunningDaemon::serve(&config, &state, 120);
 
-    // Two lanes (one a core) run the stripped programs that still lack samples, in turn,
-    // until each has enough: the programs that gain samples slowly get the lanes at the end.
-    let programs: Arc<Vec<PathBuf>> = Arc::new(cases.iter().map(|c| c.stripped.clone()).collect());
-    let done: Arc<Vec<AtomicBool>> =
-        Arc::new(cases.iter().map(|_| AtomicBool::new(false)).collect());
-    let lanes: Vec<_> = (0..2)
-        .map(|lane| {
-            let (programs, done) = (programs.clone(), done.clone());
-            std::thread::spawn(move || {
-                let mut runs = 0u64;
-                let n = programs.len();
-                for i in (lane * n / 2..).map(|i| i % n) {
-                    if done.iter().all(|d| d.load(Ordering::SeqCst)) {
-                        break;
-                    }
-                    if done[i].load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let p = &programs[i];
-                    let status = Command::new(p)
-                        .stdout(Stdio::null())
-                        .status()
-                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                    assert!(status.success(), "{}: {status}", p.display());
-                    runs += 1;
-                }
-                runs
-            })
-        })
-        .collect();
     phase("daemon up");
-    wait_for(MAX_LOOP, || {
-        let list = listed(&daemon)?;
-        for (c, d) in cases.iter().zip(done.iter()) {
-            if samples_of(&list, &c.hex) >= TARGET_SAMPLES {
-                d.store(true, Ordering::SeqCst);
-            }
-        }
-        done.iter().all(|d| d.load(Ordering::SeqCst)).then_some(())
-    });
-    for d in done.iter() {
-        d.store(true, Ordering::SeqCst);
-    }
-    let runs: u64 = lanes.into_iter().map(|t| t.join().unwrap()).sum();
+    let runs = run_until_sampled(&daemon, &cases);
     phase("loops");
 
     // Wait until the last samples are flushed: two listings a flush apart agree (on a busy
@@ -657,128 +662,149 @@ fn assert_symbolized_through(fx: &Fixture, variant: Variant, route: Route) {
         "{label}: {listed:#}"
     );
 
+    if probe {
+        assert_probe_profile_is_the_twins(fx, case, served);
+    } else {
+        assert_line_profile_is_the_twins(fx, case, served);
+    }
+}
+
+/// A probe build: the served text profile is `pgo-agent merge` of the served aggregate with
+/// the unstripped twin, byte for byte and canonicalised; each range is counted as the twin
+/// counts it.
+fn assert_probe_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served) {
+    let variant = case.variant;
+    let label = case.label();
+    let listed = &served.listed;
     let twin = ProfiledBinary::load(&case.twin).unwrap();
     let base = twin.preferred_base();
     let functions = function_symbols(&case.twin);
-    if probe {
-        assert_eq!(listed["symbolization"], "symbolized", "{label}");
-        assert_eq!(served.text_format, "text", "{label}");
-        // The same served aggregate, symbolized with the unstripped twin.
-        let unsym = fx
-            .dir
-            .join(format!("{}-{}.unsymbolized", variant, case.name));
-        std::fs::write(&unsym, &served.unsymbolized).unwrap();
-        let twin_text = fx.dir.join(format!("{}-{}.twin.txt", variant, case.name));
-        cli(&[
-            "merge",
-            unsym.to_str().unwrap(),
-            "--binary",
-            case.twin.to_str().unwrap(),
-            "--build-id",
-            &case.hex,
-            "--format",
-            "text",
-            "-o",
-            twin_text.to_str().unwrap(),
-        ]);
-        let twin_text = read_text(&twin_text);
-        // Not empty: it names functions of the program, with samples.
-        let named: Vec<&str> = twin_text
-            .lines()
-            .filter(|l| !l.starts_with(' '))
-            .filter_map(|l| {
-                let mut parts = l.rsplitn(3, ':');
-                let (_head, total, name) = (parts.next()?, parts.next()?, parts.next()?);
-                (total.parse::<u64>().ok()? > 0).then_some(name)
-            })
-            .filter(|name| functions.contains(*name))
-            .collect();
-        assert!(!named.is_empty(), "{label}: {twin_text}");
-        let tag = format!("{}-{}", variant, case.name);
-        let served_canonical = canonical(fx, &format!("{tag}.served"), &served.text);
-        let twin_canonical = canonical(fx, &format!("{tag}.twin"), &twin_text);
-        assert!(
-            served_canonical == twin_canonical,
-            "{label}: the served profile differs from the twin's on the same samples:\n\
-             served:\n{served_canonical}\ntwin:\n{twin_canonical}"
-        );
-        assert!(
-            served.text == twin_text,
-            "{label}: not byte-equal to the twin's"
-        );
-        // Counted as the twin counts: each range runs from the twin's block probe before
-        // the sampled address to it.
-        let counters = read_unsymbolized(&served.unsymbolized, base)
-            .unwrap()
-            .to_counter_set(base)
-            .unwrap();
-        let mut total = 0;
-        for c in counters.contexts.values() {
-            for (&(start, end), &n) in &c.ranges {
-                assert!(twin.is_code(end), "{label}: {end:#x} is not code");
-                assert_eq!(
-                    start,
-                    twin.block_probe_anchor(end).unwrap_or(end),
-                    "{label}: range {start:#x}-{end:#x}"
-                );
-                total += n;
-            }
-        }
-        assert_eq!(total, listed["samples"].as_u64().unwrap(), "{label}");
-    } else {
-        // Line contexts are kept named in the aggregate; the text profile is made from them
-        // with the binary as `convert --unsymbolized-profile` makes it.
-        assert_eq!(listed["symbolization"], "symbolized", "{label}");
-        assert_eq!(served.text_format, "text", "{label}");
-        let contexts = read_unsymbolized(&served.unsymbolized, base)
-            .unwrap()
-            .line_contexts()
-            .expect("named line contexts");
-        let profile = symbolizer::generate::generate_line_profile_of_contexts(
-            &twin,
-            &contexts,
-            &symbolizer::generate::GenerateOptions::default(),
-        );
-        let mut twin_text = Vec::new();
-        exporter::format::llvm_text::write(&profile, &mut twin_text).unwrap();
-        assert!(
-            served.text.as_bytes() == twin_text.as_slice() && !twin_text.is_empty(),
-            "{label}: the served text differs from the twin's:\n{}",
-            served.text
-        );
-        // Not empty: its contexts name functions of the program.
-        let named = served
-            .unsymbolized
-            .lines()
-            .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
-            .flat_map(|context| context.split(" @ "))
-            .filter(|frame| functions.contains(frame.split(':').next().unwrap()))
-            .count();
-        assert!(named > 0, "{label}: {}", served.unsymbolized);
-        // The same counters (the state file's windows, raw addresses), written with the
-        // unstripped twin.
-        let state = read_state(&fx.state.join(format!("{}.state", case.hex))).unwrap();
-        let mut counters = CounterSet::new(state.kind);
-        for w in &state.windows {
-            counters.merge(&w.counters);
-        }
-        let mut twin_profile = Vec::new();
-        write_counters(
-            &counters,
-            Some(&twin),
-            base,
-            MergeFormat::Unsymbolized,
-            &mut twin_profile,
-        )
+    assert_eq!(listed["symbolization"], "symbolized", "{label}");
+    assert_eq!(served.text_format, "text", "{label}");
+    // The same served aggregate, symbolized with the unstripped twin.
+    let unsym = fx
+        .dir
+        .join(format!("{}-{}.unsymbolized", variant, case.name));
+    std::fs::write(&unsym, &served.unsymbolized).unwrap();
+    let twin_text = fx.dir.join(format!("{}-{}.twin.txt", variant, case.name));
+    cli(&[
+        "merge",
+        unsym.to_str().unwrap(),
+        "--binary",
+        case.twin.to_str().unwrap(),
+        "--build-id",
+        &case.hex,
+        "--format",
+        "text",
+        "-o",
+        twin_text.to_str().unwrap(),
+    ]);
+    let twin_text = read_text(&twin_text);
+    // Not empty: it names functions of the program, with samples.
+    let named: Vec<&str> = twin_text
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| {
+            let mut parts = l.rsplitn(3, ':');
+            let (_head, total, name) = (parts.next()?, parts.next()?, parts.next()?);
+            (total.parse::<u64>().ok()? > 0).then_some(name)
+        })
+        .filter(|name| functions.contains(*name))
+        .collect();
+    assert!(!named.is_empty(), "{label}: {twin_text}");
+    let tag = format!("{}-{}", variant, case.name);
+    let served_canonical = canonical(fx, &format!("{tag}.served"), &served.text);
+    let twin_canonical = canonical(fx, &format!("{tag}.twin"), &twin_text);
+    assert!(
+        served_canonical == twin_canonical,
+        "{label}: the served profile differs from the twin's on the same samples:\n\
+         served:\n{served_canonical}\ntwin:\n{twin_canonical}"
+    );
+    assert!(
+        served.text == twin_text,
+        "{label}: not byte-equal to the twin's"
+    );
+    // Counted as the twin counts: each range runs from the twin's block probe before
+    // the sampled address to it.
+    let counters = read_unsymbolized(&served.unsymbolized, base)
+        .unwrap()
+        .to_counter_set(base)
         .unwrap();
-        let twin_profile = String::from_utf8(twin_profile).unwrap();
-        assert!(
-            served.unsymbolized == twin_profile,
-            "{label}: the served profile differs from the twin's on the same samples:\n\
-             served:\n{}\ntwin:\n{twin_profile}",
-            served.unsymbolized
-        );
+    let mut total = 0;
+    for c in counters.contexts.values() {
+        for (&(start, end), &n) in &c.ranges {
+            assert!(twin.is_code(end), "{label}: {end:#x} is not code");
+            assert_eq!(
+                start,
+                twin.block_probe_anchor(end).unwrap_or(end),
+                "{label}: range {start:#x}-{end:#x}"
+            );
+            total += n;
+        }
     }
+    assert_eq!(total, listed["samples"].as_u64().unwrap(), "{label}");
+}
+
+/// A line-table build: the served text profile is the one the twin makes from the served
+/// contexts, and the served aggregate the one written from the same counters with the twin.
+fn assert_line_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served) {
+    let label = case.label();
+    let listed = &served.listed;
+    let twin = ProfiledBinary::load(&case.twin).unwrap();
+    let base = twin.preferred_base();
+    let functions = function_symbols(&case.twin);
+    // Line contexts are kept named in the aggregate; the text profile is made from them
+    // with the binary as `convert --unsymbolized-profile` makes it.
+    assert_eq!(listed["symbolization"], "symbolized", "{label}");
+    assert_eq!(served.text_format, "text", "{label}");
+    let contexts = read_unsymbolized(&served.unsymbolized, base)
+        .unwrap()
+        .line_contexts()
+        .expect("named line contexts");
+    let profile = symbolizer::generate::generate_line_profile_of_contexts(
+        &twin,
+        &contexts,
+        &symbolizer::generate::GenerateOptions::default(),
+    );
+    let mut twin_text = Vec::new();
+    exporter::format::llvm_text::write(&profile, &mut twin_text).unwrap();
+    assert!(
+        served.text.as_bytes() == twin_text.as_slice() && !twin_text.is_empty(),
+        "{label}: the served text differs from the twin's:\n{}",
+        served.text
+    );
+    // Not empty: its contexts name functions of the program.
+    let named = served
+        .unsymbolized
+        .lines()
+        .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
+        .flat_map(|context| context.split(" @ "))
+        .filter(|frame| functions.contains(frame.split(':').next().unwrap()))
+        .count();
+    assert!(named > 0, "{label}: {}", served.unsymbolized);
+    // The same counters (the state file's windows, raw addresses), written with the
+    // unstripped twin.
+    let state = read_state(&fx.state.join(format!("{}.state", case.hex))).unwrap();
+    let mut counters = CounterSet::new(state.kind);
+    for w in &state.windows {
+        counters.merge(&w.counters);
+    }
+    let mut twin_profile = Vec::new();
+    write_counters(
+        &counters,
+        Some(&twin),
+        base,
+        MergeFormat::Unsymbolized,
+        &mut twin_profile,
+    )
+    .unwrap();
+    let twin_profile = String::from_utf8(twin_profile).unwrap();
+    assert!(
+        served.unsymbolized == twin_profile,
+        "{label}: the served profile differs from the twin's on the same samples:\n\
+         served:\n{}\ntwin:\n{twin_profile}",
+        served.unsymbolized
+    );
 }
 
 #[test]

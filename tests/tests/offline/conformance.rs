@@ -315,6 +315,19 @@ fn event_script(ip_script: &Path, out: &Path) {
     std::fs::write(out, text).unwrap();
 }
 
+/// What [`input_and_output_flags_match_llvm_profgen`] compares: the unsymbolized counters,
+/// the text profile (canonical), the extbinary profile's symbol list and section flags, the
+/// `Mmap:` lines, the warnings (sorted: llvm-profgen prints invalid ranges in its hash
+/// map's order).
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    Raw,
+    Text,
+    SymbolList,
+    MmapLines,
+    Warnings,
+}
+
 /// The llvm-profgen 19 flags that change what is read or written, one at a time, on probe
 /// and line builds, CS and flat: unsymbolized counters byte-identical, text profiles
 /// (llvm-profdata canonical) equal, the profile symbol list equal, and the reports on
@@ -323,17 +336,6 @@ fn event_script(ip_script: &Path, out: &Path) {
 fn input_and_output_flags_match_llvm_profgen() {
     if !corpus::tools_available("conformance input/output flags", TOOLS) {
         return;
-    }
-    // What is compared: the unsymbolized counters, the text profile (canonical), the
-    // extbinary profile's symbol list and section flags, the `Mmap:` lines, the warnings
-    // (sorted: llvm-profgen prints invalid ranges in its hash map's order).
-    #[derive(Clone, Copy, PartialEq)]
-    enum Check {
-        Raw,
-        Text,
-        SymbolList,
-        MmapLines,
-        Warnings,
     }
     use Check::*;
     // (input: hybrid `S`, leading-IP `L` or leading-IP with event names `E`, flags, check)
@@ -447,69 +449,85 @@ fn input_and_output_flags_match_llvm_profgen() {
             ours_args.push(format!("--output={}", ours_out.display()));
             let (code, ours) = e2e::support::cli_in_child(&ours_args);
             assert_eq!(code, Some(0), "{what}: {ours}");
-            match check {
-                Raw => assert_same(
-                    &format!("{what}: unsymbolized counters"),
-                    &read_text(&ours_out),
-                    &read_text(&theirs_out),
-                ),
-                Text => {
-                    let theirs = canonical(&theirs_out);
-                    assert!(!theirs.trim().is_empty(), "{what}: empty profile");
-                    assert_same(
-                        &format!("{what}: text profile"),
-                        &canonical(&ours_out),
-                        &theirs,
-                    );
-                }
-                SymbolList => {
-                    let theirs = symbol_list(&theirs_out);
-                    assert!(theirs.contains("\nmain\n"), "{what}: {theirs}");
-                    assert_same(
-                        &format!("{what}: symbol list"),
-                        &symbol_list(&ours_out),
-                        &theirs,
-                    );
-                    assert_same(
-                        &format!("{what}: section flags"),
-                        &section_flags(&ours_out),
-                        &section_flags(&theirs_out),
-                    );
-                    assert_same(
-                        &format!("{what}: profile"),
-                        &canonical(&ours_out),
-                        &canonical(&theirs_out),
-                    );
-                }
-                MmapLines => {
-                    let lines = |text: &str| -> Vec<String> {
-                        text.lines()
-                            .filter_map(|l| l.find("Mmap: Binary").map(|i| l[i..].to_string()))
-                            .collect()
-                    };
-                    let want = lines(&String::from_utf8_lossy(&theirs.stdout));
-                    assert!(want.len() >= 2, "{what}: {want:?}");
-                    assert_eq!(lines(&ours), want, "{what}");
-                }
-                Warnings => {
-                    let lines = |text: &str| -> Vec<String> {
-                        let mut v: Vec<String> = text
-                            .lines()
-                            .filter_map(|l| l.find("warning: ").map(|i| l[i..].to_string()))
-                            .collect();
-                        v.sort();
-                        v
-                    };
-                    let want = lines(&String::from_utf8_lossy(&theirs.stderr));
-                    detailed_warnings += want.iter().filter(|l| l.contains("Range ")).count();
-                    assert_eq!(lines(&ours), want, "{what}");
-                }
-            }
+            detailed_warnings +=
+                compare_io_outputs(check, &what, (&ours_out, &ours), (&theirs_out, &theirs));
             checked += 1;
         }
     }
     assert_eq!(checked, 5 * cases.len());
     assert!(detailed_warnings > 0, "no per-range warning compared");
+}
+
+/// Compares one case's outputs as `check` says: (our output file, our stdout + stderr) with
+/// (llvm-profgen's output file, its process output). The number of per-range warnings
+/// compared.
+fn compare_io_outputs(
+    check: Check,
+    what: &str,
+    (ours_out, ours): (&Path, &str),
+    (theirs_out, theirs): (&Path, &std::process::Output),
+) -> usize {
+    use Check::*;
+    match check {
+        Raw => assert_same(
+            &format!("{what}: unsymbolized counters"),
+            &read_text(ours_out),
+            &read_text(theirs_out),
+        ),
+        Text => {
+            let theirs = canonical(theirs_out);
+            assert!(!theirs.trim().is_empty(), "{what}: empty profile");
+            assert_same(
+                &format!("{what}: text profile"),
+                &canonical(ours_out),
+                &theirs,
+            );
+        }
+        SymbolList => {
+            let theirs = symbol_list(theirs_out);
+            assert!(theirs.contains("\nmain\n"), "{what}: {theirs}");
+            assert_same(
+                &format!("{what}: symbol list"),
+                &symbol_list(ours_out),
+                &theirs,
+            );
+            assert_same(
+                &format!("{what}: section flags"),
+                &section_flags(ours_out),
+                &section_flags(theirs_out),
+            );
+            assert_same(
+                &format!("{what}: profile"),
+                &canonical(ours_out),
+                &canonical(theirs_out),
+            );
+        }
+        MmapLines => {
+            let lines = |text: &str| -> Vec<String> {
+                text.lines()
+                    .filter_map(|l| l.find("Mmap: Binary").map(|i| l[i..].to_string()))
+                    .collect()
+            };
+            let want = lines(&String::from_utf8_lossy(&theirs.stdout));
+            assert!(want.len() >= 2, "{what}: {want:?}");
+            assert_eq!(lines(ours), want, "{what}");
+        }
+        Warnings => {
+            let lines = |text: &str| -> Vec<String> {
+                let mut v: Vec<String> = text
+                    .lines()
+                    .filter_map(|l| l.find("warning: ").map(|i| l[i..].to_string()))
+                    .collect();
+                v.sort();
+                v
+            };
+            let want = lines(&String::from_utf8_lossy(&theirs.stderr));
+            let detailed = want.iter().filter(|l| l.contains("Range ")).count();
+            assert_eq!(lines(ours), want, "{what}");
+            return detailed;
+        }
+    }
+    0
 }
 
 /// `llvm-profdata-19 show --sample --show-prof-sym-list`: the profile symbol list part.

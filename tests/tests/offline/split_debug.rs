@@ -206,13 +206,44 @@ fn split_debug(name: &str, variant: Variant) {
         );
     }
 
-    // Counting by address needs no names.
+    counting_needs_no_names(name, variant, &dir, &c, &script);
+
+    // Without a debug file a symbolized profile is refused, naming what was tried.
+    let argv: Vec<String> = [
+        "pgo-agent",
+        "convert",
+        "--perfscript",
+        &script,
+        "--binary",
+        &s(&c.strip_all),
+        "--output",
+        &s(&dir.join("refused.prof")),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let err = daemon::execute(daemon::parse_args(argv).unwrap()).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("has no symbol table and no debug file was found")
+            && msg.contains(".gnu_debuglink")
+            && msg.contains("/usr/lib/debug/.build-id/"),
+        "{msg}"
+    );
+    assert!(!dir.join("refused.prof").exists());
+}
+
+/// Counting by address needs no names: the unsymbolized counters of the `strip -s` binary
+/// alone equal the unstripped build's (probe builds), or keep line contexts as addresses
+/// that give the unstripped build's profile once converted where the DWARF is.
+fn counting_needs_no_names(name: &str, variant: Variant, dir: &Path, c: &Copies, script: &str) {
+    let s = |p: &Path| p.to_str().unwrap().to_string();
     let raw = |binary: &Path, stem: &str| {
         let output = dir.join(format!("{stem}.raw"));
         pgo_agent(&[
             "convert",
             "--perfscript",
-            &script,
+            script,
             "--binary",
             &s(binary),
             "--skip-symbolization",
@@ -257,7 +288,7 @@ fn split_debug(name: &str, variant: Variant) {
                 pgo_agent(&argv);
                 canonical(&output)
             };
-            let direct = convert(&["--perfscript", &script], "ours.direct");
+            let direct = convert(&["--perfscript", script], "ours.direct");
             assert!(!direct.trim().is_empty());
             assert_same(
                 &format!("{name} ({variant}) address line contexts symbolized later {shape:?}"),
@@ -266,30 +297,6 @@ fn split_debug(name: &str, variant: Variant) {
             );
         }
     }
-
-    // Without a debug file a symbolized profile is refused, naming what was tried.
-    let argv: Vec<String> = [
-        "pgo-agent",
-        "convert",
-        "--perfscript",
-        &script,
-        "--binary",
-        &s(&c.strip_all),
-        "--output",
-        &s(&dir.join("refused.prof")),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let err = daemon::execute(daemon::parse_args(argv).unwrap()).unwrap_err();
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("has no symbol table and no debug file was found")
-            && msg.contains(".gnu_debuglink")
-            && msg.contains("/usr/lib/debug/.build-id/"),
-        "{msg}"
-    );
-    assert!(!dir.join("refused.prof").exists());
 }
 
 e2e::corpus_tests!(split_debug; loop_count, recursion, inline_tail, virtual_calls, interp,
