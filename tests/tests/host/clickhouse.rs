@@ -402,32 +402,18 @@ fn deliver_host_b(server: &Server, h: &Halves, spool: &Path) {
     let mut wc = WindowedCounters::new(h.b[0].kind, settings);
     let id = collector::BuildId::from_hex(&h.hex).unwrap();
     let mut sent = None;
+    let hand = |wc: &WindowedCounters, now: u64, shutdown: bool, sent: &mut Option<u64>| {
+        let base = h.binary.preferred_base();
+        hand_closed_windows(&handle, &id, base, wc, 60, now, shutdown, sent);
+    };
     for (i, c) in h.b.iter().enumerate() {
         let now = 60 * i as u64 + 5;
         wc.add(now, c, 1);
-        hand_closed_windows(
-            &handle,
-            &id,
-            h.binary.preferred_base(),
-            &wc,
-            60,
-            now,
-            false,
-            &mut sent,
-        );
+        hand(&wc, now, false, &mut sent);
     }
     // Two windows closed; the shutdown hand-off gives the open one.
     assert_eq!(sent, Some(60));
-    hand_closed_windows(
-        &handle,
-        &id,
-        h.binary.preferred_base(),
-        &wc,
-        60,
-        125,
-        true,
-        &mut sent,
-    );
+    hand(&wc, 125, true, &mut sent);
     assert_eq!(sent, Some(120));
     drop(handle);
     let stats = thread.join().unwrap();

@@ -848,34 +848,31 @@ fn stripped_binaries_are_counted_not_dropped() {
     }
 }
 
-#[test]
-fn debug_file_in_debug_dirs() {
+/// [`assert_symbolized_through`] `route` for the probe and the line-table build, the
+/// machine held (skipped when the shared run cannot run here).
+fn both_builds_symbolized_through(test: &str, route: Route) {
     let _machine = e2e::support::machine_lock();
-    let Some(fx) = fixture("debug_file_in_debug_dirs") else {
+    let Some(fx) = fixture(test) else {
         return;
     };
-    assert_symbolized_through(fx, Variant::Probe, Route::DebugDirs);
-    assert_symbolized_through(fx, Variant::Lines, Route::DebugDirs);
+    for variant in Variant::ALL {
+        assert_symbolized_through(fx, variant, route);
+    }
+}
+
+#[test]
+fn debug_file_in_debug_dirs() {
+    both_builds_symbolized_through("debug_file_in_debug_dirs", Route::DebugDirs);
 }
 
 #[test]
 fn debug_file_by_gnu_debuglink() {
-    let _machine = e2e::support::machine_lock();
-    let Some(fx) = fixture("debug_file_by_gnu_debuglink") else {
-        return;
-    };
-    assert_symbolized_through(fx, Variant::Probe, Route::GnuDebuglink);
-    assert_symbolized_through(fx, Variant::Lines, Route::GnuDebuglink);
+    both_builds_symbolized_through("debug_file_by_gnu_debuglink", Route::GnuDebuglink);
 }
 
 #[test]
 fn debug_file_from_debuginfod() {
-    let _machine = e2e::support::machine_lock();
-    let Some(fx) = fixture("debug_file_from_debuginfod") else {
-        return;
-    };
-    assert_symbolized_through(fx, Variant::Probe, Route::Debuginfod);
-    assert_symbolized_through(fx, Variant::Lines, Route::Debuginfod);
+    both_builds_symbolized_through("debug_file_from_debuginfod", Route::Debuginfod);
 }
 
 #[test]
