@@ -29,6 +29,28 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Whether a test that samples this host can run: root (system-wide perf events) and
+/// `tools`; otherwise prints `SKIPPED <test>: ...` (the caller then returns).
+pub fn can_sample(test: &str, tools: &[&str]) -> bool {
+    if !is_root() {
+        eprintln!("SKIPPED {test}: needs root for system-wide perf events");
+        return false;
+    }
+    corpus::tools_available(test, tools)
+}
+
+/// The GNU build id of the ELF file `path`, in hex.
+pub fn build_id_hex(path: &Path) -> String {
+    use object::Object;
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = object::File::parse(&*data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let id = file
+        .build_id()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .unwrap_or_else(|| panic!("{}: no GNU build id", path.display()));
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -49,6 +71,19 @@ pub fn scratch_dir(suite: &str, name: &str) -> PathBuf {
     dir.canonicalize().expect("canonical scratch directory")
 }
 
+/// The directory `target/corpus/<suite>/shared-<pid>`, made (empty) once per process and
+/// shared by the suite's tests, which write files of distinct names in it.
+pub fn suite_dir(suite: &'static str) -> PathBuf {
+    static DIRS: Mutex<Vec<(&'static str, PathBuf)>> = Mutex::new(Vec::new());
+    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, d)) = dirs.iter().find(|(s, _)| *s == suite) {
+        return d.clone();
+    }
+    let d = scratch_dir(suite, "shared");
+    dirs.push((suite, d.clone()));
+    d
+}
+
 /// Calls `f` every 250 ms until it gives a value or `limit` has passed.
 pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let end = Instant::now() + limit;
@@ -61,6 +96,46 @@ pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// Builds `tests/programs/memprof/heap_contexts.cc` with `clang` ([`MEMPROF_CFLAGS`] and
+/// `extra`) into `dir` and runs it once per `(hot, cold)` allocation count of `runs`; the
+/// binary and the raw profiles, in run order.
+pub fn build_and_run_heap_contexts(
+    clang: &str,
+    extra: &[&str],
+    dir: &Path,
+    runs: &[(u32, u32)],
+) -> (PathBuf, Vec<PathBuf>) {
+    let binary = dir.join("heap_contexts");
+    run_ok(
+        Command::new(clang)
+            .args(MEMPROF_CFLAGS)
+            .args(extra)
+            .arg(corpus::sources_dir().join("memprof/heap_contexts.cc"))
+            .arg("-o")
+            .arg(&binary),
+    );
+    let mut raws = Vec::new();
+    for (i, (hot, cold)) in runs.iter().enumerate() {
+        let prefix = dir.join(format!("run{i}"));
+        run_ok(
+            Command::new(&binary)
+                .args([hot.to_string(), cold.to_string(), "5".to_string()])
+                .env("MEMPROF_OPTIONS", format!("log_path={}", prefix.display())),
+        );
+        let raw = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("run{i}.")))
+            })
+            .expect("raw profile written");
+        raws.push(raw);
+    }
+    (binary, raws)
 }
 
 /// Builds `tests/programs/live/spin.c` (the live tests' workload) with [`build_program`]
@@ -132,14 +207,20 @@ pub fn cli_child() {
     });
 }
 
+/// The command that runs `pgo-agent ARGS` in a child process: this test executable
+/// re-executed on its `cli_process` test, which calls [`cli_child`]. libtest prints its own
+/// lines on the child's stdout before the command's output.
+pub fn cli_child_command(args: &[String]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test executable"));
+    cmd.args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CLI_ENV, args.join("\u{1f}"));
+    cmd
+}
+
 /// Runs `pgo-agent ARGS` in a child process (this test executable re-executed, its
 /// `cli_process` test calling [`cli_child`]): (exit code, stdout + stderr).
 pub fn cli_in_child(args: &[String]) -> (Option<i32>, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CLI_ENV, args.join("\u{1f}"))
-        .output()
-        .unwrap();
+    let out = cli_child_command(args).output().unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -157,19 +238,76 @@ pub fn cli<S: AsRef<str>>(args: &[S]) {
     assert_eq!(code, std::process::ExitCode::SUCCESS, "{argv:?}");
 }
 
-/// Runs an LLVM oracle (`llvm-profgen-19`, `llvm-profdata-19`, ...); panics with its
-/// stderr on failure.
+/// Runs an LLVM oracle (`llvm-profgen-19`, `llvm-profdata-19`, ...) or another tool
+/// (`strip`, `objcopy`); panics with its stderr on failure.
 pub fn llvm<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S]) {
-    let out = Command::new(tool).args(args).output().expect(tool);
+    run_ok(Command::new(tool).args(args));
+}
+
+/// Runs `cmd` to its end: its stdout, or an error with the command line and its stderr.
+pub fn try_run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// [`try_run`], panicking on failure.
+pub fn run_ok(cmd: &mut Command) -> String {
+    try_run(cmd).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `llvm-profdata-19 merge --sample --text` of `profile` (any format it reads): LLVM's
+/// canonical text of a sample profile, also written beside it as `<file>.canonical.txt`;
+/// an error with llvm-profdata's stderr when it cannot read the file.
+pub fn try_canonical_profile(profile: &Path) -> Result<String, String> {
+    let mut name = profile.file_name().unwrap_or_default().to_os_string();
+    name.push(".canonical.txt");
+    let out = profile.with_file_name(name);
+    try_run(
+        Command::new("llvm-profdata-19")
+            .args(["merge", "--sample", "--text"])
+            .arg(profile)
+            .arg("-o")
+            .arg(&out),
+    )?;
+    std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+/// [`try_canonical_profile`], panicking on failure.
+pub fn canonical_profile(profile: &Path) -> String {
+    try_canonical_profile(profile).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Fails listing every mismatch of `failures` (checks over the whole corpus report all
+/// their mismatches at once).
+pub fn assert_no_mismatches(failures: &[String]) {
     assert!(
-        out.status.success(),
-        "{tool} {} failed:\n{}",
-        args.iter()
-            .map(|a| a.as_ref().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" "),
-        String::from_utf8_lossy(&out.stderr)
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
     );
+}
+
+/// Where two texts first differ, for a failure message: `line N: llvm-profgen `..` vs
+/// ours `..``, or their line counts when one is a prefix of the other.
+pub fn first_difference(theirs: &str, ours: &str) -> String {
+    for (i, (x, y)) in theirs.lines().zip(ours.lines()).enumerate() {
+        if x != y {
+            return format!("line {}: llvm-profgen `{x}` vs ours `{y}`", i + 1);
+        }
+    }
+    format!(
+        "lengths differ: {} vs {} lines",
+        theirs.lines().count(),
+        ours.lines().count()
+    )
 }
 
 /// The text of `path`; panics naming it.

@@ -19,9 +19,13 @@ use std::time::{Duration, Instant};
 use collector::PerfEvent;
 use daemon::sink::clickhouse::{encode_window, insert_window, ClickHouseTarget, ClosedWindow};
 use daemon::sink::{hand_closed_windows, spawn, spool, Sink};
+use e2e::agent::{cpu_clock_config, RunningDaemon};
 use e2e::corpus::{self, Variant};
-use e2e::support::{build_spin, cli, free_port, scratch_dir};
+use e2e::http::http_get_within;
+use e2e::support::{build_spin, canonical_profile, cli, free_port, scratch_dir};
 use exporter::format::unsymbolized::write_unsymbolized;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use symbolizer::ProfiledBinary;
 use unwinder::window::{WindowSettings, WindowedCounters};
 use unwinder::{unwind_samples, BinaryLoadInfo, CounterSet, UnwindOptions};
@@ -34,10 +38,6 @@ fn available(test: &str) -> bool {
         return false;
     }
     corpus::tools_available(test, &["clang-19", "llvm-profdata-19"])
-}
-
-fn scratch(name: &str) -> PathBuf {
-    scratch_dir("clickhouse", name)
 }
 
 /// A clickhouse-server of our own: config, users, data, logs under `dir`; loopback only.
@@ -120,17 +120,12 @@ impl Server {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let agent = ureq::AgentBuilder::new()
-            .timeout(Duration::from_secs(2))
-            .build();
         // Readiness bound, not a timing assertion: a server that never answers fails here.
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            if let Ok(r) = agent
-                .get(&format!("{}/?query=SELECT%201", self.url()))
-                .call()
-            {
-                if r.into_string().unwrap_or_default().trim() == "1" {
+            let url = format!("{}/?query=SELECT%201", self.url());
+            if let Ok(r) = http_get_within(&url, Duration::from_secs(2)) {
+                if r.status == 200 && r.body.trim() == "1" {
                     return;
                 }
             }
@@ -150,10 +145,7 @@ impl Server {
         let Some(mut c) = self.child.take() else {
             return;
         };
-        // SAFETY: kill with a child's pid and a valid signal.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGTERM);
-        }
+        let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(60);
         while c.try_wait().ok().flatten().is_none() {
             if Instant::now() > deadline {
@@ -163,6 +155,23 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// A [`Sink`] into this server for `host`, spooling up to `spool_max_bytes` in `spool`.
+    fn sink(&self, spool: &Path, spool_max_bytes: u64, batch_rows: usize, host: &str) -> Sink {
+        Sink::new(
+            self.target(),
+            spool,
+            spool_max_bytes,
+            batch_rows,
+            host.into(),
+        )
+        .unwrap()
+    }
+
+    /// A client of this server.
+    fn client(&self) -> daemon::sink::clickhouse::ClickHouseClient {
+        daemon::sink::clickhouse::ClickHouseClient::new(self.target()).unwrap()
     }
 
     fn target(&self) -> ClickHouseTarget {
@@ -282,16 +291,32 @@ fn pull(server: &Server, h: &Halves, out: &Path, extra: &[&str]) {
     cli(&args);
 }
 
-/// `llvm-profdata-19 merge --sample --text` of `input`.
-fn canonical(input: &Path, out: &Path) -> String {
-    let st = Command::new("llvm-profdata-19")
-        .args(["merge", "--sample", "--text", "-o"])
-        .arg(out)
-        .arg(input)
-        .status()
-        .unwrap();
-    assert!(st.success(), "llvm-profdata-19 merge {}", input.display());
-    std::fs::read_to_string(out).unwrap()
+/// `convert --skip-symbolization` of the whole recording into `out`: its bytes.
+fn convert_unsymbolized(h: &Halves, out: &Path) -> Vec<u8> {
+    cli(&[
+        "convert",
+        "--perfscript",
+        h.perf_script.to_str().unwrap(),
+        "--binary",
+        h.bin_path.to_str().unwrap(),
+        "--skip-symbolization",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    std::fs::read(out).unwrap()
+}
+
+/// This process's metrics name `series`.
+fn assert_metrics_contain(series: &str) {
+    let text = service::metrics::Metrics::new().encode();
+    assert!(text.contains(series), "no {series} in:\n{text}");
+}
+
+/// The scratch directory of test `name`, and a server of its own in it.
+fn scratch_server(name: &str) -> (PathBuf, Server) {
+    let dir = scratch_dir("clickhouse", name);
+    let server = Server::start(&dir.join("server"));
+    (dir, server)
 }
 
 fn init(server: &Server) {
@@ -303,125 +328,16 @@ fn pull_from_clickhouse_equals_convert_of_all() {
     if !available("clickhouse pull") {
         return;
     }
-    let dir = scratch("pull");
-    let server = Server::start(&dir.join("server"));
+    let (dir, server) = scratch_server("pull");
     init(&server);
     // Idempotent.
     init(&server);
     for variant in [Variant::Probe, Variant::Lines] {
         let h = halves(variant, 3);
         let tag = variant.dir_name();
-        // Host A: the Sink directly, one window per minute.
-        let mut sink = Sink::new(
-            server.target(),
-            &dir.join(format!("spool-a-{tag}")),
-            1 << 30,
-            50,
-            "host-a".into(),
-        )
-        .unwrap();
-        for (i, c) in h.a.iter().enumerate() {
-            sink.submit(&window(&h, 1_800_000_000 + 60 * i as u64, c))
-                .unwrap();
-        }
-        assert_eq!(sink.deliver().unwrap(), 3);
-        assert_eq!(sink.spool().depth(), 0);
-        let rows: u64 =
-            h.a.iter()
-                .flat_map(|c| c.contexts.values())
-                .map(|c| (c.ranges.len() + c.branches.len()) as u64)
-                .sum();
-        assert_eq!(sink.stats().rows_inserted, rows);
-
-        // Host B: the daemon's path — windows of a WindowedCounters handed at each flush
-        // by the worker's helper to the sink thread, delivered when the thread stops.
-        let sink_b = Sink::new(
-            server.target(),
-            &dir.join(format!("spool-b-{tag}")),
-            1 << 30,
-            100_000,
-            "host-b".into(),
-        )
-        .unwrap();
-        let (handle, thread) = spawn(sink_b, 1_800_000_000).unwrap();
-        let settings = WindowSettings {
-            window_secs: 60,
-            retained_windows: 6,
-        };
-        let mut wc = WindowedCounters::new(h.b[0].kind, settings);
-        let id = collector::BuildId::from_hex(&h.hex).unwrap();
-        let mut sent = None;
-        for (i, c) in h.b.iter().enumerate() {
-            let now = 60 * i as u64 + 5;
-            wc.add(now, c, 1);
-            hand_closed_windows(
-                &handle,
-                &id,
-                h.binary.preferred_base(),
-                &wc,
-                60,
-                now,
-                false,
-                &mut sent,
-            );
-        }
-        // Two windows closed; the shutdown hand-off gives the open one.
-        assert_eq!(sent, Some(60));
-        hand_closed_windows(
-            &handle,
-            &id,
-            h.binary.preferred_base(),
-            &wc,
-            60,
-            125,
-            true,
-            &mut sent,
-        );
-        assert_eq!(sent, Some(120));
-        drop(handle);
-        let stats = thread.join().unwrap();
-        assert_eq!(
-            (
-                stats.windows_delivered,
-                stats.windows_dropped,
-                stats.windows_left
-            ),
-            (3, 0, 0)
-        );
-
-        let (ps, bin) = (
-            h.perf_script.to_str().unwrap(),
-            h.bin_path.to_str().unwrap(),
-        );
-        for (format, convert_flags) in [
-            ("unsymbolized", vec!["--skip-symbolization"]),
-            ("text", vec!["--format", "text"]),
-            ("extbinary", vec![]),
-        ] {
-            let want = dir.join(format!("convert-{tag}.{format}"));
-            let mut args = vec!["convert", "--perfscript", ps, "--binary", bin, "-o"];
-            args.push(want.to_str().unwrap());
-            args.extend(convert_flags);
-            cli(&args);
-            let pulled = dir.join(format!("pulled-{tag}.{format}"));
-            pull(&server, &h, &pulled, &["--binary", bin, "--format", format]);
-            let want_bytes = std::fs::read(&want).unwrap();
-            assert!(!want_bytes.is_empty());
-            if format == "unsymbolized" {
-                assert!(
-                    std::fs::read(&pulled).unwrap() == want_bytes,
-                    "{tag}: pull --clickhouse unsymbolized differs from convert"
-                );
-            } else {
-                let a = canonical(&want, &dir.join(format!("want-{tag}.{format}.txt")));
-                let b = canonical(&pulled, &dir.join(format!("got-{tag}.{format}.txt")));
-                assert!(!a.is_empty());
-                assert!(
-                    a == b,
-                    "{tag}: pull --clickhouse {format} differs from convert"
-                );
-            }
-        }
+        deliver_host_a(&server, &h, &dir.join(format!("spool-a-{tag}")));
+        deliver_host_b(&server, &h, &dir.join(format!("spool-b-{tag}")));
+        pull_equals_convert(&server, &h, &dir, tag);
         if variant == Variant::Probe {
             // Without a binary: the offsets as stored, the same bytes as convert.
             let pulled = dir.join("pulled-nobinary.unsymbolized");
@@ -456,31 +372,109 @@ fn pull_from_clickhouse_equals_convert_of_all() {
     assert_eq!(daemon::run_cli(argv), std::process::ExitCode::from(1));
 }
 
+/// Host A: `h.a` through the [`Sink`] directly, one window per minute, spooled in `spool`.
+fn deliver_host_a(server: &Server, h: &Halves, spool: &Path) {
+    let mut sink = server.sink(spool, 1 << 30, 50, "host-a");
+    for (i, c) in h.a.iter().enumerate() {
+        sink.submit(&window(h, 1_800_000_000 + 60 * i as u64, c))
+            .unwrap();
+    }
+    assert_eq!(sink.deliver().unwrap(), 3);
+    assert_eq!(sink.spool().depth(), 0);
+    let rows: u64 =
+        h.a.iter()
+            .flat_map(|c| c.contexts.values())
+            .map(|c| (c.ranges.len() + c.branches.len()) as u64)
+            .sum();
+    assert_eq!(sink.stats().rows_inserted, rows);
+}
+
+/// Host B: `h.b` on the daemon's path, spooled in `spool`.
+fn deliver_host_b(server: &Server, h: &Halves, spool: &Path) {
+    // Host B: the daemon's path — windows of a WindowedCounters handed at each flush
+    // by the worker's helper to the sink thread, delivered when the thread stops.
+    let sink_b = server.sink(spool, 1 << 30, 100_000, "host-b");
+    let (handle, thread) = spawn(sink_b, 1_800_000_000).unwrap();
+    let settings = WindowSettings {
+        window_secs: 60,
+        retained_windows: 6,
+    };
+    let mut wc = WindowedCounters::new(h.b[0].kind, settings);
+    let id = collector::BuildId::from_hex(&h.hex).unwrap();
+    let mut sent = None;
+    let hand = |wc: &WindowedCounters, now: u64, shutdown: bool, sent: &mut Option<u64>| {
+        let base = h.binary.preferred_base();
+        hand_closed_windows(&handle, &id, base, wc, 60, now, shutdown, sent);
+    };
+    for (i, c) in h.b.iter().enumerate() {
+        let now = 60 * i as u64 + 5;
+        wc.add(now, c, 1);
+        hand(&wc, now, false, &mut sent);
+    }
+    // Two windows closed; the shutdown hand-off gives the open one.
+    assert_eq!(sent, Some(60));
+    hand(&wc, 125, true, &mut sent);
+    assert_eq!(sent, Some(120));
+    drop(handle);
+    let stats = thread.join().unwrap();
+    assert_eq!(
+        (
+            stats.windows_delivered,
+            stats.windows_dropped,
+            stats.windows_left
+        ),
+        (3, 0, 0)
+    );
+}
+
+/// `pull --clickhouse` with the binary equals `convert` of the whole recording in each
+/// format: unsymbolized byte for byte, text and extbinary as canonicalised.
+fn pull_equals_convert(server: &Server, h: &Halves, dir: &Path, tag: &str) {
+    let (ps, bin) = (
+        h.perf_script.to_str().unwrap(),
+        h.bin_path.to_str().unwrap(),
+    );
+    for (format, convert_flags) in [
+        ("unsymbolized", vec!["--skip-symbolization"]),
+        ("text", vec!["--format", "text"]),
+        ("extbinary", vec![]),
+    ] {
+        let want = dir.join(format!("convert-{tag}.{format}"));
+        let mut args = vec!["convert", "--perfscript", ps, "--binary", bin, "-o"];
+        args.push(want.to_str().unwrap());
+        args.extend(convert_flags);
+        cli(&args);
+        let pulled = dir.join(format!("pulled-{tag}.{format}"));
+        pull(server, h, &pulled, &["--binary", bin, "--format", format]);
+        let want_bytes = std::fs::read(&want).unwrap();
+        assert!(!want_bytes.is_empty());
+        if format == "unsymbolized" {
+            assert!(
+                std::fs::read(&pulled).unwrap() == want_bytes,
+                "{tag}: pull --clickhouse unsymbolized differs from convert"
+            );
+        } else {
+            let a = canonical_profile(&want);
+            let b = canonical_profile(&pulled);
+            assert!(!a.is_empty());
+            assert!(
+                a == b,
+                "{tag}: pull --clickhouse {format} differs from convert"
+            );
+        }
+    }
+}
+
 #[test]
 fn outage_and_retries_never_lose_or_double_count() {
     if !available("clickhouse outage") {
         return;
     }
-    let dir = scratch("outage");
-    let mut server = Server::start(&dir.join("server"));
+    let (dir, mut server) = scratch_server("outage");
     init(&server);
     let h = halves(Variant::Probe, 3);
-    let mut a = Sink::new(
-        server.target(),
-        &dir.join("spool-a"),
-        1 << 30,
-        7,
-        "a".into(),
-    )
-    .unwrap();
-    let mut b = Sink::new(
-        server.target(),
-        &dir.join("spool-b"),
-        1 << 30,
-        7,
-        "b".into(),
-    )
-    .unwrap();
+    let mut a = server.sink(&dir.join("spool-a"), 1 << 30, 7, "a");
+    let mut b = server.sink(&dir.join("spool-b"), 1 << 30, 7, "b");
     let t0 = 1_800_000_000;
     a.submit(&window(&h, t0, &h.a[0])).unwrap();
     b.submit(&window(&h, t0, &h.b[0])).unwrap();
@@ -500,43 +494,21 @@ fn outage_and_retries_never_lose_or_double_count() {
     assert_eq!((a.stats().insert_errors, a.stats().windows_dropped), (1, 0));
     // The spool survives a daemon restart: reopened from disk, same windows.
     drop(a);
-    let mut a = Sink::new(
-        server.target(),
-        &dir.join("spool-a"),
-        1 << 30,
-        7,
-        "a".into(),
-    )
-    .unwrap();
+    let mut a = server.sink(&dir.join("spool-a"), 1 << 30, 7, "a");
     assert_eq!(a.spool().depth(), 2);
 
     server.restart();
     assert_eq!(a.deliver().unwrap(), 2);
     assert_eq!(b.deliver().unwrap(), 2);
 
-    let (ps, bin) = (
-        h.perf_script.to_str().unwrap(),
-        h.bin_path.to_str().unwrap(),
-    );
-    let want = dir.join("convert.unsymbolized");
-    cli(&[
-        "convert",
-        "--perfscript",
-        ps,
-        "--binary",
-        bin,
-        "--skip-symbolization",
-        "-o",
-        want.to_str().unwrap(),
-    ]);
-    let want = std::fs::read(&want).unwrap();
+    let want = convert_unsymbolized(&h, &dir.join("convert.unsymbolized"));
     let pulled = dir.join("pulled.unsymbolized");
     pull(&server, &h, &pulled, &[]);
     assert!(std::fs::read(&pulled).unwrap() == want, "after the outage");
 
     // A retry of an already delivered window (its first attempt landed, the answer was
     // lost): inserted again, whole. The pull does not change.
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let again = encode_window(&window(&h, t0 + 60, &h.a[1]), "a");
     insert_window(&client, &again, 3, 0).unwrap();
     // Also from the spool's bytes, as the sink would resend them.
@@ -576,11 +548,7 @@ fn outage_and_retries_never_lose_or_double_count() {
     assert!(std::fs::read(&pulled).unwrap() == unsymbolized_sum(&h, all));
 
     // The metrics saw it.
-    let text = service::metrics::Metrics::new().encode();
-    assert!(
-        text.contains("pgo_agent_sink_insert_errors_total{reason=\"connect\"}"),
-        "{text}"
-    );
+    assert_metrics_contain("pgo_agent_sink_insert_errors_total{reason=\"connect\"}");
 }
 
 #[test]
@@ -588,24 +556,16 @@ fn full_spool_drops_the_oldest_windows_and_counts_them() {
     if !available("clickhouse spool full") {
         return;
     }
-    let dir = scratch("spoolfull");
+    let (dir, mut server) = scratch_server("spoolfull");
     let h = halves(Variant::Probe, 1);
     // Five equal-sized windows (same counters, starts of equal width); room for two.
     let windows: Vec<ClosedWindow> = (1..=5)
         .map(|i| window(&h, 1_800_000_000 + 60 * i, &h.a[0]))
         .collect();
     let size = spool::serialize(&encode_window(&windows[0], "a")).len() as u64;
-    let mut server = Server::start(&dir.join("server"));
     init(&server);
     server.stop();
-    let mut sink = Sink::new(
-        server.target(),
-        &dir.join("spool"),
-        2 * size,
-        100,
-        "a".into(),
-    )
-    .unwrap();
+    let mut sink = server.sink(&dir.join("spool"), 2 * size, 100, "a");
     for w in &windows {
         sink.submit(w).unwrap();
         assert!(sink.deliver().is_err());
@@ -618,16 +578,12 @@ fn full_spool_drops_the_oldest_windows_and_counts_them() {
     pull(&server, &h, &pulled, &[]);
     assert!(std::fs::read(&pulled).unwrap() == unsymbolized_sum(&h, [&h.a[0], &h.a[0]]));
     // Only the two newest windows arrived.
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let starts = client
         .query("SELECT window_start FROM pgo.windows ORDER BY window_start FORMAT TabSeparated")
         .unwrap();
     assert_eq!(starts, "1800000240\n1800000300\n");
-    let text = service::metrics::Metrics::new().encode();
-    assert!(
-        text.contains("pgo_agent_sink_windows_dropped_total"),
-        "{text}"
-    );
+    assert_metrics_contain("pgo_agent_sink_windows_dropped_total");
 }
 
 #[test]
@@ -635,8 +591,7 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     if !available("clickhouse distributed") {
         return;
     }
-    let dir = scratch("dist");
-    let server = Server::start(&dir.join("server"));
+    let (dir, server) = scratch_server("dist");
     cli(&[
         "clickhouse",
         "init",
@@ -654,7 +609,7 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     assert_eq!(sink.deliver().unwrap(), 2);
     // Distributed inserts are forwarded to the shard asynchronously by default (18.16 has
     // no SYSTEM FLUSH DISTRIBUTED): wait until the shard has every row.
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let rows = sink.stats().rows_inserted.to_string();
     let count = |t: &str| {
         client
@@ -673,18 +628,8 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
     }
     let pulled = dir.join("pulled.unsymbolized");
     pull(&server, &h, &pulled, &["--distributed"]);
-    let want = dir.join("convert.unsymbolized");
-    cli(&[
-        "convert",
-        "--perfscript",
-        h.perf_script.to_str().unwrap(),
-        "--binary",
-        h.bin_path.to_str().unwrap(),
-        "--skip-symbolization",
-        "-o",
-        want.to_str().unwrap(),
-    ]);
-    assert!(std::fs::read(&pulled).unwrap() == std::fs::read(&want).unwrap());
+    let want = convert_unsymbolized(&h, &dir.join("convert.unsymbolized"));
+    assert!(std::fs::read(&pulled).unwrap() == want);
 }
 
 /// `pgo-agent run` with `[sink.clickhouse]` (cpu_clock mode, 1 s windows): every window
@@ -693,41 +638,26 @@ fn init_creates_distributed_tables_and_pull_reads_them() {
 #[test]
 fn daemon_run_pushes_its_windows() {
     let _machine = e2e::support::machine_lock();
-    if !e2e::support::is_root() {
-        eprintln!("SKIPPED clickhouse daemon: needs root for system-wide perf events");
+    if !e2e::support::can_sample("clickhouse daemon", &[]) || !available("clickhouse daemon") {
         return;
     }
-    if !available("clickhouse daemon") {
-        return;
-    }
-    let dir = scratch("daemon");
-    let server = Server::start(&dir.join("server"));
+    let (dir, server) = scratch_server("daemon");
     init(&server);
     let spin = build_spin(&dir);
     let state = dir.join("state");
-    let text = format!(
-        "[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n\
-         [aggregation]\nwindow_secs = 1\nretained_windows = 1000\n\
+    let config = cpu_clock_config(&format!(
+        "[aggregation]\nwindow_secs = 1\nretained_windows = 1000\n\
          [output]\nflush_interval_secs = 1\n\
          [filters]\nexe_path_globs = [\"{}\"]\n\
          [sink.clickhouse]\nurl = \"{}\"\nhost = \"live\"\nspool_dir = \"{}\"\n",
         spin.display(),
         server.url(),
         dir.join("spool").display()
-    );
-    let config = daemon::config::Config::parse(&text, Path::new("clickhouse-live.toml")).unwrap();
-    let args = daemon::run::RunArgs {
-        config: None,
-        state_dir: Some(state.clone()),
-        duration_secs: Some(5),
-        listen: None,
-    };
-    let run = std::thread::spawn(move || {
-        daemon::run::run_daemon(&config, &args, &daemon::run::RunControl::default()).unwrap()
-    });
+    ));
+    let daemon = RunningDaemon::start(&config, &state, 5);
     std::thread::sleep(Duration::from_millis(800));
     let mut child = Command::new(&spin).arg("3").spawn().unwrap();
-    let summary = run.join().unwrap();
+    let summary = daemon.join();
     assert!(child.wait().unwrap().success());
     let b = summary
         .binaries
@@ -757,7 +687,7 @@ fn daemon_run_pushes_its_windows() {
         "pull --clickhouse differs from the daemon's state file"
     );
     // More than one window was delivered (1 s windows over ~3 s of samples).
-    let client = daemon::sink::clickhouse::ClickHouseClient::new(server.target()).unwrap();
+    let client = server.client();
     let windows = client
         .query(&format!(
             "SELECT count() FROM pgo.windows WHERE build_id = '{}' FORMAT TabSeparated",

@@ -4,8 +4,8 @@
 //! file offset of its `.text`, so the cpu-clock samples land in the crafted mappings)
 //! while a live daemon samples it and a well-behaved `spin` process.
 //!
-//! The daemon runs in a child process (this test binary re-executed on
-//! [`daemon_process`]), so the test can read its log and see that it keeps running. It
+//! The daemon runs in a child process (an [`e2e::agent::DaemonProcess`]), so the test can
+//! read its log and see that it keeps running. It
 //! must: not exit, keep profiling `spin` (spin's sample count grows after the hostile
 //! process ran), count each crafted file in `pgo_agent_binaries_rejected_total{reason}`,
 //! and name each in its log.
@@ -13,19 +13,13 @@
 //! Needs root (system-wide perf events) and clang-19; skipped with a message otherwise.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use daemon::config::Config;
-use daemon::run::{run_daemon, RunArgs, RunControl};
-use e2e::corpus;
-use e2e::support::{free_port, scratch_dir, wait_for};
+use e2e::agent::{cpu_clock_config_text, run_args, DaemonProcess};
+use e2e::http::http_get_ok;
+use e2e::support::{build_id_hex, build_program, build_spin, free_port, scratch_dir, wait_for};
 use object::{Object, ObjectSection};
-use symbolizer::ProfiledBinary;
-
-/// Environment variable that turns [`daemon_process`] into the daemon (its value: the
-/// scratch directory); `PGO_HOSTILE_PORT` is the HTTP port.
-const DAEMON_ENV: &str = "PGO_HOSTILE_DAEMON_DIR";
 
 /// `sub rdi, 1; jnz -6; ret`: `void spin(unsigned long n)` counting down, position
 /// independent, touching no memory.
@@ -71,23 +65,6 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn scratch(name: &str) -> PathBuf {
-    scratch_dir("hostile", name)
-}
-
-fn clang(out: &Path, src: &Path, extra: &[&str]) {
-    let ok = Command::new("clang-19")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-Wl,--build-id"])
-        .args(extra)
-        .arg("-o")
-        .arg(out)
-        .arg(src)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "building {}", src.display());
-}
-
 /// File offset and size of section `name`.
 fn section_range(data: &[u8], name: &str) -> (usize, usize) {
     let file = object::File::parse(data).unwrap();
@@ -127,47 +104,40 @@ fn craft(dir: &Path, elf: &[u8]) -> Vec<Crafted> {
         b
     };
     let mut out = Vec::new();
+    let mut crafted = |name: &str, bytes: Vec<u8>, reason| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        out.push(Crafted {
+            path,
+            code_offset: text,
+            reason,
+        });
+    };
 
     // Truncated: the headers and the code survive, the section headers (at the end) do not.
-    let truncated = dir.join("truncated.elf");
-    std::fs::write(&truncated, with_code(elf[..text + 4096].to_vec())).unwrap();
-    out.push(Crafted {
-        path: truncated,
-        code_offset: text,
-        reason: "invalid_elf",
-    });
+    crafted(
+        "truncated.elf",
+        with_code(elf[..text + 4096].to_vec()),
+        "invalid_elf",
+    );
 
     // Garbage .pseudo_probe: GUIDs that match nothing, LEB128 numbers that never end.
     let mut bad = with_code(elf.to_vec());
     let (off, size) = section_range(elf, ".pseudo_probe");
     bad[off..off + size].fill(0xff);
-    let bad_probe = dir.join("bad-probe.elf");
-    std::fs::write(&bad_probe, &bad).unwrap();
-    out.push(Crafted {
-        path: bad_probe,
-        code_offset: text,
-        reason: "malformed_section",
-    });
+    crafted("bad-probe.elf", bad, "malformed_section");
 
     // Garbage .debug_info after the first unit header: abbreviation codes that do not exist.
     let mut bad = with_code(elf.to_vec());
     let (off, size) = section_range(elf, ".debug_info");
     bad[off + 12..off + size].fill(0x7f);
-    let bad_dwarf = dir.join("bad-dwarf.elf");
-    std::fs::write(&bad_dwarf, &bad).unwrap();
-    out.push(Crafted {
-        path: bad_dwarf,
-        code_offset: text,
-        reason: "dwarf",
-    });
+    crafted("bad-dwarf.elf", bad, "dwarf");
     out
 }
 
+/// The body of a `200 OK` answer to GET `url`.
 fn http_get(url: &str) -> Option<String> {
-    match ureq::get(url).timeout(Duration::from_secs(10)).call() {
-        Ok(r) => r.into_string().ok(),
-        Err(_) => None,
-    }
+    http_get_ok(url).ok()
 }
 
 /// The value of `pgo_agent_binaries_rejected_total{reason="<reason>"}` in `metrics`.
@@ -189,53 +159,18 @@ fn samples_of(list: &str, hex: &str) -> Option<u64> {
         .and_then(|p| p["samples"].as_u64())
 }
 
-/// The daemon, when this binary is re-executed by [`hostile_process_does_not_stop_the_daemon`];
-/// a no-op otherwise.
-#[test]
-fn daemon_process() {
-    let Ok(dir) = std::env::var(DAEMON_ENV) else {
-        return;
-    };
-    let port: u16 = std::env::var("PGO_HOSTILE_PORT").unwrap().parse().unwrap();
-    let extra = std::env::var("PGO_HOSTILE_CONFIG").unwrap_or_default();
-    let config = Config::parse(
-        &format!(
-            "[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n\
-             [filters]\ncomms = [\"spin\", \"hostile\"]\n[output]\nflush_interval_secs = 1\n{extra}"
-        ),
-        Path::new("hostile-test.toml"),
-    )
-    .unwrap();
-    let args = RunArgs {
-        config: None,
-        state_dir: Some(PathBuf::from(dir).join("state")),
-        duration_secs: Some(300),
-        listen: Some(format!("127.0.0.1:{port}")),
-    };
-    let summary = run_daemon(&config, &args, &RunControl::default()).unwrap();
-    eprintln!("daemon finished: {} samples", summary.readers.samples);
-}
-
-/// Starts the daemon child with `extra` config; returns it, its HTTP base URL and its log.
-fn start_daemon(dir: &Path, extra: &str) -> (KillOnDrop, String, PathBuf) {
+/// Starts the daemon child with `extra` config; returns it and its HTTP base URL.
+fn start_daemon(dir: &Path, extra: &str) -> (DaemonProcess, String) {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let log_path = dir.join("daemon.log");
-    let daemon = KillOnDrop(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "hostile::daemon_process",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(DAEMON_ENV, dir)
-            .env("PGO_HOSTILE_PORT", port.to_string())
-            .env("PGO_HOSTILE_CONFIG", extra)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log_path).unwrap())
-            .spawn()
-            .unwrap(),
+    let config = dir.join("hostile-test.toml");
+    let text = cpu_clock_config_text(&format!(
+        "[filters]\ncomms = [\"spin\", \"hostile\"]\n[output]\nflush_interval_secs = 1\n{extra}"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let daemon = DaemonProcess::spawn(
+        &run_args(&config, &dir.join("state"), Some(port), 300),
+        &dir.join("daemon.log"),
     );
     assert!(
         wait_for(Duration::from_secs(60), || http_get(&format!(
@@ -244,19 +179,12 @@ fn start_daemon(dir: &Path, extra: &str) -> (KillOnDrop, String, PathBuf) {
         .is_some(),
         "daemon never served /healthz"
     );
-    (daemon, base, log_path)
+    (daemon, base)
 }
 
 /// Root and clang-19, else a SKIPPED message.
 fn can_run(test: &str) -> bool {
-    if std::env::var(DAEMON_ENV).is_ok() {
-        return false;
-    }
-    if !e2e::support::is_root() {
-        eprintln!("SKIPPED {test}: needs root for perf events");
-        return false;
-    }
-    corpus::tools_available(test, &["clang-19"])
+    e2e::support::can_sample(test, &["clang-19"])
 }
 
 struct KillOnDrop(Child);
@@ -274,25 +202,15 @@ fn hostile_process_does_not_stop_the_daemon() {
     if !can_run("hostile_process_does_not_stop_the_daemon") {
         return;
     }
-    let dir = scratch("hostile");
-    let spin = dir.join("spin");
-    clang(
-        &spin,
-        &corpus::sources_dir().join("live/spin.c"),
-        &["-fpseudo-probe-for-profiling", "-fPIE", "-pie"],
-    );
+    let dir = scratch_dir("hostile", "hostile");
+    let spin = build_spin(&dir);
     let hostile_src = dir.join("hostile.c");
     std::fs::write(&hostile_src, HOSTILE_C).unwrap();
-    let hostile = dir.join("hostile");
-    clang(&hostile, &hostile_src, &[]);
+    let hostile = build_program(&hostile_src, &dir.join("hostile"), &[]);
     let crafted = craft(&dir, &std::fs::read(&spin).unwrap());
-    let spin_hex = ProfiledBinary::load(&spin)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_hex();
+    let spin_hex = build_id_hex(&spin);
 
-    let (mut daemon, base, log_path) = start_daemon(&dir, "");
+    let (mut daemon, base) = start_daemon(&dir, "");
 
     // The hostile process and spin side by side.
     let mut args = vec!["6".to_string()];
@@ -311,7 +229,7 @@ fn hostile_process_does_not_stop_the_daemon() {
     });
     assert!(evil.0.wait().unwrap().success(), "hostile program failed");
     assert!(first.0.wait().unwrap().success());
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = daemon.log();
     let metrics = metrics.unwrap_or_else(|| panic!("rejections never counted; daemon log:\n{log}"));
     for c in &crafted {
         // Once per file: the router and the worker remember the verdict.
@@ -331,7 +249,7 @@ fn hostile_process_does_not_stop_the_daemon() {
         samples_of(&http_get(&format!("{base}/api/v1/profiles"))?, &spin_hex)
     })
     .unwrap_or_else(|| panic!("spin never profiled; daemon log:\n{log}"));
-    assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
+    assert!(daemon.is_running(), "the daemon exited");
     let mut second = KillOnDrop(Command::new(&spin).arg("3").spawn().unwrap());
     assert!(second.0.wait().unwrap().success());
     let after = wait_for(Duration::from_secs(30), || {
@@ -348,7 +266,7 @@ fn hostile_process_does_not_stop_the_daemon() {
             "spin's samples stayed at {before} after the hostile process; not routed: {drops:#?}"
         );
     }
-    assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
+    assert!(daemon.is_running(), "the daemon exited");
 }
 
 /// `aggregation.max_binary_bytes`: a binary over it is not loaded; it is counted as
@@ -359,22 +277,16 @@ fn binary_over_max_binary_bytes_is_skipped() {
     if !can_run("binary_over_max_binary_bytes_is_skipped") {
         return;
     }
-    let dir = scratch("max-bytes");
-    let spin = dir.join("spin");
-    clang(
-        &spin,
-        &corpus::sources_dir().join("live/spin.c"),
-        &["-fpseudo-probe-for-profiling", "-fPIE", "-pie"],
-    );
-    let (mut daemon, base, log_path) =
-        start_daemon(&dir, "[aggregation]\nmax_binary_bytes = 4096\n");
+    let dir = scratch_dir("hostile", "max-bytes");
+    let spin = build_spin(&dir);
+    let (mut daemon, base) = start_daemon(&dir, "[aggregation]\nmax_binary_bytes = 4096\n");
     let mut child = KillOnDrop(Command::new(&spin).arg("2").spawn().unwrap());
     let metrics = wait_for(Duration::from_secs(60), || {
         let m = http_get(&format!("{base}/metrics"))?;
         rejected(&m, "too_large").map(|_| m)
     });
     assert!(child.0.wait().unwrap().success());
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = daemon.log();
     let metrics = metrics.unwrap_or_else(|| panic!("too_large never counted; log:\n{log}"));
     // spin, and the shared libraries it maps (every one is over 4 KiB).
     assert!(rejected(&metrics, "too_large") >= Some(1), "{metrics}");
@@ -389,5 +301,5 @@ fn binary_over_max_binary_bytes_is_skipped() {
         )),
         "{line}"
     );
-    assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
+    assert!(daemon.is_running(), "the daemon exited");
 }

@@ -18,24 +18,25 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use daemon::config::Config;
-use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
+use daemon::run::RunSummary;
+use e2e::agent::{cpu_clock_config, RunningDaemon};
 use e2e::corpus::{self, Variant};
-use e2e::support::{build_spin, cli, free_port, scratch_dir, wait_for};
+use e2e::http::{http_get, store_app};
+use e2e::support::{build_id_hex, build_spin, cli, free_port, wait_for};
 use exporter::format::{llvm_text_reader, unsymbolized::read_unsymbolized};
 use service::http::{router, AppState};
-use service::store::{ProfileStore, StoreSettings, LIVE_SNAPSHOT_TTL};
+use service::store::LIVE_SNAPSHOT_TTL;
 use symbolizer::ProfiledBinary;
 use tower::ServiceExt;
 
 fn scratch(name: &str) -> PathBuf {
-    scratch_dir("http", name)
+    e2e::support::scratch_dir("http", name)
 }
 
 /// A state dir holding loop_count (probe build)'s aggregate, and the `convert` outputs of
@@ -141,12 +142,7 @@ fn fixture() -> Option<Fixture> {
 }
 
 fn app(state_dir: &Path) -> AppState {
-    AppState::new(Arc::new(ProfileStore::new(StoreSettings {
-        state_dir: state_dir.to_path_buf(),
-        debug_files: Default::default(),
-        mode: "intel_lbr".into(),
-        retained_secs: 3600,
-    })))
+    store_app(state_dir)
 }
 
 async fn get(
@@ -221,12 +217,21 @@ async fn list_hides_aggregates_without_counted_samples() {
 async fn router_serves_the_state_dir() {
     let Some(fx) = fixture() else { return };
     let state = app(&fx.state);
-    let hex = &fx.hex;
 
     let (s, _, b) = get(&state, "/healthz", &[]).await;
     assert_eq!((s, b.as_slice()), (StatusCode::OK, &b"ok\n"[..]));
+    list_entry_and_density(&state, &fx).await;
+    profile_formats(&state, &fx).await;
+    // The request metrics count the four bad requests of the errors.
+    errors_are_json(&state, &fx).await;
+    metrics_by_route_and_quality(&state, &fx).await;
+    token_and_rate_limit(&state).await;
+}
 
-    let (s, _, b) = get(&state, "/api/v1/profiles", &[]).await;
+/// The list: the aggregate with its samples, mode, kind, window and density guidance.
+async fn list_entry_and_density(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
+    let (s, _, b) = get(state, "/api/v1/profiles", &[]).await;
     assert_eq!(s, StatusCode::OK);
     let list = json(&b);
     let p = &list["profiles"][0];
@@ -266,10 +271,15 @@ async fn router_serves_the_state_dir() {
         },
         "{g}"
     );
+}
 
-    // Default format: extbinary, byte-equal to convert's.
+/// Every format of the profile: extbinary and text byte-equal to `convert`'s (ETag, 304,
+/// gzip), unsymbolized the state file, pprof decoded independently, the flame graph.
+async fn profile_formats(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
     let uri = format!("/api/v1/profiles/{hex}");
-    let (s, h, b) = get(&state, &uri, &[]).await;
+    // Default format: extbinary, byte-equal to convert's.
+    let (s, h, b) = get(state, &uri, &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert!(
         b == fx.convert_extbinary,
@@ -284,7 +294,7 @@ async fn router_serves_the_state_dir() {
     assert!(etag.starts_with('"') && etag.len() == 34, "{etag}");
 
     // If-None-Match → 304, no body.
-    let (s, h, b) = get(&state, &uri, &[("if-none-match", &etag)]).await;
+    let (s, h, b) = get(state, &uri, &[("if-none-match", &etag)]).await;
     assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
     assert_eq!(h[header::ETAG], etag.as_str());
 
@@ -293,7 +303,7 @@ async fn router_serves_the_state_dir() {
         "/api/v1/profiles/{}?format=text&window=all",
         hex.to_uppercase()
     );
-    let (s, h, b) = get(&state, &uri_text, &[("accept-encoding", "gzip")]).await;
+    let (s, h, b) = get(state, &uri_text, &[("accept-encoding", "gzip")]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h[header::CONTENT_ENCODING], "gzip");
     let mut plain = Vec::new();
@@ -304,7 +314,7 @@ async fn router_serves_the_state_dir() {
     assert_ne!(h[header::ETAG], etag.as_str());
 
     // Unsymbolized: the state file itself.
-    let (s, h, b) = get(&state, &format!("{uri}?format=unsymbolized"), &[]).await;
+    let (s, h, b) = get(state, &format!("{uri}?format=unsymbolized"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         b,
@@ -317,7 +327,7 @@ async fn router_serves_the_state_dir() {
 
     // pprof, decoded by an independent decoder (Python protobuf, profile.proto's
     // messages declared in tests/tests/host/decode_pprof.py).
-    let (s, h, b) = get(&state, &format!("{uri}?format=pprof"), &[]).await;
+    let (s, h, b) = get(state, &format!("{uri}?format=pprof"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         h[header::CONTENT_DISPOSITION],
@@ -357,7 +367,7 @@ async fn router_serves_the_state_dir() {
     }
 
     // Flame graph (inferno): names the hot function.
-    let (s, h, b) = get(&state, &format!("{uri}/flamegraph.svg"), &[]).await;
+    let (s, h, b) = get(state, &format!("{uri}/flamegraph.svg"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h[header::CONTENT_TYPE], "image/svg+xml");
     let svg = String::from_utf8(b).unwrap();
@@ -365,11 +375,15 @@ async fn router_serves_the_state_dir() {
         svg.starts_with("<?xml") && svg.contains(&fx.hot_function),
         "{svg}"
     );
-    let (s, _, _) = get(&state, "/api/v1/profiles/0011/flamegraph.svg", &[]).await;
+    let (s, _, _) = get(state, "/api/v1/profiles/0011/flamegraph.svg", &[]).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+}
 
-    // Errors: JSON with a code.
-    let (s, h, b) = get(&state, "/api/v1/profiles/00112233", &[]).await;
+/// Errors: JSON with a code.
+async fn errors_are_json(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
+    let uri = format!("/api/v1/profiles/{hex}");
+    let (s, h, b) = get(state, "/api/v1/profiles/00112233", &[]).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(h[header::CONTENT_TYPE], "application/json");
     assert_eq!(json(&b)["error"], "not_found");
@@ -379,18 +393,22 @@ async fn router_serves_the_state_dir() {
         format!("{uri}?colour=red"),
         "/api/v1/profiles/xyz".to_string(),
     ] {
-        let (s, _, b) = get(&state, &bad, &[]).await;
+        let (s, _, b) = get(state, &bad, &[]).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}");
         assert_eq!(json(&b)["error"], "bad_request", "{bad}");
     }
-    let (s, _, b) = get(&state, "/nope", &[]).await;
+    let (s, _, b) = get(state, "/nope", &[]).await;
     assert_eq!(
         (s, json(&b)["error"].clone()),
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+}
 
+/// `/metrics`: requests by route template and the quality gauges.
+async fn metrics_by_route_and_quality(state: &AppState, fx: &Fixture) {
+    let hex = &fx.hex;
     // Request metrics by route template.
-    let (s, h, b) = get(&state, "/metrics", &[]).await;
+    let (s, h, b) = get(state, "/metrics", &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         h[header::CONTENT_TYPE],
@@ -442,7 +460,10 @@ async fn router_serves_the_state_dir() {
         )),
         "{text}"
     );
+}
 
+/// A bearer token guards the API but not `/healthz`; the rate limit answers 429.
+async fn token_and_rate_limit(state: &AppState) {
     // Bearer token.
     let mut locked = state.clone();
     locked.token = Some(Arc::from("s3cret"));
@@ -450,20 +471,13 @@ async fn router_serves_the_state_dir() {
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     assert_eq!(h[header::WWW_AUTHENTICATE], "Bearer");
     assert_eq!(json(&b)["error"], "unauthorized");
-    let (s, _, _) = get(
-        &locked,
-        "/api/v1/profiles",
-        &[("authorization", "Bearer wrong")],
-    )
-    .await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    let (s, _, _) = get(
-        &locked,
-        "/api/v1/profiles",
-        &[("authorization", "Bearer s3cret")],
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK);
+    for (token, status) in [
+        ("Bearer wrong", StatusCode::UNAUTHORIZED),
+        ("Bearer s3cret", StatusCode::OK),
+    ] {
+        let (s, _, _) = get(&locked, "/api/v1/profiles", &[("authorization", token)]).await;
+        assert_eq!(s, status, "{token}");
+    }
     let (s, _, _) = get(&locked, "/healthz", &[]).await;
     assert_eq!(s, StatusCode::OK);
 
@@ -487,22 +501,10 @@ async fn router_serves_the_state_dir() {
 // ---------------------------------------------------------------------------------------
 // A real daemon on loopback.
 
-fn http_get(url: &str) -> Result<(u16, String), String> {
-    match ureq::get(url).timeout(Duration::from_secs(10)).call() {
-        Ok(r) => Ok((r.status(), r.into_string().map_err(|e| e.to_string())?)),
-        Err(ureq::Error::Status(c, r)) => Ok((c, r.into_string().unwrap_or_default())),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 #[test]
 fn live_daemon_prometheus_and_pull() {
     let _serial = e2e::support::machine_lock();
-    if !e2e::support::is_root() {
-        eprintln!("SKIPPED live_daemon_prometheus_and_pull: needs root for perf events");
-        return;
-    }
-    if !corpus::tools_available(
+    if !e2e::support::can_sample(
         "live_daemon_prometheus_and_pull",
         &["clang-19", "llvm-profdata-19"],
     ) {
@@ -510,41 +512,21 @@ fn live_daemon_prometheus_and_pull() {
     }
     let dir = scratch("live");
     let spin = build_spin(&dir);
-    let hex = ProfiledBinary::load(&spin)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_hex();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let config = Config::parse(
-        "[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n\
-         [filters]\ncomms = [\"spin\"]\n[output]\nflush_interval_secs = 1\n",
-        Path::new("http-test.toml"),
-    )
-    .unwrap();
-    let args = RunArgs {
-        config: None,
-        state_dir: Some(dir.join("state")),
-        duration_secs: Some(120),
-        listen: Some(format!("127.0.0.1:{port}")),
-    };
-    let control = Arc::new(RunControl::default());
-    let daemon = {
-        let control = control.clone();
-        std::thread::spawn(move || run_daemon(&config, &args, &control))
-    };
+    let hex = build_id_hex(&spin);
+    let config =
+        cpu_clock_config("[filters]\ncomms = [\"spin\"]\n[output]\nflush_interval_secs = 1\n");
+    let daemon = RunningDaemon::serve(&config, &dir.join("state"), 120);
     let mut child = Command::new(&spin).arg("4").spawn().unwrap();
 
     // The profile appears once spin has been sampled and a flush happened.
     let listed = wait_for(Duration::from_secs(60), || {
-        let (code, body) = http_get(&format!("{base}/api/v1/profiles")).ok()?;
-        (code == 200 && body.contains(&hex)).then_some(body)
+        let body = daemon.get("/api/v1/profiles").ok()?.ok().ok()?;
+        body.contains(&hex).then_some(body)
     });
     let _ = child.wait();
     std::thread::sleep(Duration::from_millis(1500)); // one more flush with all of spin
     if listed.is_none() {
-        let metrics = http_get(&format!("{base}/metrics")).map(|(_, m)| m);
+        let metrics = daemon.get("/metrics").map(|r| r.body);
         let drops: Vec<&str> = metrics
             .as_deref()
             .unwrap_or("")
@@ -554,9 +536,9 @@ fn live_daemon_prometheus_and_pull() {
         panic!("spin's profile never listed; samples not routed: {drops:#?}");
     }
 
-    // promtool check metrics: nothing to report.
-    let (code, metrics) = http_get(&format!("{base}/metrics")).unwrap();
-    assert_eq!(code, 200);
+    let metrics = daemon.get("/metrics").unwrap();
+    assert_eq!(metrics.status, 200);
+    let metrics = metrics.body;
     assert!(
         metrics.contains("pgo_agent_samples_total{mode=\"cpu_clock\"}"),
         "{metrics}"
@@ -567,89 +549,15 @@ fn live_daemon_prometheus_and_pull() {
         "{metrics}"
     );
     assert!(metrics.contains(&format!("pgo_agent_binary_samples{{build_id=\"{hex}\"}}")));
-    if corpus::find_tool("promtool").is_some() {
-        let mut p = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        p.stdin
-            .take()
-            .unwrap()
-            .write_all(metrics.as_bytes())
-            .unwrap();
-        let out = p.wait_with_output().unwrap();
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && report.trim().is_empty(),
-            "promtool: {report}"
-        );
-    } else {
-        eprintln!("SKIPPED promtool check: promtool missing (Debian package prometheus; .ci/run installs it)");
-    }
-
-    // A real Prometheus scrapes the daemon.
-    if corpus::find_tool("prometheus").is_some() {
-        let prom_port = free_port();
-        let cfg = dir.join("prometheus.yml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pgo\n    \
-                 static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-            ),
-        )
-        .unwrap();
-        let mut prom = Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let query = |q: &str| {
-            let (code, body) = http_get(&format!(
-                "http://127.0.0.1:{prom_port}/api/v1/query?query={q}"
-            ))
-            .ok()?;
-            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-            (code == 200).then_some(())?;
-            let r = v["data"]["result"].get(0)?.clone();
-            Some(r)
-        };
-        let up = wait_for(Duration::from_secs(60), || {
-            query("up%7Bjob%3D%22pgo%22%7D").filter(|r| r["value"][1] == "1")
-        });
-        let samples = wait_for(Duration::from_secs(30), || {
-            query("pgo_agent_samples_total")
-                .filter(|r| r["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()) > Some(0.0))
-        });
-        let _ = prom.kill();
-        let _ = prom.wait();
-        assert!(up.is_some(), "prometheus never saw the target up");
-        let samples = samples.expect("prometheus has no pgo_agent_samples_total");
-        assert_eq!(samples["metric"]["mode"], "cpu_clock");
-    } else {
-        eprintln!("SKIPPED prometheus scrape: prometheus missing (Debian package prometheus; .ci/run installs it)");
-    }
+    promtool_checks_clean(&metrics);
+    prometheus_scrapes(&dir, daemon.base());
 
     // pull → llvm-profdata show → clang -fprofile-sample-use.
     let pulled = dir.join("spin.extbinary.prof");
     cli(&[
         "pull",
         "--agent",
-        &base,
+        daemon.base(),
         "--build-id",
         &hex,
         "--binary",
@@ -657,8 +565,7 @@ fn live_daemon_prometheus_and_pull() {
         "-o",
         pulled.to_str().unwrap(),
     ]);
-    control.stop.store(true, Ordering::SeqCst);
-    let summary = daemon.join().unwrap().unwrap();
+    let summary = daemon.stop();
     assert!(summary.readers.samples > 0);
     // The pulled profile is what `convert` makes of the daemon's own state file.
     let state_file = dir.join("state").join(format!("{hex}.unsymbolized"));
@@ -673,9 +580,101 @@ fn live_daemon_prometheus_and_pull() {
         converted.to_str().unwrap(),
     ]);
     assert!(std::fs::read(&pulled).unwrap() == std::fs::read(&converted).unwrap());
+    pulled_profile_reads_and_compiles(&dir, &pulled);
+}
+
+/// `promtool check metrics` of the exposition: nothing to report (skipped without
+/// promtool).
+fn promtool_checks_clean(metrics: &str) {
+    if corpus::find_tool("promtool").is_none() {
+        eprintln!("SKIPPED promtool check: promtool missing (Debian package prometheus; .ci/run installs it)");
+        return;
+    }
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    p.stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = p.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "promtool: {report}"
+    );
+}
+
+/// A real Prometheus scrapes the daemon at `base`: the target is up and has cpu-clock
+/// samples (skipped without prometheus).
+fn prometheus_scrapes(dir: &Path, base: &str) {
+    if corpus::find_tool("prometheus").is_none() {
+        eprintln!("SKIPPED prometheus scrape: prometheus missing (Debian package prometheus; .ci/run installs it)");
+        return;
+    }
+    let target = base.trim_start_matches("http://");
+    let prom_port = free_port();
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pgo\n    \
+             static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .unwrap();
+    let mut prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let query = |q: &str| {
+        let body = http_get(&format!(
+            "http://127.0.0.1:{prom_port}/api/v1/query?query={q}"
+        ))
+        .ok()?
+        .ok()
+        .ok()?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let r = v["data"]["result"].get(0)?.clone();
+        Some(r)
+    };
+    let up = wait_for(Duration::from_secs(60), || {
+        query("up%7Bjob%3D%22pgo%22%7D").filter(|r| r["value"][1] == "1")
+    });
+    let samples = wait_for(Duration::from_secs(30), || {
+        query("pgo_agent_samples_total")
+            .filter(|r| r["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()) > Some(0.0))
+    });
+    let _ = prom.kill();
+    let _ = prom.wait();
+    assert!(up.is_some(), "prometheus never saw the target up");
+    let samples = samples.expect("prometheus has no pgo_agent_samples_total");
+    assert_eq!(samples["metric"]["mode"], "cpu_clock");
+}
+
+/// `llvm-profdata-19 show` reads the pulled profile of spin cleanly, with body samples, and
+/// clang-19 compiles spin.c with it without a diagnostic.
+fn pulled_profile_reads_and_compiles(dir: &Path, pulled: &Path) {
     let show = Command::new("llvm-profdata-19")
         .args(["show", "--sample"])
-        .arg(&pulled)
+        .arg(pulled)
         .output()
         .unwrap();
     assert!(
@@ -714,80 +713,25 @@ fn live_daemon_prometheus_and_pull() {
     );
 }
 
-/// A daemon run in this process, serving HTTP on a free loopback port; stopped when
-/// dropped (e.g. by a failed assertion).
-struct ServingDaemon {
-    base: String,
-    control: Arc<RunControl>,
-    thread: Option<std::thread::JoinHandle<Result<RunSummary, String>>>,
+/// The list entry of `hex` on `daemon`, if listed.
+fn listed_entry(daemon: &RunningDaemon, hex: &str) -> Option<serde_json::Value> {
+    let body = daemon.get("/api/v1/profiles").ok()?.ok().ok()?;
+    json(body.as_bytes())["profiles"]
+        .as_array()?
+        .iter()
+        .find(|p| p["build_id"] == hex)
+        .cloned()
 }
 
-impl ServingDaemon {
-    /// Starts `config` over `state` and waits until it serves.
-    fn start(config: &Config, state: &Path) -> ServingDaemon {
-        let port = free_port();
-        let args = RunArgs {
-            config: None,
-            state_dir: Some(state.to_path_buf()),
-            duration_secs: Some(300),
-            listen: Some(format!("127.0.0.1:{port}")),
-        };
-        let control = Arc::new(RunControl::default());
-        let thread = std::thread::spawn({
-            let (config, control) = (config.clone(), control.clone());
-            move || run_daemon(&config, &args, &control).map_err(|e| format!("{e:#}"))
-        });
-        let base = format!("http://127.0.0.1:{port}");
-        let up = wait_for(Duration::from_secs(30), || {
-            http_get(&format!("{base}/healthz"))
-                .ok()
-                .filter(|(c, _)| *c == 200)
-        });
-        assert!(up.is_some(), "the daemon never served /healthz");
-        ServingDaemon {
-            base,
-            control,
-            thread: Some(thread),
-        }
-    }
-
-    /// The list entry of `hex`, if listed.
-    fn entry(&self, hex: &str) -> Option<serde_json::Value> {
-        let (code, body) = http_get(&format!("{}/api/v1/profiles", self.base)).ok()?;
-        (code == 200).then_some(())?;
-        json(body.as_bytes())["profiles"]
-            .as_array()?
-            .iter()
-            .find(|p| p["build_id"] == hex)
-            .cloned()
-    }
-
-    /// `GET /api/v1/profiles/{hex}?format=..`: the body and `X-Pgo-Profile-Source`.
-    fn profile(&self, hex: &str, format: &str) -> Option<(String, String)> {
-        let url = format!("{}/api/v1/profiles/{hex}?format={format}", self.base);
-        let r = ureq::get(&url)
-            .timeout(Duration::from_secs(10))
-            .call()
-            .ok()?;
-        let source = r.header("x-pgo-profile-source").unwrap_or("").to_string();
-        Some((r.into_string().ok()?, source))
-    }
-
-    /// Stops it (final flush) and returns what it did.
-    fn stop(mut self) -> RunSummary {
-        self.control.stop.store(true, Ordering::SeqCst);
-        let thread = self.thread.take().unwrap();
-        thread.join().unwrap().unwrap()
-    }
-}
-
-impl Drop for ServingDaemon {
-    fn drop(&mut self) {
-        self.control.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// `GET /api/v1/profiles/{hex}?format=..` of `daemon`: the body and
+/// `X-Pgo-Profile-Source`.
+fn profile(daemon: &RunningDaemon, hex: &str, format: &str) -> Option<(String, String)> {
+    let r = daemon
+        .get(&format!("/api/v1/profiles/{hex}?format={format}"))
+        .ok()
+        .filter(|r| r.status == 200)?;
+    let source = r.header("x-pgo-profile-source").to_string();
+    Some((r.body, source))
 }
 
 /// Samples per function (the leaf frame of each top-level profile) of an LLVM text profile.
@@ -815,33 +759,25 @@ fn range_samples(text: &str) -> u64 {
 fn fresh_profile_served_within_seconds_with_the_default_config() {
     let _serial = e2e::support::machine_lock();
     let test = "fresh_profile_served_within_seconds_with_the_default_config";
-    if !e2e::support::is_root() {
-        eprintln!("SKIPPED {test}: needs root for perf events");
-        return;
-    }
-    if !corpus::tools_available(test, &["clang-19"]) {
+    if !e2e::support::can_sample(test, &["clang-19"]) {
         return;
     }
     let dir = scratch("fresh");
     let spin = build_spin(&dir);
-    let hex = ProfiledBinary::load(&spin)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_hex();
+    let hex = build_id_hex(&spin);
     let state = dir.join("state");
     let file = |ext: &str| state.join(format!("{hex}.{ext}"));
     let config = Config::embedded();
     assert_eq!(config.output.flush_interval_secs, 60);
 
     // Run 1: the profile within 10 s of spin's start, with no flush yet.
-    let daemon = ServingDaemon::start(&config, &state);
+    let daemon = RunningDaemon::serve(&config, &state, 300);
     let started = Instant::now();
     let mut child = Command::new(&spin).arg("4").spawn().unwrap();
     let limit = Duration::from_secs(10);
     let served = wait_for(limit, || {
-        let entry = daemon.entry(&hex)?;
-        let (text, source) = daemon.profile(&hex, "text")?;
+        let entry = listed_entry(&daemon, &hex)?;
+        let (text, source) = profile(&daemon, &hex, "text")?;
         let per = samples_per_function(&text);
         let spin_samples =
             per.get("hot_loop").copied().unwrap_or(0) + per.get("cold_work").copied().unwrap_or(0);
@@ -850,7 +786,7 @@ fn fresh_profile_served_within_seconds_with_the_default_config() {
     let (entry, source, per, elapsed) = served.unwrap_or_else(|| {
         panic!(
             "spin's profile was not listed and served within {limit:?}: {:?}",
-            daemon.entry(&hex)
+            listed_entry(&daemon, &hex)
         )
     });
     eprintln!("listed and served {elapsed:?} after spin's start: {entry}; {per:?}");
@@ -870,9 +806,9 @@ fn fresh_profile_served_within_seconds_with_the_default_config() {
     // (final) flush writes: the same counts, the same bytes.
     assert!(child.wait().unwrap().success());
     std::thread::sleep(Duration::from_millis(1500) + LIVE_SNAPSHOT_TTL);
-    let entry = daemon.entry(&hex).unwrap();
+    let entry = listed_entry(&daemon, &hex).unwrap();
     let samples = entry["samples"].as_u64().unwrap();
-    let (unsymbolized, source) = daemon.profile(&hex, "unsymbolized").unwrap();
+    let (unsymbolized, source) = profile(&daemon, &hex, "unsymbolized").unwrap();
     assert_eq!(source, "workers");
     assert_eq!(range_samples(&unsymbolized), samples);
     assert!(!file("unsymbolized").exists());
@@ -894,22 +830,22 @@ fn fresh_profile_served_within_seconds_with_the_default_config() {
 
     // Run 2, restarted over that state: the restored aggregate is served from the workers
     // at once, then the restored counts plus the new ones, each once.
-    let daemon = ServingDaemon::start(&config, &state);
+    let daemon = RunningDaemon::serve(&config, &state, 300);
     let restored = wait_for(Duration::from_secs(30), || {
-        daemon.entry(&hex).filter(|e| e["source"] == "workers")
+        listed_entry(&daemon, &hex).filter(|e| e["source"] == "workers")
     })
     .expect("the restored aggregate is served from the workers");
     assert_eq!(restored["samples"], samples, "{restored}");
     assert_eq!(
-        daemon.profile(&hex, "unsymbolized").unwrap(),
+        profile(&daemon, &hex, "unsymbolized").unwrap(),
         (unsymbolized.clone(), "workers".to_string())
     );
     let mut child = Command::new(&spin).arg("3").spawn().unwrap();
     assert!(child.wait().unwrap().success());
     std::thread::sleep(Duration::from_millis(1500) + LIVE_SNAPSHOT_TTL);
-    let entry = daemon.entry(&hex).unwrap();
+    let entry = listed_entry(&daemon, &hex).unwrap();
     let both = entry["samples"].as_u64().unwrap();
-    let (unsymbolized2, _) = daemon.profile(&hex, "unsymbolized").unwrap();
+    let (unsymbolized2, _) = profile(&daemon, &hex, "unsymbolized").unwrap();
     assert_eq!(range_samples(&unsymbolized2), both);
     let summary = daemon.stop();
     let new = counted(&summary);

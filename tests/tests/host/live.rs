@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::Mutex;
 
 use collector::live::{ReaderStats, RecordDecoder, RingBuffer};
 use collector::record::{
@@ -15,14 +16,15 @@ use collector::record::{
 };
 use collector::sample::USER_STACK_REGS_MASK;
 use collector::{PerfEvent, SideBandEvent};
-use daemon::config::Config;
 use daemon::run::filters::ProcessFilter;
 use daemon::run::router::{RouteBy, Router};
 use daemon::run::worker::{
     counter_budget, WorkItem, Worker, WorkerSettings, COUNTER_SHARE_OF_BUDGET,
 };
-use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
+use daemon::run::{RunControl, RunSummary};
+use e2e::agent::{cpu_clock_config as config, run_for, RunningDaemon, CPU_CLOCK_HZ};
 use e2e::corpus::{self, Variant};
+use e2e::support::{build_id_hex, build_program, pgo_agent, run_ok, scratch_dir};
 use exporter::format::unsymbolized::read_unsymbolized;
 use object::{Object, ObjectSymbol};
 use symbolizer::ProfiledBinary;
@@ -30,25 +32,26 @@ use unwinder::shard::ShardInput;
 use unwinder::{PerfContent, UnwindOptions};
 
 fn can_sample(test: &str) -> bool {
-    if !e2e::support::is_root() {
-        eprintln!("SKIPPED {test}: needs root for system-wide perf events");
-        return false;
-    }
-    corpus::tools_available(test, &["clang-19", "perf"])
+    e2e::support::can_sample(test, &["clang-19", "perf"])
 }
 
-/// Builds tests/programs/live/spin.c into target/live/spin (once per process).
-fn spin_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = corpus::target_dir()
-                .join("live")
-                .join(format!("spin-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            e2e::support::build_spin(&dir)
+/// Builds `tests/programs/live/<name>.c` with [`build_program`] into a scratch directory
+/// of its own (once per process).
+fn live_program(name: &'static str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(name)
+        .or_insert_with(|| {
+            let source = corpus::sources_dir().join(format!("live/{name}.c"));
+            build_program(&source, &scratch_dir("live", name).join(name), &[])
         })
         .clone()
+}
+
+/// tests/programs/live/spin.c, built once per process.
+fn spin_binary() -> PathBuf {
+    live_program("spin")
 }
 
 /// The function the kernel's own cpu-clock samples put first for spin, by the oracle
@@ -57,9 +60,7 @@ fn spin_binary() -> PathBuf {
 /// (measured with clock_gettime), yet perf puts ~99% of the samples in cold_work. The
 /// daemon must agree with the kernel's samples, so the oracle names the hot function.
 fn oracle_hot_function() -> String {
-    let data = corpus::target_dir()
-        .join("live")
-        .join(format!("oracle-{}.data", std::process::id()));
+    let data = scratch_dir("live", "oracle").join("perf.data");
     let ok = Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-o"])
         .arg(&data)
@@ -92,28 +93,8 @@ fn spawn_spin(secs: f64) -> Child {
         .unwrap()
 }
 
-fn config(extra: &str) -> Config {
-    let text =
-        format!("[sampling]\nmodes = [\"cpu_clock\"]\ncpu_clock_frequency_hz = 997\n{extra}");
-    Config::parse(&text, Path::new("live-test.toml")).unwrap()
-}
-
-fn run_for(config: &Config, secs: u64, state: &Path) -> RunSummary {
-    let args = RunArgs {
-        config: None,
-        state_dir: Some(state.to_path_buf()),
-        duration_secs: Some(secs),
-        listen: None,
-    };
-    run_daemon(config, &args, &RunControl::default()).unwrap()
-}
-
 fn state_dir(name: &str) -> PathBuf {
-    let d = corpus::target_dir()
-        .join("live")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    scratch_dir("live", name)
 }
 
 /// Sum of the range counts of the spin binary's profile per function symbol, read back
@@ -196,16 +177,12 @@ fn live_program_started_after_the_daemon() {
     }
     spin_binary();
     let state = state_dir("after");
-    let cfg = config("");
-    let daemon = std::thread::spawn({
-        let state = state.clone();
-        move || run_for(&cfg, 4, &state)
-    });
+    let daemon = RunningDaemon::start(&config(""), &state, 4);
     // The daemon needs well under a second to open its events; the program runs 2.5 s of
     // the 4 s, so its exec's COMM and MMAP2 records arrive through the rings.
     std::thread::sleep(std::time::Duration::from_millis(800));
     let mut child = spawn_spin(2.5);
-    let summary = daemon.join().unwrap();
+    let summary = daemon.join();
     assert!(child.wait().unwrap().success());
     assert_eq!(summary.mode, "cpu_clock");
     let per = samples_per_function(&summary);
@@ -284,18 +261,12 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
     let state = state_dir("exec-after-scan");
     let control = Arc::new(RunControl::default());
     control.hold_after_scan.store(true, Ordering::SeqCst);
-    let daemon = std::thread::spawn({
-        let (state, control) = (state.clone(), control.clone());
-        move || {
-            let args = RunArgs {
-                config: None,
-                state_dir: Some(state),
-                duration_secs: Some(3),
-                listen: None,
-            };
-            run_daemon(&config("[filters]\ncomms = [\"spin\"]\n"), &args, &control).unwrap()
-        }
-    });
+    let daemon = RunningDaemon::start_with(
+        &config("[filters]\ncomms = [\"spin\"]\n"),
+        &state,
+        3,
+        control.clone(),
+    );
     let waited = Instant::now();
     while !control.scanned.load(Ordering::SeqCst) {
         assert!(waited.elapsed() < Duration::from_secs(30), "no /proc scan");
@@ -311,7 +282,7 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
         std::thread::sleep(Duration::from_millis(1));
     }
     control.hold_after_scan.store(false, Ordering::SeqCst);
-    let summary = daemon.join().unwrap();
+    let summary = daemon.join();
     let mut status = 0;
     // SAFETY: pid is this process's child; status is a valid out pointer.
     let waited = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
@@ -343,11 +314,7 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
         return;
     }
     let spin = spin_binary();
-    let id = ProfiledBinary::load(&spin)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_hex();
+    let id = build_id_hex(&spin);
     // The mount point exists (empty) in the daemon's namespace too.
     let mnt = state_dir("ns-tmpfs");
     std::fs::create_dir_all(&mnt).unwrap();
@@ -363,10 +330,7 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
         "[filters]\ncomms = [\"spin\"]\n\
          [collector]\nreader_poll_interval_ms = 400\nring_wakeup_percent = 0\n",
     );
-    let daemon = std::thread::spawn({
-        let state = state.clone();
-        move || run_for(&cfg, 8, &state)
-    });
+    let daemon = RunningDaemon::start(&cfg, &state, 8);
     std::thread::sleep(std::time::Duration::from_millis(800));
     let started = std::time::Instant::now();
     let status = Command::new("unshare")
@@ -374,7 +338,7 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
         .status()
         .unwrap();
     let took = started.elapsed();
-    let summary = daemon.join().unwrap();
+    let summary = daemon.join();
     assert!(status.success(), "{script}: {status}");
     assert!(
         took < std::time::Duration::from_secs(6),
@@ -668,40 +632,103 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
     }
     let program = corpus::program("recursion", Variant::Probe).unwrap();
     let dir = state_dir("cpu-clock-convert");
-    std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("cpu-clock.data");
-    // Many short runs, for some thousand samples.
+    record_cpu_clock_stacks(&program.binary, &data);
+    let live_text = live_path_counters(&data, &program.binary);
+
+    // convert, from the file; and from `perf script` of the same file: perf prints the
+    // call-chain addresses as offsets in their file, named with `-F ip,dso`.
+    let script = dir.join("cpu-clock.perfscript");
+    let out = run_ok(
+        Command::new("perf")
+            .args(["script", "-F", "ip,dso", "--show-mmap-events", "-i"])
+            .arg(&data),
+    );
+    std::fs::write(&script, out).unwrap();
+    let convert = |input: &str, path: &Path, extra: &[&str], output: &str| {
+        let output = dir.join(output);
+        let (path, binary) = (
+            path.display().to_string(),
+            program.binary.display().to_string(),
+        );
+        let mut args = vec!["convert", input, &path, "--binary", &binary];
+        args.extend(extra);
+        let out = output.display().to_string();
+        args.extend(["--output", &out]);
+        pgo_agent(&args);
+        output
+    };
+    let raw = convert(
+        "--perfdata",
+        &data,
+        &["--skip-symbolization"],
+        "convert.raw",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&raw).unwrap(),
+        live_text,
+        "convert and the live path count the same samples alike"
+    );
+    let script_raw = convert(
+        "--perfscript",
+        &script,
+        &["--skip-symbolization"],
+        "convert-script.raw",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&script_raw).unwrap(),
+        live_text,
+        "convert of the perf script counts the samples as the live path"
+    );
+    let profile = convert("--perfdata", &data, &[], "cpu-clock.extbinary");
+    let script_profile = convert("--perfscript", &script, &[], "cpu-clock-script.extbinary");
+    assert!(
+        std::fs::read(&script_profile).unwrap() == std::fs::read(&profile).unwrap(),
+        "the profiles of the perf script and of the perf.data differ"
+    );
+    verify_reports_stack_samples(&profile, &program.binary);
+    run_ok(
+        Command::new("clang-19")
+            .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
+            .arg(dir.join("recursion.o"))
+            .arg(format!("-fprofile-sample-use={}", profile.display()))
+            .arg(corpus::sources_dir().join("recursion.c")),
+    );
+}
+
+/// `perf record -e cpu-clock:u -g` of many short runs of `binary` (some thousand samples)
+/// into `data`.
+fn record_cpu_clock_stacks(binary: &Path, data: &Path) {
     let script = format!(
         "i=0; while [ $i -lt 200 ]; do {} >/dev/null; i=$((i+1)); done",
-        program.binary.display()
+        binary.display()
     );
-    let out = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            // No build-id collection at exit: perf 6.1 aborts in it (util/build-id.c) now
-            // and then once the recorded processes are gone; the samples do not need it.
-            "--no-buildid",
-            "--no-buildid-cache",
-            "-e",
-            "cpu-clock:u",
-            "-F",
-            "20000",
-            "-g",
-            "-o",
-        ])
-        .arg(&data)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .expect("perf runs");
-    assert!(
-        out.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                // No build-id collection at exit: perf 6.1 aborts in it (util/build-id.c)
+                // now and then once the recorded processes are gone; the samples do not
+                // need it.
+                "--no-buildid",
+                "--no-buildid-cache",
+                "-e",
+                "cpu-clock:u",
+                "-F",
+                "20000",
+                "-g",
+                "-o",
+            ])
+            .arg(data)
+            .args(["--", "sh", "-c", &script]),
     );
+}
 
-    // The daemon's path: the events, routed by leading IP, counted by a cpu-clock worker.
-    let mut reader = collector::perf_data::PerfDataReader::open(&data).unwrap();
+/// The daemon's path over the stack samples of `data`: the events, routed by leading IP,
+/// counted by a cpu-clock worker; `binary`'s unsymbolized counters.
+fn live_path_counters(data: &Path, binary_path: &Path) -> String {
+    let mut reader = collector::perf_data::PerfDataReader::open(data).unwrap();
     let mut events = Vec::new();
     while let Some(e) = reader.next_event().unwrap() {
         events.push(e);
@@ -711,7 +738,7 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
         .filter(|e| matches!(e, PerfEvent::Sample(s) if s.lbr.is_empty()))
         .count();
     assert!(samples > 200, "{samples} samples");
-    let binary = ProfiledBinary::load(&program.binary).unwrap();
+    let binary = ProfiledBinary::load(binary_path).unwrap();
     let id = binary.build_id().unwrap().clone();
     let live = live_counters(
         &events,
@@ -731,88 +758,12 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
         None,
     )
     .unwrap();
+    String::from_utf8(live_text).unwrap()
+}
 
-    // convert, from the file.
-    let raw = dir.join("convert.raw");
-    let (d, b) = (
-        data.display().to_string(),
-        program.binary.display().to_string(),
-    );
-    e2e::support::pgo_agent(&[
-        "convert",
-        "--perfdata",
-        &d,
-        "--binary",
-        &b,
-        "--skip-symbolization",
-        "--output",
-        &raw.display().to_string(),
-    ]);
-    let live_text = String::from_utf8(live_text).unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&raw).unwrap(),
-        live_text,
-        "convert and the live path count the same samples alike"
-    );
-
-    // convert, from `perf script` of the same file: perf prints the call-chain addresses as
-    // offsets in their file, named with `-F ip,dso`.
-    let script = dir.join("cpu-clock.perfscript");
-    let out = Command::new("perf")
-        .args(["script", "-F", "ip,dso", "--show-mmap-events", "-i"])
-        .arg(&data)
-        .output()
-        .expect("perf runs");
-    assert!(
-        out.status.success(),
-        "perf script: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(&script, &out.stdout).unwrap();
-    let script_raw = dir.join("convert-script.raw");
-    let s = script.display().to_string();
-    e2e::support::pgo_agent(&[
-        "convert",
-        "--perfscript",
-        &s,
-        "--binary",
-        &b,
-        "--skip-symbolization",
-        "--output",
-        &script_raw.display().to_string(),
-    ]);
-    assert_eq!(
-        std::fs::read_to_string(&script_raw).unwrap(),
-        live_text,
-        "convert of the perf script counts the samples as the live path"
-    );
-
-    let profile = dir.join("cpu-clock.extbinary");
-    e2e::support::pgo_agent(&[
-        "convert",
-        "--perfdata",
-        &d,
-        "--binary",
-        &b,
-        "--output",
-        &profile.display().to_string(),
-    ]);
-    let script_profile = dir.join("cpu-clock-script.extbinary");
-    e2e::support::pgo_agent(&[
-        "convert",
-        "--perfscript",
-        &s,
-        "--binary",
-        &b,
-        "--output",
-        &script_profile.display().to_string(),
-    ]);
-    assert!(
-        std::fs::read(&script_profile).unwrap() == std::fs::read(&profile).unwrap(),
-        "the profiles of the perf script and of the perf.data differ"
-    );
-    // verify says the profile is made of stack samples and, below the threshold, how many
-    // times the samples it needs.
+/// `verify` says the profile is made of stack samples and, below the threshold, how many
+/// times the samples it needs.
+fn verify_reports_stack_samples(profile: &Path, binary: &Path) {
     let cli = daemon::parse_args(
         [
             "pgo-agent",
@@ -820,7 +771,7 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
             "--profile",
             &profile.display().to_string(),
             "--binary",
-            &b,
+            &binary.display().to_string(),
         ]
         .map(String::from)
         .to_vec(),
@@ -841,36 +792,11 @@ fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
             "{human}"
         );
     }
-    let out = Command::new("clang-19")
-        .args(["-O2", "-fpseudo-probe-for-profiling", "-c", "-o"])
-        .arg(dir.join("recursion.o"))
-        .arg(format!("-fprofile-sample-use={}", profile.display()))
-        .arg(corpus::sources_dir().join("recursion.c"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "clang-19 with the profile: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
-/// Builds tests/programs/live/sort_tiny.c into target/live/ (once per process).
+/// tests/programs/live/sort_tiny.c, built once per process.
 fn sort_tiny_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = corpus::target_dir()
-                .join("live")
-                .join(format!("sort-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            e2e::support::build_program(
-                &corpus::sources_dir().join("live/sort_tiny.c"),
-                &dir.join("sort_tiny"),
-                &[],
-            )
-        })
-        .clone()
+    live_program("sort_tiny")
 }
 
 /// Elements per sorting round of the sort program, in the live runs and the recording.
@@ -904,7 +830,7 @@ impl SortRun {
 }
 
 /// Samples per CPU second of a program at [`config`]'s `cpu_clock_frequency_hz`.
-const SAMPLES_PER_CPU_SEC: f64 = 997.0;
+const SAMPLES_PER_CPU_SEC: f64 = CPU_CLOCK_HZ as f64;
 /// Runs of the sort program a test makes before it calls the machine too busy to measure.
 const SORT_ATTEMPTS: usize = 3;
 /// The fewest samples the kernel must have taken of a run for its shares to be measured.
@@ -937,10 +863,7 @@ fn sort_tiny_run_once(extra: &str, name: &str) -> SortRun {
     let binary = sort_tiny_binary();
     let state = state_dir(name);
     let cfg = config(&format!("{extra}\n[filters]\ncomms = [\"sort_tiny\"]\n"));
-    let daemon = std::thread::spawn({
-        let state = state.clone();
-        move || run_for(&cfg, 5, &state)
-    });
+    let daemon = RunningDaemon::start(&cfg, &state, 5);
     std::thread::sleep(std::time::Duration::from_millis(800));
     let out = Command::new(&binary)
         .args([SORT_SECS, SORT_N])
@@ -953,7 +876,7 @@ fn sort_tiny_run_once(extra: &str, name: &str) -> SortRun {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("sort_tiny printed {stdout:?}, not `checksum cpu-seconds`"));
-    let summary = daemon.join().unwrap();
+    let summary = daemon.join();
     if SAMPLES_PER_CPU_SEC * cpu_secs < SORT_MIN_EXPECTED {
         eprintln!("{name}: the sort program got only {cpu_secs:.2} CPU s");
         let _ = std::fs::remove_dir_all(&state);
@@ -1016,9 +939,7 @@ fn share_distance(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> f64 {
 /// its IP, none dropped for its stack).
 fn sort_tiny_perf_samples() -> BTreeMap<String, u64> {
     let binary = sort_tiny_binary();
-    let data = corpus::target_dir()
-        .join("live")
-        .join(format!("sort-oracle-{}.data", std::process::id()));
+    let data = scratch_dir("live", "sort-oracle").join("perf.data");
     let out = Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-F", "997", "-o"])
         .arg(&data)

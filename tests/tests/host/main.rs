@@ -12,3 +12,11 @@ mod http;
 mod live;
 mod service;
 mod stripped_daemon;
+
+/// Not a test of its own: `pgo-agent` when this executable is re-executed by
+/// [`e2e::support::cli_child_command`] (a daemon child of [`e2e::agent::DaemonProcess`]); a
+/// no-op otherwise.
+#[test]
+fn cli_process() {
+    e2e::support::cli_child();
+}

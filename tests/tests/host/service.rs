@@ -5,10 +5,9 @@
 //!   of `systemd/pgo-agent.service` whose ExecStart names this test executable (any
 //!   existing executable would do; nothing is started). `systemd-analyze security
 //!   --offline=true` on that copy must rate the unit at most 2.0.
-//! * The daemon runs as a child process (it must be SIGKILLed and run under setpriv):
-//!   this test executable re-executes itself with `--exact service::daemon_child` and the daemon's
-//!   arguments in `PGO_AGENT_SERVICE_CHILD`, and [`daemon_child`] runs `pgo-agent` with
-//!   them (the same code as the binary).
+//! * The daemon runs as a child process (it must be SIGKILLed and run under setpriv): an
+//!   [`e2e::agent::DaemonProcess`], this test executable re-executed on `cli_process`,
+//!   which runs `pgo-agent` with the daemon's arguments (the same code as the binary).
 //!
 //! The live tests need root (system-wide perf events, mount, setpriv) and clang-19; they
 //! are skipped with a message otherwise. They run one at a time (they sample the machine).
@@ -17,50 +16,76 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use daemon::run::persist::{read_state, PersistedState};
+use e2e::agent::{run_args, DaemonProcess as Daemon};
 use e2e::corpus;
-use e2e::support::free_port;
-use symbolizer::ProfiledBinary;
+use e2e::http::http_get_ok;
+use e2e::support::{build_id_hex, free_port};
 
-const CHILD_ENV: &str = "PGO_AGENT_SERVICE_CHILD";
 const UNIT: &str = include_str!("../../../systemd/pgo-agent.service");
 
-/// Not a test of its own: the daemon when this executable is re-executed by a test.
-#[test]
-fn daemon_child() {
-    let Ok(args) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let mut argv = vec!["pgo-agent".to_string()];
-    argv.extend(args.split('\u{1f}').map(str::to_string));
-    let code = match daemon::parse_args(argv) {
-        Ok(cli) => match daemon::execute(cli) {
-            Ok(_) => 0,
-            Err(e) => {
-                eprintln!("pgo-agent: error: {e:#}");
-                1
-            }
-        },
-        Err(e) => {
-            eprintln!("pgo-agent: {e}");
-            2
-        }
-    };
-    std::process::exit(code);
-}
-
 fn can_sample(test: &str) -> bool {
-    if !e2e::support::is_root() {
-        eprintln!("SKIPPED {test}: needs root for system-wide perf events");
-        return false;
-    }
-    corpus::tools_available(test, &["clang-19"])
+    e2e::support::can_sample(test, &["clang-19"])
 }
 
 fn work_dir(name: &str) -> PathBuf {
     e2e::support::scratch_dir("service", name)
+}
+
+/// The set-up of a test that runs the daemon: the machine held, a scratch directory with
+/// an empty `state/` in it.
+struct Fixture {
+    dir: PathBuf,
+    state: PathBuf,
+    _machine: MutexGuard<'static, ()>,
+}
+
+impl Fixture {
+    /// `None` (after a SKIPPED message) when `test` cannot sample here.
+    fn new(test: &str, name: &str) -> Option<Fixture> {
+        let machine = e2e::support::machine_lock();
+        if !can_sample(test) {
+            return None;
+        }
+        let dir = work_dir(name);
+        let state = dir.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        Some(Fixture {
+            dir,
+            state,
+            _machine: machine,
+        })
+    }
+
+    /// [`write_config`] in the scratch directory.
+    fn config(&self, extra: &str) -> PathBuf {
+        write_config(&self.dir, extra)
+    }
+
+    /// The daemon with `config` over the state for at most `secs` seconds, serving HTTP on
+    /// `port` (a free one when `None`), its log in `d.log`.
+    fn daemon(&self, config: &Path, port: Option<u16>, secs: u64) -> Daemon {
+        Daemon::spawn(
+            &run_args(config, &self.state, port, secs),
+            &self.dir.join("d.log"),
+        )
+    }
+
+    /// [`Fixture::daemon`] on a free port, once it samples: the daemon and its port.
+    fn sampling(&self, config: &Path, secs: u64) -> (Daemon, u16) {
+        let port = free_port();
+        let mut d = self.daemon(config, Some(port), secs);
+        d.wait_for_log("sampling ");
+        (d, port)
+    }
+
+    /// Removes the scratch directory (a failed test leaves it for a look).
+    fn remove(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Builds a C program (frame pointers, pseudo probes, build id) into target/service.
@@ -81,14 +106,6 @@ fn spin_binary() -> PathBuf {
             build_c("spin", &src)
         })
         .clone()
-}
-
-fn build_id_hex(binary: &Path) -> String {
-    ProfiledBinary::load(binary)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_hex()
 }
 
 /// A small deterministic generator (xorshift64*), seeded from the clock; the seed is
@@ -119,111 +136,6 @@ impl Rng {
     }
 }
 
-/// A daemon child process and its log (killed when dropped, e.g. by a failed assertion).
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    /// Starts `pgo-agent <args>` as a child, under `wrapper` (e.g. setpriv) when given.
-    fn spawn(args: &[String], wrapper: &[String], log: &Path) -> Daemon {
-        Daemon::spawn_with_env(args, wrapper, log, &[])
-    }
-
-    /// [`Daemon::spawn`] with environment variables set (`None`: removed).
-    fn spawn_with_env(
-        args: &[String],
-        wrapper: &[String],
-        log: &Path,
-        env: &[(&str, Option<String>)],
-    ) -> Daemon {
-        let exe = std::env::current_exe().unwrap();
-        let mut cmd = match wrapper.split_first() {
-            Some((w, rest)) => {
-                let mut c = Command::new(w);
-                c.args(rest).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
-        cmd.args([
-            "--exact",
-            "service::daemon_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, args.join("\u{1f}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap());
-        for (name, value) in env {
-            match value {
-                Some(v) => cmd.env(name, v),
-                None => cmd.env_remove(name),
-            };
-        }
-        Daemon {
-            child: cmd.spawn().unwrap(),
-            log: log.to_path_buf(),
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until the log holds `what` (or the child exits: then panics with the log).
-    fn wait_for_log(&mut self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.log().contains(what) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("daemon exited ({status}) before {what:?}:\n{}", self.log());
-            }
-            assert!(Instant::now() < deadline, "no {what:?} in:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn sigkill(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.log()
-    }
-
-    /// Waits for the child to exit by itself (`--duration-secs`), then the exit status and
-    /// the log.
-    fn stop_after_exit(mut self) -> (bool, String) {
-        let ok = self.child.wait().unwrap().success();
-        (ok, self.log())
-    }
-
-    /// SIGTERM, then the exit status and the log.
-    fn stop(mut self) -> (bool, String) {
-        // SAFETY: kill with a child's pid and a valid signal.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let ok = self.child.wait().unwrap().success();
-        (ok, self.log())
-    }
-
-    /// /proc/PID/status field in bytes (VmRSS, VmHWM).
-    fn status_bytes(&self, field: &str) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        s.lines()
-            .find(|l| l.starts_with(field))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    }
-}
-
 /// A cpu-clock config with `extra`; unless `extra` has its own `[filters]`, only spin is
 /// sampled (the build machine runs other jobs whose binaries would slow the daemon down).
 fn write_config(dir: &Path, extra: &str) -> PathBuf {
@@ -238,29 +150,9 @@ fn write_config(dir: &Path, extra: &str) -> PathBuf {
     p
 }
 
-fn run_args(config: &Path, state: &Path, port: Option<u16>, secs: u64) -> Vec<String> {
-    let mut a = vec![
-        "run".to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--state-dir".into(),
-        state.display().to_string(),
-        "--duration-secs".into(),
-        secs.to_string(),
-    ];
-    // Never the default port: another daemon (or test) may hold it.
-    a.push("--listen".into());
-    a.push(format!("127.0.0.1:{}", port.unwrap_or_else(free_port)));
-    a
-}
-
+/// GET `path` of the daemon on 127.0.0.1:`port`: the body of a `200 OK`.
 fn http_get(port: u16, path: &str) -> Result<String, String> {
-    ureq::get(&format!("http://127.0.0.1:{port}{path}"))
-        .timeout(Duration::from_secs(10))
-        .call()
-        .map_err(|e| e.to_string())?
-        .into_string()
-        .map_err(|e| e.to_string())
+    http_get_ok(&format!("http://127.0.0.1:{port}{path}"))
 }
 
 /// The value of a metric line `name` (exact series text) in the exposition, 0 if absent.
@@ -419,8 +311,8 @@ fn logs_carry_journald_priorities_and_follow_the_level() {
             ("RUST_LOG", rust_log.map(str::to_string)),
         ];
         let args = run_args(&config, &dir.join("state"), None, 1);
-        let d = Daemon::spawn_with_env(&args, &[], &log, &env);
-        let (ok, text) = d.stop_after_exit();
+        let d = Daemon::spawn_with(&args, &[], &log, &env);
+        let (ok, text) = d.wait();
         assert!(ok, "daemon failed:\n{text}");
         text
     };
@@ -489,18 +381,16 @@ fn install_script_stages_binary_unit_and_config() {
 
 #[test]
 fn sigkill_at_random_points_never_loses_a_completed_flush() {
-    let _g = e2e::support::machine_lock();
-    if !can_sample("sigkill_at_random_points_never_loses_a_completed_flush") {
+    let Some(fx) = Fixture::new(
+        "sigkill_at_random_points_never_loses_a_completed_flush",
+        "crash",
+    ) else {
         return;
-    }
-    let dir = work_dir("crash");
-    let state = dir.join("state");
-    std::fs::create_dir_all(&state).unwrap();
+    };
+    let (dir, state) = (&fx.dir, &fx.state);
     // Flush every second; one long window, so nothing expires during the test.
-    let config = write_config(
-        &dir,
-        "[output]\nflush_interval_secs = 1\n[aggregation]\nwindow_secs = 3600\n",
-    );
+    let config =
+        fx.config("[output]\nflush_interval_secs = 1\n[aggregation]\nwindow_secs = 3600\n");
     let spin = spin_binary();
     let spin_state = format!("{}.state", build_id_hex(&spin));
     let mut workload = Command::new(&spin).arg("120").spawn().unwrap();
@@ -510,8 +400,8 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
     let rounds = 8;
     for round in 0..rounds {
         let log = dir.join(format!("daemon-{round}.log"));
-        let expected = format!("restored {} binaries", verify_all_states(&state).len());
-        let mut d = Daemon::spawn(&run_args(&config, &state, None, 120), &[], &log);
+        let expected = format!("restored {} binaries", verify_all_states(state).len());
+        let mut d = Daemon::spawn(&run_args(&config, state, None, 120), &log);
         d.wait_for_log("state: restored");
         assert!(d.log().contains(&expected), "{}", d.log());
         d.wait_for_log("sampling ");
@@ -522,7 +412,7 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut writing = false;
             while !writing && Instant::now() < deadline {
-                writing = std::fs::read_dir(&state)
+                writing = std::fs::read_dir(state)
                     .unwrap()
                     .filter_map(|e| e.ok())
                     .any(|e| e.file_name().to_string_lossy().ends_with(".tmp"));
@@ -539,7 +429,7 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
             "at a random point"
         };
         let log_text = d.sigkill();
-        let states = verify_all_states(&state);
+        let states = verify_all_states(state);
         let now = states.get(&spin_state).cloned();
         eprintln!(
             "round {round}: SIGKILL {how}: spin state {} samples ({} state files)",
@@ -573,7 +463,7 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
     // A final restart serves the restored counters over HTTP (before any new flush).
     let port = free_port();
     let log = dir.join("daemon-final.log");
-    let mut d = Daemon::spawn(&run_args(&config, &state, Some(port), 120), &[], &log);
+    let mut d = Daemon::spawn(&run_args(&config, state, Some(port), 120), &log);
     d.wait_for_log("serving HTTP");
     // The files a SIGKILL may have left one flush behind the state are rewritten by the
     // first flush of the restored aggregate.
@@ -599,24 +489,21 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
     }
     let (ok, text) = d.stop();
     assert!(ok, "{text}");
-    let after = verify_all_states(&state)[&spin_state].clone();
+    let after = verify_all_states(state)[&spin_state].clone();
     assert!(after.samples() >= last.samples());
     let _ = workload.kill();
     let _ = workload.wait();
-    let _ = std::fs::remove_dir_all(dir);
+    fx.remove();
 }
 
 /// Restoring a damaged or foreign file: set aside with a reason, counted, empty start.
 #[test]
 fn corrupt_and_foreign_state_files_are_set_aside() {
-    let _g = e2e::support::machine_lock();
-    if !can_sample("corrupt_and_foreign_state_files_are_set_aside") {
+    let Some(fx) = Fixture::new("corrupt_and_foreign_state_files_are_set_aside", "corrupt") else {
         return;
-    }
-    let dir = work_dir("corrupt");
-    let state = dir.join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let config = write_config(&dir, "[output]\nflush_interval_secs = 1\n");
+    };
+    let state = &fx.state;
+    let config = fx.config("[output]\nflush_interval_secs = 1\n");
     std::fs::write(
         state.join("aaaa.state"),
         b"PGOSTATE\x09\x00\x00\x00future format",
@@ -624,11 +511,7 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
     .unwrap();
     std::fs::write(state.join("bbbb.state"), b"garbage").unwrap();
     let port = free_port();
-    let mut d = Daemon::spawn(
-        &run_args(&config, &state, Some(port), 60),
-        &[],
-        &dir.join("d.log"),
-    );
+    let mut d = fx.daemon(&config, Some(port), 60);
     d.wait_for_log("serving HTTP");
     let metrics = http_get(port, "/metrics").unwrap();
     let (ok, log) = d.stop();
@@ -656,7 +539,7 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
         ),
         1.0
     );
-    let names: Vec<String> = std::fs::read_dir(&state)
+    let names: Vec<String> = std::fs::read_dir(state)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -669,7 +552,7 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
         "{names:?}"
     );
     assert!(!names.iter().any(|n| n == "aaaa.state" || n == "bbbb.state"));
-    let _ = std::fs::remove_dir_all(dir);
+    fx.remove();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -677,16 +560,16 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
 
 #[test]
 fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
-    let _g = e2e::support::machine_lock();
-    if !can_sample("disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving") {
+    let Some(fx) = Fixture::new(
+        "disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving",
+        "diskfull",
+    ) else {
         return;
-    }
-    let dir = work_dir("diskfull");
-    let state = dir.join("state");
-    std::fs::create_dir_all(&state).unwrap();
+    };
+    let state = &fx.state;
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
-        .arg(&state)
+        .arg(state)
         .stderr(Stdio::piped())
         .output()
         .unwrap();
@@ -704,17 +587,11 @@ fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
         }
     }
     let _unmount = Unmount(state.clone());
-    let config = write_config(&dir, "[output]\nflush_interval_secs = 1\n");
+    let config = fx.config("[output]\nflush_interval_secs = 1\n");
     let spin = spin_binary();
     let spin_state = state.join(format!("{}.state", build_id_hex(&spin)));
     let mut workload = Command::new(&spin).arg("60").spawn().unwrap();
-    let port = free_port();
-    let mut d = Daemon::spawn(
-        &run_args(&config, &state, Some(port), 120),
-        &[],
-        &dir.join("d.log"),
-    );
-    d.wait_for_log("sampling ");
+    let (d, port) = fx.sampling(&config, 120);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !spin_state.exists() {
         assert!(Instant::now() < deadline, "no flush of spin:\n{}", d.log());
@@ -756,7 +633,7 @@ fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
     // The previous state file is intact: same bytes, checksum valid.
     assert_eq!(std::fs::read(&spin_state).unwrap(), before);
     let kept = read_state(&spin_state).unwrap();
-    let leftovers: Vec<String> = std::fs::read_dir(&state)
+    let leftovers: Vec<String> = std::fs::read_dir(state)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".tmp"))
@@ -786,7 +663,7 @@ fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
     let _ = workload.kill();
     let _ = workload.wait();
     drop(_unmount);
-    let _ = std::fs::remove_dir_all(dir);
+    fx.remove();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -833,33 +710,23 @@ fn many_paths_source(depth: usize, width: usize) -> String {
 
 #[test]
 fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
-    let _g = e2e::support::machine_lock();
-    if !can_sample("memory_budget_evicts_the_coldest_contexts_and_bounds_rss") {
+    let Some(fx) = Fixture::new(
+        "memory_budget_evicts_the_coldest_contexts_and_bounds_rss",
+        "memory",
+    ) else {
         return;
-    }
-    let dir = work_dir("memory");
-    let state = dir.join("state");
-    std::fs::create_dir_all(&state).unwrap();
+    };
     let budget: u64 = 32 << 20;
-    let config = write_config(
-        &dir,
-        &format!(
-            // No debug directories: where libc6-dbg is installed, the C library's debug
-            // file would be loaded (its DWARF, ~40 MB, is a loaded binary's: outside the
-            // budget, as the config documents), and this test is about the counters.
-            "cpu_clock_frequency_hz = 4000\n[output]\nflush_interval_secs = 2\ndebug_dirs = []\n\
+    let config = fx.config(&format!(
+        // No debug directories: where libc6-dbg is installed, the C library's debug
+        // file would be loaded (its DWARF, ~40 MB, is a loaded binary's: outside the
+        // budget, as the config documents), and this test is about the counters.
+        "cpu_clock_frequency_hz = 4000\n[output]\nflush_interval_secs = 2\ndebug_dirs = []\n\
              [aggregation]\nwindow_secs = 3600\nmemory_budget_bytes = {budget}\n\
              [filters]\nexe_path_globs = [\"*/many_paths-*\"]\n"
-        ),
-    );
+    ));
     let prog = build_c("many_paths", &many_paths_source(10, 4));
-    let port = free_port();
-    let mut d = Daemon::spawn(
-        &run_args(&config, &state, Some(port), 120),
-        &[],
-        &dir.join("d.log"),
-    );
-    d.wait_for_log("sampling ");
+    let (d, _) = fx.sampling(&config, 120);
     std::thread::sleep(Duration::from_millis(500));
     let baseline = d.status_bytes("VmRSS:");
     let secs = 25;
@@ -903,32 +770,26 @@ fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
         budget >> 10
     );
     // What was kept is a valid state, and what stayed is the hottest part.
-    let states = verify_all_states(&state);
+    let states = verify_all_states(&fx.state);
     assert!(!states.is_empty());
-    let _ = std::fs::remove_dir_all(dir);
+    fx.remove();
 }
 
 /// The per-binary sample budget cuts samples before they are unwound: the window holds at
 /// most the budget, the rest is counted as over budget.
 #[test]
 fn per_binary_sample_budget_throttles() {
-    let _g = e2e::support::machine_lock();
-    if !can_sample("per_binary_sample_budget_throttles") {
+    let Some(fx) = Fixture::new("per_binary_sample_budget_throttles", "throttle") else {
         return;
-    }
-    let dir = work_dir("throttle");
-    let state = dir.join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let config = write_config(
-        &dir,
-        "[aggregation]\nwindow_secs = 3600\nmax_samples_per_binary_per_window = 300\n",
-    );
+    };
+    let state = &fx.state;
+    let config =
+        fx.config("[aggregation]\nwindow_secs = 3600\nmax_samples_per_binary_per_window = 300\n");
     let spin = spin_binary();
     let mut workload = Command::new(&spin).arg("5").spawn().unwrap();
-    let mut d = Daemon::spawn(&run_args(&config, &state, None, 4), &[], &dir.join("d.log"));
-    let ok = d.child.wait().unwrap().success();
+    let (ok, log) = fx.daemon(&config, None, 4).wait();
     let _ = workload.wait();
-    assert!(ok, "{}", d.log());
+    assert!(ok, "{log}");
     let id = build_id_hex(&spin);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(state.join(format!("{id}.json"))).unwrap())
@@ -946,7 +807,7 @@ fn per_binary_sample_budget_throttles() {
         .len() as u64;
     assert!(samples <= 300 * windows && samples > 0, "{meta}");
     assert!(over > 0 && offered >= samples + over, "{meta}");
-    let _ = std::fs::remove_dir_all(dir);
+    fx.remove();
 }
 
 /// Real binaries nobody here built, stripped and large: `clang-19 -c` compiles under the
@@ -957,14 +818,11 @@ fn per_binary_sample_budget_throttles() {
 /// stays under 128 MiB.
 #[test]
 fn clang_compiles_count_stripped_libraries_within_128_mib() {
-    let _g = e2e::support::machine_lock();
     let test = "clang_compiles_count_stripped_libraries_within_128_mib";
-    if !can_sample(test) {
+    let Some(fx) = Fixture::new(test, "clang") else {
         return;
-    }
-    let dir = work_dir("clang");
-    let state = dir.join("state");
-    std::fs::create_dir_all(&state).unwrap();
+    };
+    let (dir, state) = (&fx.dir, &fx.state);
     // The default configuration: an empty file over the embedded default.
     let config = dir.join("pgo-agent.toml");
     std::fs::write(&config, "").unwrap();
@@ -978,13 +836,7 @@ fn clang_compiles_count_stripped_libraries_within_128_mib() {
         ));
     }
     std::fs::write(&source, text).unwrap();
-    let port = free_port();
-    let mut d = Daemon::spawn(
-        &run_args(&config, &state, Some(port), 120),
-        &[],
-        &dir.join("d.log"),
-    );
-    d.wait_for_log("sampling ");
+    let (d, port) = fx.sampling(&config, 120);
     for _ in 0..5 {
         let ok = Command::new("clang-19")
             .args(["-O2", "-c", "-o", "/dev/null"])
@@ -1005,7 +857,7 @@ fn clang_compiles_count_stripped_libraries_within_128_mib() {
         "pgo_agent_events_dropped_total{reason=\"code_less_binary\",stage=\"router\"}",
     );
     let mut counted: BTreeMap<String, (u64, String)> = BTreeMap::new();
-    for entry in std::fs::read_dir(&state).unwrap().flatten() {
+    for entry in std::fs::read_dir(state).unwrap().flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
             let meta: serde_json::Value =
@@ -1042,7 +894,7 @@ fn clang_compiles_count_stripped_libraries_within_128_mib() {
     }
     assert_eq!(code_less, 0.0, "{metrics}");
     assert!(hwm > 0 && hwm < 128 << 20, "peak RSS {} KiB", hwm >> 10);
-    let _ = std::fs::remove_dir_all(dir);
+    fx.remove();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1110,13 +962,14 @@ fn unprivileged_user_with_the_units_capabilities_samples() {
             .unwrap();
         assert!(status.success());
         let log = dir.join(format!("{name}.log"));
-        let mut d = Daemon::spawn(
+        let d = Daemon::spawn_with(
             &run_args(&config, &state, None, 4),
             &setpriv_wrapper(caps),
             &log,
+            &[],
         );
-        let ok = d.child.wait().unwrap().success();
-        (ok, std::fs::read_to_string(&log).unwrap_or_default(), state)
+        let (ok, log) = d.wait();
+        (ok, log, state)
     };
     // spin runs as root, the daemon as nobody: profiling another user's process.
     let mut workload = Command::new(&spin).arg("30").spawn().unwrap();

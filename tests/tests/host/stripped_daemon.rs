@@ -52,9 +52,14 @@ use std::time::{Duration, Instant};
 use daemon::config::Config;
 use daemon::merge::{write_counters, MergeFormat};
 use daemon::run::persist::read_state;
-use daemon::run::{run_daemon, RunArgs, RunControl, RunSummary};
+use daemon::run::RunSummary;
+use e2e::agent::RunningDaemon;
 use e2e::corpus::{self, Variant};
-use e2e::support::{cli, free_port, llvm, read_text, scratch_dir, wait_for};
+use e2e::http::{http_get, HttpResponse};
+use e2e::support::{
+    build_id_hex, canonical_profile, cli, free_port, llvm as run_tool, read_text, scratch_dir,
+    wait_for,
+};
 use exporter::format::unsymbolized::read_unsymbolized;
 use object::{Object, ObjectSymbol};
 use serde_json::Value;
@@ -175,11 +180,9 @@ impl Fixture {
     }
 }
 
-/// Why the tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    if !e2e::support::is_root() {
-        return Some("needs root for system-wide perf events".into());
-    }
+/// The shared run, made by the first test that asks (the others wait for it); `None`
+/// (after printing `SKIPPED test: ...`) when it cannot run here.
+fn fixture(test: &str) -> Option<&'static Fixture> {
     let tools = [
         "clang-19",
         "clang++-19",
@@ -188,23 +191,7 @@ fn skip_reason() -> Option<String> {
         "strip",
         "objcopy",
     ];
-    let missing: Vec<&str> = tools
-        .into_iter()
-        .filter(|t| corpus::find_tool(t).is_none())
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "missing {} (apt-get install clang-19 llvm-19 debuginfod binutils)",
-            missing.join(", ")
-        )
-    })
-}
-
-/// The shared run, made by the first test that asks (the others wait for it); `None`
-/// (after printing `SKIPPED test: ...`) when it cannot run here.
-fn fixture(test: &str) -> Option<&'static Fixture> {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED {test}: {why}");
+    if !e2e::support::can_sample(test, &tools) {
         return None;
     }
     static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
@@ -220,18 +207,6 @@ fn fixture(test: &str) -> Option<&'static Fixture> {
         Ok(f) => Some(f),
         Err(e) => panic!("the daemon run shared by these tests failed: {e}"),
     }
-}
-
-/// Runs `tool args`, panicking with its stderr on failure.
-fn run_tool<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S]) {
-    llvm(tool, args);
-}
-
-fn build_id_hex(path: &Path) -> String {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let file = object::File::parse(&*data).unwrap();
-    let id = file.build_id().unwrap().expect("a GNU build id");
-    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Strips a copy of the corpus program and puts its debug file where `route` finds it.
@@ -363,7 +338,7 @@ impl DebuginfodServer {
     fn status(&self, hex: &str) -> Option<u16> {
         http_get(&format!("{}/buildid/{hex}/debuginfo", self.url))
             .ok()
-            .map(|r| r.0)
+            .map(|r| r.status)
     }
 }
 
@@ -374,36 +349,23 @@ impl Drop for DebuginfodServer {
     }
 }
 
-/// GET `url`: (status, `x-pgo-profile-format` header, body).
-fn http_get(url: &str) -> Result<(u16, String, String), String> {
-    let read = |r: ureq::Response| {
-        let format = r.header("x-pgo-profile-format").unwrap_or("").to_string();
-        (r.status(), format, r.into_string())
-    };
-    match ureq::get(url).timeout(Duration::from_secs(30)).call() {
-        Ok(r) => {
-            let (code, format, body) = read(r);
-            Ok((code, format, body.map_err(|e| e.to_string())?))
+/// GET `path` of `daemon`, which must answer `200 OK`: (`x-pgo-profile-format` header,
+/// body).
+fn get_ok(daemon: &RunningDaemon, path: &str) -> (String, String) {
+    match daemon.get(path) {
+        Ok(r @ HttpResponse { status: 200, .. }) => {
+            (r.header("x-pgo-profile-format").to_string(), r.body)
         }
-        Err(ureq::Error::Status(_, r)) => {
-            let (code, format, body) = read(r);
-            Ok((code, format, body.unwrap_or_default()))
-        }
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn get_ok(url: &str) -> (String, String) {
-    match http_get(url) {
-        Ok((200, format, body)) => (format, body),
-        other => panic!("GET {url}: {other:?}"),
+        other => panic!("GET {path}: {other:?}"),
     }
 }
 
 /// The `/api/v1/profiles` entries by build id.
-fn listed(base: &str) -> Option<HashMap<String, Value>> {
-    let (code, _, body) = http_get(&format!("{base}/api/v1/profiles")).ok()?;
-    let list: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+fn listed(daemon: &RunningDaemon) -> Option<HashMap<String, Value>> {
+    let r = daemon.get("/api/v1/profiles").ok()?;
+    let list: Value = serde_json::from_str(&r.body)
+        .ok()
+        .filter(|_| r.status == 200)?;
     Some(
         list["profiles"]
             .as_array()?
@@ -417,6 +379,53 @@ fn samples_of(list: &HashMap<String, Value>, hex: &str) -> u64 {
     list.get(hex)
         .and_then(|p| p["samples"].as_u64())
         .unwrap_or(0)
+}
+
+/// Two lanes (one a core) run the stripped programs that still lack samples, in turn,
+/// until each has [`TARGET_SAMPLES`] or [`MAX_LOOP`] has passed: the programs that gain
+/// samples slowly get the lanes at the end. How many runs they made.
+fn run_until_sampled(daemon: &RunningDaemon, cases: &[Case]) -> u64 {
+    let programs: Arc<Vec<PathBuf>> = Arc::new(cases.iter().map(|c| c.stripped.clone()).collect());
+    let done: Arc<Vec<AtomicBool>> =
+        Arc::new(cases.iter().map(|_| AtomicBool::new(false)).collect());
+    let lanes: Vec<_> = (0..2)
+        .map(|lane| {
+            let (programs, done) = (programs.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut runs = 0u64;
+                let n = programs.len();
+                for i in (lane * n / 2..).map(|i| i % n) {
+                    if done.iter().all(|d| d.load(Ordering::SeqCst)) {
+                        break;
+                    }
+                    if done[i].load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let p = &programs[i];
+                    let status = Command::new(p)
+                        .stdout(Stdio::null())
+                        .status()
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                    assert!(status.success(), "{}: {status}", p.display());
+                    runs += 1;
+                }
+                runs
+            })
+        })
+        .collect();
+    wait_for(MAX_LOOP, || {
+        let list = listed(daemon)?;
+        for (c, d) in cases.iter().zip(done.iter()) {
+            if samples_of(&list, &c.hex) >= TARGET_SAMPLES {
+                d.store(true, Ordering::SeqCst);
+            }
+        }
+        done.iter().all(|d| d.load(Ordering::SeqCst)).then_some(())
+    });
+    for d in done.iter() {
+        d.store(true, Ordering::SeqCst);
+    }
+    lanes.into_iter().map(|t| t.join().unwrap()).sum()
 }
 
 fn make_fixture() -> Fixture {
@@ -454,8 +463,6 @@ fn make_fixture() -> Fixture {
     }
 
     phase("debuginfod serving");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
     let mut comms: Vec<&str> = cases.iter().map(|c| c.name).collect();
     comms.sort();
     comms.dedup();
@@ -468,66 +475,10 @@ fn make_fixture() -> Fixture {
         url = server.url,
     );
     let config = Config::parse(&config_text, Path::new("stripped-daemon-test.toml")).unwrap();
-    let args = RunArgs {
-        config: None,
-        state_dir: Some(state.clone()),
-        duration_secs: Some(120),
-        listen: Some(format!("127.0.0.1:{port}")),
-    };
-    let control = Arc::new(RunControl::default());
-    let daemon = {
-        let control = control.clone();
-        std::thread::spawn(move || run_daemon(&config, &args, &control))
-    };
-    wait_for(Duration::from_secs(30), || {
-        (http_get(&format!("{base}/healthz")).ok()?.0 == 200).then_some(())
-    })
-    .expect("the daemon never served /healthz");
+    let daemon = RunningDaemon::serve(&config, &state, 120);
 
-    // Two lanes (one a core) run the stripped programs that still lack samples, in turn,
-    // until each has enough: the programs that gain samples slowly get the lanes at the end.
-    let programs: Arc<Vec<PathBuf>> = Arc::new(cases.iter().map(|c| c.stripped.clone()).collect());
-    let done: Arc<Vec<AtomicBool>> =
-        Arc::new(cases.iter().map(|_| AtomicBool::new(false)).collect());
-    let lanes: Vec<_> = (0..2)
-        .map(|lane| {
-            let (programs, done) = (programs.clone(), done.clone());
-            std::thread::spawn(move || {
-                let mut runs = 0u64;
-                let n = programs.len();
-                for i in (lane * n / 2..).map(|i| i % n) {
-                    if done.iter().all(|d| d.load(Ordering::SeqCst)) {
-                        break;
-                    }
-                    if done[i].load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let p = &programs[i];
-                    let status = Command::new(p)
-                        .stdout(Stdio::null())
-                        .status()
-                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                    assert!(status.success(), "{}: {status}", p.display());
-                    runs += 1;
-                }
-                runs
-            })
-        })
-        .collect();
     phase("daemon up");
-    wait_for(MAX_LOOP, || {
-        let list = listed(&base)?;
-        for (c, d) in cases.iter().zip(done.iter()) {
-            if samples_of(&list, &c.hex) >= TARGET_SAMPLES {
-                d.store(true, Ordering::SeqCst);
-            }
-        }
-        done.iter().all(|d| d.load(Ordering::SeqCst)).then_some(())
-    });
-    for d in done.iter() {
-        d.store(true, Ordering::SeqCst);
-    }
-    let runs: u64 = lanes.into_iter().map(|t| t.join().unwrap()).sum();
+    let runs = run_until_sampled(&daemon, &cases);
     phase("loops");
 
     // Wait until the last samples are flushed: two listings a flush apart agree (on a busy
@@ -535,7 +486,7 @@ fn make_fixture() -> Fixture {
     let mut last = None;
     let settled = wait_for(Duration::from_secs(45), || {
         std::thread::sleep(Duration::from_millis(1100));
-        let list = listed(&base)?;
+        let list = listed(&daemon)?;
         let now: Vec<u64> = cases.iter().map(|c| samples_of(&list, &c.hex)).collect();
         let same = last.as_ref() == Some(&now);
         last = Some(now);
@@ -550,10 +501,10 @@ fn make_fixture() -> Fixture {
                 .get(&c.hex)
                 .unwrap_or_else(|| panic!("{} ({}) is not listed: {settled:#?}", c.label(), c.hex))
                 .clone();
-            let uri = format!("{base}/api/v1/profiles/{}", c.hex);
-            let (format, unsymbolized) = get_ok(&format!("{uri}?format=unsymbolized"));
+            let uri = format!("/api/v1/profiles/{}", c.hex);
+            let (format, unsymbolized) = get_ok(&daemon, &format!("{uri}?format=unsymbolized"));
             assert_eq!(format, "unsymbolized");
-            let (text_format, text) = get_ok(&format!("{uri}?format=text"));
+            let (text_format, text) = get_ok(&daemon, &format!("{uri}?format=text"));
             Served {
                 listed,
                 unsymbolized,
@@ -563,10 +514,9 @@ fn make_fixture() -> Fixture {
         })
         .collect();
     phase("served");
-    let (_, metrics) = get_ok(&format!("{base}/metrics"));
+    let (_, metrics) = get_ok(&daemon, "/metrics");
     phase("metrics");
-    control.stop.store(true, Ordering::SeqCst);
-    let summary = daemon.join().unwrap().unwrap();
+    let summary = daemon.stop();
     phase("stopped");
     let debuginfod_url = server.url.clone();
     drop(server);
@@ -639,23 +589,12 @@ fn expected_tried(fx: &Fixture, case: &Case) -> Vec<String> {
     }
 }
 
-/// The canonical text form of a sample profile (`llvm-profdata-19 merge --sample --text`).
+/// The canonical text form of a sample profile ([`canonical_profile`] of it, written to
+/// `<label>.prof.txt`).
 fn canonical(fx: &Fixture, label: &str, text: &str) -> String {
     let input = fx.dir.join(format!("{label}.prof.txt"));
-    let output = fx.dir.join(format!("{label}.canonical.txt"));
     std::fs::write(&input, text).unwrap();
-    llvm(
-        "llvm-profdata-19",
-        &[
-            "merge".as_ref(),
-            "--sample".as_ref(),
-            "--text".as_ref(),
-            input.as_os_str(),
-            "-o".as_ref(),
-            output.as_os_str(),
-        ],
-    );
-    read_text(&output)
+    canonical_profile(&input)
 }
 
 /// The names of the functions in `path`'s `.symtab`.
@@ -723,128 +662,149 @@ fn assert_symbolized_through(fx: &Fixture, variant: Variant, route: Route) {
         "{label}: {listed:#}"
     );
 
+    if probe {
+        assert_probe_profile_is_the_twins(fx, case, served);
+    } else {
+        assert_line_profile_is_the_twins(fx, case, served);
+    }
+}
+
+/// A probe build: the served text profile is `pgo-agent merge` of the served aggregate with
+/// the unstripped twin, byte for byte and canonicalised; each range is counted as the twin
+/// counts it.
+fn assert_probe_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served) {
+    let variant = case.variant;
+    let label = case.label();
+    let listed = &served.listed;
     let twin = ProfiledBinary::load(&case.twin).unwrap();
     let base = twin.preferred_base();
     let functions = function_symbols(&case.twin);
-    if probe {
-        assert_eq!(listed["symbolization"], "symbolized", "{label}");
-        assert_eq!(served.text_format, "text", "{label}");
-        // The same served aggregate, symbolized with the unstripped twin.
-        let unsym = fx
-            .dir
-            .join(format!("{}-{}.unsymbolized", variant, case.name));
-        std::fs::write(&unsym, &served.unsymbolized).unwrap();
-        let twin_text = fx.dir.join(format!("{}-{}.twin.txt", variant, case.name));
-        cli(&[
-            "merge",
-            unsym.to_str().unwrap(),
-            "--binary",
-            case.twin.to_str().unwrap(),
-            "--build-id",
-            &case.hex,
-            "--format",
-            "text",
-            "-o",
-            twin_text.to_str().unwrap(),
-        ]);
-        let twin_text = read_text(&twin_text);
-        // Not empty: it names functions of the program, with samples.
-        let named: Vec<&str> = twin_text
-            .lines()
-            .filter(|l| !l.starts_with(' '))
-            .filter_map(|l| {
-                let mut parts = l.rsplitn(3, ':');
-                let (_head, total, name) = (parts.next()?, parts.next()?, parts.next()?);
-                (total.parse::<u64>().ok()? > 0).then_some(name)
-            })
-            .filter(|name| functions.contains(*name))
-            .collect();
-        assert!(!named.is_empty(), "{label}: {twin_text}");
-        let tag = format!("{}-{}", variant, case.name);
-        let served_canonical = canonical(fx, &format!("{tag}.served"), &served.text);
-        let twin_canonical = canonical(fx, &format!("{tag}.twin"), &twin_text);
-        assert!(
-            served_canonical == twin_canonical,
-            "{label}: the served profile differs from the twin's on the same samples:\n\
-             served:\n{served_canonical}\ntwin:\n{twin_canonical}"
-        );
-        assert!(
-            served.text == twin_text,
-            "{label}: not byte-equal to the twin's"
-        );
-        // Counted as the twin counts: each range runs from the twin's block probe before
-        // the sampled address to it.
-        let counters = read_unsymbolized(&served.unsymbolized, base)
-            .unwrap()
-            .to_counter_set(base)
-            .unwrap();
-        let mut total = 0;
-        for c in counters.contexts.values() {
-            for (&(start, end), &n) in &c.ranges {
-                assert!(twin.is_code(end), "{label}: {end:#x} is not code");
-                assert_eq!(
-                    start,
-                    twin.block_probe_anchor(end).unwrap_or(end),
-                    "{label}: range {start:#x}-{end:#x}"
-                );
-                total += n;
-            }
-        }
-        assert_eq!(total, listed["samples"].as_u64().unwrap(), "{label}");
-    } else {
-        // Line contexts are kept named in the aggregate; the text profile is made from them
-        // with the binary as `convert --unsymbolized-profile` makes it.
-        assert_eq!(listed["symbolization"], "symbolized", "{label}");
-        assert_eq!(served.text_format, "text", "{label}");
-        let contexts = read_unsymbolized(&served.unsymbolized, base)
-            .unwrap()
-            .line_contexts()
-            .expect("named line contexts");
-        let profile = symbolizer::generate::generate_line_profile_of_contexts(
-            &twin,
-            &contexts,
-            &symbolizer::generate::GenerateOptions::default(),
-        );
-        let mut twin_text = Vec::new();
-        exporter::format::llvm_text::write(&profile, &mut twin_text).unwrap();
-        assert!(
-            served.text.as_bytes() == twin_text.as_slice() && !twin_text.is_empty(),
-            "{label}: the served text differs from the twin's:\n{}",
-            served.text
-        );
-        // Not empty: its contexts name functions of the program.
-        let named = served
-            .unsymbolized
-            .lines()
-            .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
-            .flat_map(|context| context.split(" @ "))
-            .filter(|frame| functions.contains(frame.split(':').next().unwrap()))
-            .count();
-        assert!(named > 0, "{label}: {}", served.unsymbolized);
-        // The same counters (the state file's windows, raw addresses), written with the
-        // unstripped twin.
-        let state = read_state(&fx.state.join(format!("{}.state", case.hex))).unwrap();
-        let mut counters = CounterSet::new(state.kind);
-        for w in &state.windows {
-            counters.merge(&w.counters);
-        }
-        let mut twin_profile = Vec::new();
-        write_counters(
-            &counters,
-            Some(&twin),
-            base,
-            MergeFormat::Unsymbolized,
-            &mut twin_profile,
-        )
+    assert_eq!(listed["symbolization"], "symbolized", "{label}");
+    assert_eq!(served.text_format, "text", "{label}");
+    // The same served aggregate, symbolized with the unstripped twin.
+    let unsym = fx
+        .dir
+        .join(format!("{}-{}.unsymbolized", variant, case.name));
+    std::fs::write(&unsym, &served.unsymbolized).unwrap();
+    let twin_text = fx.dir.join(format!("{}-{}.twin.txt", variant, case.name));
+    cli(&[
+        "merge",
+        unsym.to_str().unwrap(),
+        "--binary",
+        case.twin.to_str().unwrap(),
+        "--build-id",
+        &case.hex,
+        "--format",
+        "text",
+        "-o",
+        twin_text.to_str().unwrap(),
+    ]);
+    let twin_text = read_text(&twin_text);
+    // Not empty: it names functions of the program, with samples.
+    let named: Vec<&str> = twin_text
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| {
+            let mut parts = l.rsplitn(3, ':');
+            let (_head, total, name) = (parts.next()?, parts.next()?, parts.next()?);
+            (total.parse::<u64>().ok()? > 0).then_some(name)
+        })
+        .filter(|name| functions.contains(*name))
+        .collect();
+    assert!(!named.is_empty(), "{label}: {twin_text}");
+    let tag = format!("{}-{}", variant, case.name);
+    let served_canonical = canonical(fx, &format!("{tag}.served"), &served.text);
+    let twin_canonical = canonical(fx, &format!("{tag}.twin"), &twin_text);
+    assert!(
+        served_canonical == twin_canonical,
+        "{label}: the served profile differs from the twin's on the same samples:\n\
+         served:\n{served_canonical}\ntwin:\n{twin_canonical}"
+    );
+    assert!(
+        served.text == twin_text,
+        "{label}: not byte-equal to the twin's"
+    );
+    // Counted as the twin counts: each range runs from the twin's block probe before
+    // the sampled address to it.
+    let counters = read_unsymbolized(&served.unsymbolized, base)
+        .unwrap()
+        .to_counter_set(base)
         .unwrap();
-        let twin_profile = String::from_utf8(twin_profile).unwrap();
-        assert!(
-            served.unsymbolized == twin_profile,
-            "{label}: the served profile differs from the twin's on the same samples:\n\
-             served:\n{}\ntwin:\n{twin_profile}",
-            served.unsymbolized
-        );
+    let mut total = 0;
+    for c in counters.contexts.values() {
+        for (&(start, end), &n) in &c.ranges {
+            assert!(twin.is_code(end), "{label}: {end:#x} is not code");
+            assert_eq!(
+                start,
+                twin.block_probe_anchor(end).unwrap_or(end),
+                "{label}: range {start:#x}-{end:#x}"
+            );
+            total += n;
+        }
     }
+    assert_eq!(total, listed["samples"].as_u64().unwrap(), "{label}");
+}
+
+/// A line-table build: the served text profile is the one the twin makes from the served
+/// contexts, and the served aggregate the one written from the same counters with the twin.
+fn assert_line_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served) {
+    let label = case.label();
+    let listed = &served.listed;
+    let twin = ProfiledBinary::load(&case.twin).unwrap();
+    let base = twin.preferred_base();
+    let functions = function_symbols(&case.twin);
+    // Line contexts are kept named in the aggregate; the text profile is made from them
+    // with the binary as `convert --unsymbolized-profile` makes it.
+    assert_eq!(listed["symbolization"], "symbolized", "{label}");
+    assert_eq!(served.text_format, "text", "{label}");
+    let contexts = read_unsymbolized(&served.unsymbolized, base)
+        .unwrap()
+        .line_contexts()
+        .expect("named line contexts");
+    let profile = symbolizer::generate::generate_line_profile_of_contexts(
+        &twin,
+        &contexts,
+        &symbolizer::generate::GenerateOptions::default(),
+    );
+    let mut twin_text = Vec::new();
+    exporter::format::llvm_text::write(&profile, &mut twin_text).unwrap();
+    assert!(
+        served.text.as_bytes() == twin_text.as_slice() && !twin_text.is_empty(),
+        "{label}: the served text differs from the twin's:\n{}",
+        served.text
+    );
+    // Not empty: its contexts name functions of the program.
+    let named = served
+        .unsymbolized
+        .lines()
+        .filter_map(|l| l.strip_prefix('[')?.strip_suffix(']'))
+        .flat_map(|context| context.split(" @ "))
+        .filter(|frame| functions.contains(frame.split(':').next().unwrap()))
+        .count();
+    assert!(named > 0, "{label}: {}", served.unsymbolized);
+    // The same counters (the state file's windows, raw addresses), written with the
+    // unstripped twin.
+    let state = read_state(&fx.state.join(format!("{}.state", case.hex))).unwrap();
+    let mut counters = CounterSet::new(state.kind);
+    for w in &state.windows {
+        counters.merge(&w.counters);
+    }
+    let mut twin_profile = Vec::new();
+    write_counters(
+        &counters,
+        Some(&twin),
+        base,
+        MergeFormat::Unsymbolized,
+        &mut twin_profile,
+    )
+    .unwrap();
+    let twin_profile = String::from_utf8(twin_profile).unwrap();
+    assert!(
+        served.unsymbolized == twin_profile,
+        "{label}: the served profile differs from the twin's on the same samples:\n\
+         served:\n{}\ntwin:\n{twin_profile}",
+        served.unsymbolized
+    );
 }
 
 #[test]
@@ -888,34 +848,31 @@ fn stripped_binaries_are_counted_not_dropped() {
     }
 }
 
-#[test]
-fn debug_file_in_debug_dirs() {
+/// [`assert_symbolized_through`] `route` for the probe and the line-table build, the
+/// machine held (skipped when the shared run cannot run here).
+fn both_builds_symbolized_through(test: &str, route: Route) {
     let _machine = e2e::support::machine_lock();
-    let Some(fx) = fixture("debug_file_in_debug_dirs") else {
+    let Some(fx) = fixture(test) else {
         return;
     };
-    assert_symbolized_through(fx, Variant::Probe, Route::DebugDirs);
-    assert_symbolized_through(fx, Variant::Lines, Route::DebugDirs);
+    for variant in Variant::ALL {
+        assert_symbolized_through(fx, variant, route);
+    }
+}
+
+#[test]
+fn debug_file_in_debug_dirs() {
+    both_builds_symbolized_through("debug_file_in_debug_dirs", Route::DebugDirs);
 }
 
 #[test]
 fn debug_file_by_gnu_debuglink() {
-    let _machine = e2e::support::machine_lock();
-    let Some(fx) = fixture("debug_file_by_gnu_debuglink") else {
-        return;
-    };
-    assert_symbolized_through(fx, Variant::Probe, Route::GnuDebuglink);
-    assert_symbolized_through(fx, Variant::Lines, Route::GnuDebuglink);
+    both_builds_symbolized_through("debug_file_by_gnu_debuglink", Route::GnuDebuglink);
 }
 
 #[test]
 fn debug_file_from_debuginfod() {
-    let _machine = e2e::support::machine_lock();
-    let Some(fx) = fixture("debug_file_from_debuginfod") else {
-        return;
-    };
-    assert_symbolized_through(fx, Variant::Probe, Route::Debuginfod);
-    assert_symbolized_through(fx, Variant::Lines, Route::Debuginfod);
+    both_builds_symbolized_through("debug_file_from_debuginfod", Route::Debuginfod);
 }
 
 #[test]

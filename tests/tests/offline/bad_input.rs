@@ -7,7 +7,6 @@
 //! whose JSON body names the bad parameter.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -15,8 +14,8 @@ use collector::memprof::raw::write_raw_profile;
 use collector::memprof::SegmentEntry;
 use collector::BuildId;
 use e2e::corpus::{self, Variant};
-use service::http::{router, AppState};
-use service::store::{ProfileStore, StoreSettings};
+use e2e::http::store_app;
+use service::http::router;
 use tower::ServiceExt;
 
 /// Runs `pgo-agent <args>` in a child process: (exit code, stdout + stderr).
@@ -63,12 +62,17 @@ fn check(cases: &[Case]) {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A `convert` case: `convert INPUT_FLAG INPUT --binary BINARY -o OUT`.
+fn convert_case(name: &str, input: [&str; 2], binary: &str, out: &str, expect: &[&str]) -> Case {
+    case(
+        name,
+        &["convert", input[0], input[1], "--binary", binary, "-o", out],
+        expect,
+    )
+}
+
 fn scratch(name: &str) -> PathBuf {
-    let dir = corpus::target_dir()
-        .join("bad-input")
-        .join(std::process::id().to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    e2e::support::suite_dir("bad-input").join(name)
 }
 
 fn write(name: &str, bytes: &[u8]) -> String {
@@ -119,27 +123,56 @@ fn perf_data_feature(bytes: &[u8], bit: u32) -> usize {
 #[test]
 fn convert_rejects_malformed_input() {
     let (data, binary) = fixture();
-    let bin = s(&binary);
     let out = scratch("out.prof");
-    let out = s(&out);
-    let bytes = std::fs::read(&data).unwrap();
-    let mut cases = Vec::new();
+    let (data, bin, out) = (s(&data), s(&binary), s(&out));
+    let mut cases = malformed_perf_data(data, bin, out);
+    cases.extend(malformed_binaries(data, bin, out));
+    cases.extend(malformed_text_inputs(bin, out));
+    // A corrupt .pseudo_probe section (needs the corpus, built with clang-19).
+    if corpus::tools_available(
+        "convert_rejects_malformed_input (probe case)",
+        &["clang-19"],
+    ) {
+        let program = corpus::program("recursion", Variant::Probe).unwrap();
+        let mut bad = std::fs::read(&program.binary).unwrap();
+        let (offset, size) = section_range(&bad, ".pseudo_probe");
+        bad[offset..offset + size].fill(0xff);
+        let p = write("recursion", &bad);
+        let empty = write("empty.perfscript", b"");
+        cases.push(convert_case(
+            "corrupt .pseudo_probe",
+            ["--perfscript", &empty],
+            &p,
+            out,
+            &[&p, ".pseudo_probe", "offset"],
+        ));
+    }
+    check(&cases);
+}
 
-    // perf.data: truncated anywhere, bad magic, and counts that would size allocations.
+/// perf.data truncated anywhere, with a bad magic, and with counts that would size
+/// allocations.
+fn malformed_perf_data(data: &str, bin: &str, out: &str) -> Vec<Case> {
+    let bytes = std::fs::read(data).unwrap();
+    let mut cases = Vec::new();
     for cut in [0usize, 50, 300, 100_000, bytes.len() - 7] {
         let p = write(&format!("cut-{cut}.data"), &bytes[..cut]);
-        cases.push(case(
+        cases.push(convert_case(
             &format!("perf.data cut at {cut}"),
-            &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+            ["--perfdata", &p],
+            bin,
+            out,
             &[&p, "offset"],
         ));
     }
     let mut magic = bytes.clone();
     magic[..8].copy_from_slice(b"PERFILE9");
     let p = write("magic.data", &magic);
-    cases.push(case(
+    cases.push(convert_case(
         "perf.data bad magic",
-        &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+        ["--perfdata", &p],
+        bin,
+        out,
         &[&p, "offset 0", "bad magic"],
     ));
     // Fuzz crash (perf_data target): HEADER_EVENT_DESC nr = 0xffffffff.
@@ -147,25 +180,35 @@ fn convert_rejects_malformed_input() {
     let at = perf_data_feature(&bytes, 12);
     desc[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     let p = write("event-desc.data", &desc);
-    cases.push(case(
+    cases.push(convert_case(
         "perf.data EVENT_DESC count",
-        &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+        ["--perfdata", &p],
+        bin,
+        out,
         &[&p, &format!("offset {at}"), "event_desc nr 4294967295"],
     ));
     let mut attr = bytes.clone();
     attr[16..24].copy_from_slice(&8u64.to_le_bytes());
     let p = write("attr-size.data", &attr);
-    cases.push(case(
+    cases.push(convert_case(
         "perf.data attr_size",
-        &["convert", "--perfdata", &p, "--binary", bin, "-o", out],
+        ["--perfdata", &p],
+        bin,
+        out,
         &[&p, "offset 16", "attr_size 8"],
     ));
+    cases
+}
 
-    // Binaries.
+/// Binaries that are not ELF files or whose `.text` lies past their end.
+fn malformed_binaries(data: &str, bin: &str, out: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
     let p = write("garbage.elf", b"\x7fELF\x02\x01\x01 this is not a binary");
-    cases.push(case(
+    cases.push(convert_case(
         "garbage ELF",
-        &["convert", "--perfdata", s(&data), "--binary", &p, "-o", out],
+        ["--perfdata", data],
+        &p,
+        out,
         &[&p, "not a valid ELF"],
     ));
     // With a perf script the binary is loaded on its own thread while the script is read
@@ -181,15 +224,17 @@ fn convert_rejects_malformed_input() {
         ("missing", "/nonexistent/x.perfscript"),
         ("junk", junk.as_str()),
     ] {
-        cases.push(case(
+        cases.push(convert_case(
             &format!("garbage ELF, {what} perf script"),
-            &["convert", "--perfscript", script, "--binary", &p, "-o", out],
+            ["--perfscript", script],
+            &p,
+            out,
             &[&p, "not a valid ELF"],
         ));
     }
     // A `.text` section header pointing past the end of the file (ELF64 little-endian:
     // e_shoff at 0x28, e_shentsize at 0x3a; sh_offset at +0x18 of a section header).
-    let mut elf = std::fs::read(&binary).unwrap();
+    let mut elf = std::fs::read(bin).unwrap();
     let text = section_index(&elf, ".text");
     let le = |b: &[u8], at: usize, n: usize| {
         (0..n).fold(0u64, |v, i| v | (b[at + i] as u64) << (8 * i)) as usize
@@ -198,19 +243,29 @@ fn convert_rejects_malformed_input() {
     let past_end = elf.len() as u64 + 0x1000;
     elf[header + 0x18..header + 0x20].copy_from_slice(&past_end.to_le_bytes());
     let p = write("text-past-end.elf", &elf);
-    cases.push(case(
+    cases.push(convert_case(
         ".text past the end of the binary",
-        &["convert", "--perfdata", s(&data), "--binary", &p, "-o", out],
+        ["--perfdata", data],
+        &p,
+        out,
         &[
             &p,
             &format!(".text (#{text}, file offset {past_end:#x}, size "),
             "cannot read contents",
         ],
     ));
+    cases
+}
+
+/// A missing input, perf scripts and unsymbolized profiles that do not parse.
+fn malformed_text_inputs(bin: &str, out: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
     let missing = "/nonexistent/perf.data";
-    cases.push(case(
+    cases.push(convert_case(
         "missing input",
-        &["convert", "--perfdata", missing, "--binary", bin, "-o", out],
+        ["--perfdata", missing],
+        bin,
+        out,
         &[missing],
     ));
 
@@ -219,66 +274,40 @@ fn convert_rejects_malformed_input() {
         "no-lbr.perfscript",
         b"\t          4005dc\n\t          4005c8\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\t          4005dc\n\t          4005c8\n",
     );
-    cases.push(case(
+    cases.push(convert_case(
         "perf script missing LBR line",
-        &["convert", "--perfscript", &p, "--binary", bin, "-o", out],
+        ["--perfscript", &p],
+        bin,
+        out,
         &[&format!("{p}:5:"), "No LBR sample line"],
     ));
     let p = write("text.perfscript", b"not a perf script\n");
-    cases.push(case(
+    cases.push(convert_case(
         "not a perf script",
-        &["convert", "--perfscript", &p, "--binary", bin, "-o", out],
+        ["--perfscript", &p],
+        bin,
+        out,
         &[&p, "Invalid perf script input"],
     ));
 
     // Unsymbolized profiles: a bad range line, a count past the lines that follow.
     let p = write("bad.raw", b"2\n8d0-8e3:10\nzz-8f4:5\n0\n");
-    cases.push(case(
+    cases.push(convert_case(
         "unsymbolized bad range",
-        &[
-            "convert",
-            "--unsymbolized-profile",
-            &p,
-            "--binary",
-            bin,
-            "-o",
-            out,
-        ],
+        ["--unsymbolized-profile", &p],
+        bin,
+        out,
         &[&p, "line 3"],
     ));
     let p = write("count.raw", b"99999999999\n8d0-8e3:10\n");
-    cases.push(case(
+    cases.push(convert_case(
         "unsymbolized huge count",
-        &[
-            "convert",
-            "--unsymbolized-profile",
-            &p,
-            "--binary",
-            bin,
-            "-o",
-            out,
-        ],
+        ["--unsymbolized-profile", &p],
+        bin,
+        out,
         &[&p, "line"],
     ));
-
-    // A corrupt .pseudo_probe section (needs the corpus, built with clang-19).
-    if corpus::tools_available(
-        "convert_rejects_malformed_input (probe case)",
-        &["clang-19"],
-    ) {
-        let program = corpus::program("recursion", Variant::Probe).unwrap();
-        let mut bad = std::fs::read(&program.binary).unwrap();
-        let (offset, size) = section_range(&bad, ".pseudo_probe");
-        bad[offset..offset + size].fill(0xff);
-        let p = write("recursion", &bad);
-        let empty = write("empty.perfscript", b"");
-        cases.push(case(
-            "corrupt .pseudo_probe",
-            &["convert", "--perfscript", &empty, "--binary", &p, "-o", out],
-            &[&p, ".pseudo_probe", "offset"],
-        ));
-    }
-    check(&cases);
+    cases
 }
 
 /// Input `convert` can still use, with parts it cannot: it converts it (exit 0) and says
@@ -418,12 +447,7 @@ async fn http_rejects_malformed_requests_with_4xx() {
     )
     .unwrap();
     std::fs::write(state.join(format!("{hex}.unsymbolized")), "0\n0\n").unwrap();
-    let app = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
-        state_dir: state,
-        debug_files: Default::default(),
-        mode: "intel_lbr".into(),
-        retained_secs: 3600,
-    })));
+    let app = store_app(&state);
     let long = "a".repeat(300);
     let cases: Vec<(String, StatusCode, &str)> = vec![
         (

@@ -23,26 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use e2e::corpus::{self, Variant};
-use e2e::support::{llvm, pgo_agent, read_text};
+use e2e::support::{canonical_profile as canonical, llvm, pgo_agent, read_text, run_ok};
 
 const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
-
-/// `llvm-profdata-19 merge --sample --text`: LLVM's canonical text of a sample profile.
-fn canonical(profile: &Path) -> String {
-    let out = profile.with_extension("canonical.txt");
-    llvm(
-        "llvm-profdata-19",
-        &[
-            "merge",
-            "--sample",
-            "--text",
-            profile.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    read_text(&out)
-}
 
 /// Prints both texts in full and fails when they differ.
 fn assert_same(what: &str, ours: &str, theirs: &str) {
@@ -61,12 +44,7 @@ fn assert_same(what: &str, ours: &str, theirs: &str) {
 }
 
 fn out_dir(name: &str, variant: Variant) -> PathBuf {
-    let dir = corpus::target_dir()
-        .join("conformance")
-        .join(std::process::id().to_string())
-        .join(format!("{name}-{variant}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    e2e::support::scratch_dir("conformance", &format!("{name}-{variant}"))
 }
 
 /// The whole conformance check of one corpus program and build.
@@ -337,6 +315,19 @@ fn event_script(ip_script: &Path, out: &Path) {
     std::fs::write(out, text).unwrap();
 }
 
+/// What [`input_and_output_flags_match_llvm_profgen`] compares: the unsymbolized counters,
+/// the text profile (canonical), the extbinary profile's symbol list and section flags, the
+/// `Mmap:` lines, the warnings (sorted: llvm-profgen prints invalid ranges in its hash
+/// map's order).
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    Raw,
+    Text,
+    SymbolList,
+    MmapLines,
+    Warnings,
+}
+
 /// The llvm-profgen 19 flags that change what is read or written, one at a time, on probe
 /// and line builds, CS and flat: unsymbolized counters byte-identical, text profiles
 /// (llvm-profdata canonical) equal, the profile symbol list equal, and the reports on
@@ -345,17 +336,6 @@ fn event_script(ip_script: &Path, out: &Path) {
 fn input_and_output_flags_match_llvm_profgen() {
     if !corpus::tools_available("conformance input/output flags", TOOLS) {
         return;
-    }
-    // What is compared: the unsymbolized counters, the text profile (canonical), the
-    // extbinary profile's symbol list and section flags, the `Mmap:` lines, the warnings
-    // (sorted: llvm-profgen prints invalid ranges in its hash map's order).
-    #[derive(Clone, Copy, PartialEq)]
-    enum Check {
-        Raw,
-        Text,
-        SymbolList,
-        MmapLines,
-        Warnings,
     }
     use Check::*;
     // (input: hybrid `S`, leading-IP `L` or leading-IP with event names `E`, flags, check)
@@ -469,64 +449,8 @@ fn input_and_output_flags_match_llvm_profgen() {
             ours_args.push(format!("--output={}", ours_out.display()));
             let (code, ours) = e2e::support::cli_in_child(&ours_args);
             assert_eq!(code, Some(0), "{what}: {ours}");
-            match check {
-                Raw => assert_same(
-                    &format!("{what}: unsymbolized counters"),
-                    &read_text(&ours_out),
-                    &read_text(&theirs_out),
-                ),
-                Text => {
-                    let theirs = canonical(&theirs_out);
-                    assert!(!theirs.trim().is_empty(), "{what}: empty profile");
-                    assert_same(
-                        &format!("{what}: text profile"),
-                        &canonical(&ours_out),
-                        &theirs,
-                    );
-                }
-                SymbolList => {
-                    let theirs = symbol_list(&theirs_out);
-                    assert!(theirs.contains("\nmain\n"), "{what}: {theirs}");
-                    assert_same(
-                        &format!("{what}: symbol list"),
-                        &symbol_list(&ours_out),
-                        &theirs,
-                    );
-                    assert_same(
-                        &format!("{what}: section flags"),
-                        &section_flags(&ours_out),
-                        &section_flags(&theirs_out),
-                    );
-                    assert_same(
-                        &format!("{what}: profile"),
-                        &canonical(&ours_out),
-                        &canonical(&theirs_out),
-                    );
-                }
-                MmapLines => {
-                    let lines = |text: &str| -> Vec<String> {
-                        text.lines()
-                            .filter_map(|l| l.find("Mmap: Binary").map(|i| l[i..].to_string()))
-                            .collect()
-                    };
-                    let want = lines(&String::from_utf8_lossy(&theirs.stdout));
-                    assert!(want.len() >= 2, "{what}: {want:?}");
-                    assert_eq!(lines(&ours), want, "{what}");
-                }
-                Warnings => {
-                    let lines = |text: &str| -> Vec<String> {
-                        let mut v: Vec<String> = text
-                            .lines()
-                            .filter_map(|l| l.find("warning: ").map(|i| l[i..].to_string()))
-                            .collect();
-                        v.sort();
-                        v
-                    };
-                    let want = lines(&String::from_utf8_lossy(&theirs.stderr));
-                    detailed_warnings += want.iter().filter(|l| l.contains("Range ")).count();
-                    assert_eq!(lines(&ours), want, "{what}");
-                }
-            }
+            detailed_warnings +=
+                compare_io_outputs(check, &what, (&ours_out, &ours), (&theirs_out, &theirs));
             checked += 1;
         }
     }
@@ -534,19 +458,85 @@ fn input_and_output_flags_match_llvm_profgen() {
     assert!(detailed_warnings > 0, "no per-range warning compared");
 }
 
+/// Compares one case's outputs as `check` says: (our output file, our stdout + stderr) with
+/// (llvm-profgen's output file, its process output). The number of per-range warnings
+/// compared.
+fn compare_io_outputs(
+    check: Check,
+    what: &str,
+    (ours_out, ours): (&Path, &str),
+    (theirs_out, theirs): (&Path, &std::process::Output),
+) -> usize {
+    use Check::*;
+    match check {
+        Raw => assert_same(
+            &format!("{what}: unsymbolized counters"),
+            &read_text(ours_out),
+            &read_text(theirs_out),
+        ),
+        Text => {
+            let theirs = canonical(theirs_out);
+            assert!(!theirs.trim().is_empty(), "{what}: empty profile");
+            assert_same(
+                &format!("{what}: text profile"),
+                &canonical(ours_out),
+                &theirs,
+            );
+        }
+        SymbolList => {
+            let theirs = symbol_list(theirs_out);
+            assert!(theirs.contains("\nmain\n"), "{what}: {theirs}");
+            assert_same(
+                &format!("{what}: symbol list"),
+                &symbol_list(ours_out),
+                &theirs,
+            );
+            assert_same(
+                &format!("{what}: section flags"),
+                &section_flags(ours_out),
+                &section_flags(theirs_out),
+            );
+            assert_same(
+                &format!("{what}: profile"),
+                &canonical(ours_out),
+                &canonical(theirs_out),
+            );
+        }
+        MmapLines => {
+            let lines = |text: &str| -> Vec<String> {
+                text.lines()
+                    .filter_map(|l| l.find("Mmap: Binary").map(|i| l[i..].to_string()))
+                    .collect()
+            };
+            let want = lines(&String::from_utf8_lossy(&theirs.stdout));
+            assert!(want.len() >= 2, "{what}: {want:?}");
+            assert_eq!(lines(ours), want, "{what}");
+        }
+        Warnings => {
+            let lines = |text: &str| -> Vec<String> {
+                let mut v: Vec<String> = text
+                    .lines()
+                    .filter_map(|l| l.find("warning: ").map(|i| l[i..].to_string()))
+                    .collect();
+                v.sort();
+                v
+            };
+            let want = lines(&String::from_utf8_lossy(&theirs.stderr));
+            let detailed = want.iter().filter(|l| l.contains("Range ")).count();
+            assert_eq!(lines(ours), want, "{what}");
+            return detailed;
+        }
+    }
+    0
+}
+
 /// `llvm-profdata-19 show --sample --show-prof-sym-list`: the profile symbol list part.
 fn symbol_list(profile: &Path) -> String {
-    let out = Command::new("llvm-profdata-19")
-        .args(["show", "--sample", "--show-prof-sym-list"])
-        .arg(profile)
-        .output()
-        .expect("llvm-profdata-19");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = run_ok(
+        Command::new("llvm-profdata-19")
+            .args(["show", "--sample", "--show-prof-sym-list"])
+            .arg(profile),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     let at = text
         .find("profile symbol list")
         .unwrap_or_else(|| panic!("{}: no symbol list in\n{text}", profile.display()));
@@ -632,56 +622,22 @@ fn density_report_matches_llvm_profgen() {
 /// `llvm-profdata-19 show --sample --show-sec-info-only`, one `Section {flags}` per line
 /// (offsets and sizes left out).
 fn section_flags(profile: &Path) -> String {
-    let out = Command::new("llvm-profdata-19")
-        .args(["show", "--sample", "--show-sec-info-only"])
-        .arg(profile)
-        .output()
-        .expect("llvm-profdata-19");
-    assert!(
-        out.status.success(),
-        "llvm-profdata-19 show {}: {}",
-        profile.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (section, rest) = l.split_once(" - Offset:")?;
-            let flags = rest.split_once("Flags: ")?.1;
-            Some(format!("{section} {flags}\n"))
-        })
-        .collect()
+    run_ok(
+        Command::new("llvm-profdata-19")
+            .args(["show", "--sample", "--show-sec-info-only"])
+            .arg(profile),
+    )
+    .lines()
+    .filter_map(|l| {
+        let (section, rest) = l.split_once(" - Offset:")?;
+        let flags = rest.split_once("Flags: ")?.1;
+        Some(format!("{section} {flags}\n"))
+    })
+    .collect()
 }
 
-macro_rules! conformance_tests {
-    ($($test:ident: $name:literal, $variant:ident;)*) => {
-        $(
-            #[test]
-            fn $test() {
-                conformance($name, Variant::$variant);
-            }
-        )*
-    };
-}
-
-conformance_tests! {
-    loop_count_probe: "loop_count", Probe;
-    loop_count_lines: "loop_count", Lines;
-    recursion_probe: "recursion", Probe;
-    recursion_lines: "recursion", Lines;
-    inline_tail_probe: "inline_tail", Probe;
-    inline_tail_lines: "inline_tail", Lines;
-    inlined_calls_probe: "inlined_calls", Probe;
-    inlined_calls_lines: "inlined_calls", Lines;
-    virtual_calls_probe: "virtual_calls", Probe;
-    virtual_calls_lines: "virtual_calls", Lines;
-    interp_probe: "interp", Probe;
-    interp_lines: "interp", Lines;
-    unroll_probe: "unroll", Probe;
-    unroll_lines: "unroll", Lines;
-    shlib_user_probe: "shlib_user", Probe;
-    shlib_user_lines: "shlib_user", Lines;
-}
+e2e::corpus_tests!(conformance; loop_count, recursion, inline_tail, inlined_calls,
+    virtual_calls, interp, unroll, shlib_user);
 
 /// The real Intel Skylake LBR recording (tests/fixtures/propeller_sample_1): read as
 /// perf.data directly, our unsymbolized counters equal llvm-profgen-19's from `perf script`
@@ -833,11 +789,7 @@ fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
 /// The stdout of `pgo-agent ARGS` run as a child (libtest's own lines before the command's
 /// output cut off), with its exit code.
 fn stdout_of_child(args: &[String]) -> (Option<i32>, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["cli_process", "--exact", "--nocapture", "--test-threads=1"])
-        .env(e2e::support::CLI_ENV, args.join("\u{1f}"))
-        .output()
-        .unwrap();
+    let out = e2e::support::cli_child_command(args).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let marker = "test cli_process ... ";
     let at = text.find(marker).map_or(0, |i| i + marker.len());

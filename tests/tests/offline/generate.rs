@@ -24,6 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use e2e::corpus::{self, Variant, PROGRAM_NAMES};
+use e2e::support::{
+    assert_no_mismatches, first_difference, try_canonical_profile as canonical, try_run as run,
+};
 use exporter::format::{extbinary, llvm_text, unsymbolized};
 use symbolizer::generate::{generate_profile, GenerateOptions};
 use symbolizer::profile::SampleProfile;
@@ -62,22 +65,7 @@ impl Mode {
 }
 
 fn out_dir() -> PathBuf {
-    let dir = corpus::corpus_dir()
-        .join("generate")
-        .join(std::process::id().to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(cmd: &mut Command) -> Result<Vec<u8>, String> {
-    let output = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(output.stdout)
+    e2e::support::suite_dir("generate")
 }
 
 fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> Result<(), String> {
@@ -89,26 +77,18 @@ fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> Res
     .map(|_| ())
 }
 
-/// `llvm-profdata-19 merge --sample --text FILE -o -`.
-fn canonical(file: &Path) -> Result<String, String> {
-    run(Command::new("llvm-profdata-19")
-        .args(["merge", "--sample", "--text"])
-        .arg(file)
-        .args(["-o", "-"]))
-    .map(|o| String::from_utf8_lossy(&o).into_owned())
-}
-
-fn first_difference(a: &str, b: &str) -> String {
-    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
-        if x != y {
-            return format!("line {}: llvm-profgen `{x}` vs ours `{y}`", i + 1);
-        }
+/// llvm-profgen's flags for the profile of `mode` in `format`, without the pre-inliner
+/// and the nested profile (as our generator is run).
+fn profile_flags(mode: Mode, format: &'static str) -> Vec<&'static str> {
+    let mut flags = vec![
+        format,
+        "--csspgo-preinliner=false",
+        "--gen-cs-nested-profile=false",
+    ];
+    if mode.flat() {
+        flags.push("--ignore-stack-samples");
     }
-    format!(
-        "lengths differ: {} vs {} lines",
-        a.lines().count(),
-        b.lines().count()
-    )
+    flags
 }
 
 /// The counters our generator consumes for `mode`.
@@ -165,14 +145,7 @@ fn check(name: &str, mode: Mode) -> Result<(), String> {
     let ours_file = stem.with_extension("ours.txt");
     std::fs::write(&ours_file, llvm_text::to_string(&profile)).map_err(|e| e.to_string())?;
     let theirs_file = stem.with_extension("theirs.txt");
-    let mut extra = vec![
-        "--format=text",
-        "--csspgo-preinliner=false",
-        "--gen-cs-nested-profile=false",
-    ];
-    if mode.flat() {
-        extra.push("--ignore-stack-samples");
-    }
+    let extra = profile_flags(mode, "--format=text");
     llvm_profgen(&recorded.perf_script, &program.binary, &extra, &theirs_file)?;
     let theirs = canonical(&theirs_file)?;
     let ours = canonical(&ours_file)?;
@@ -212,14 +185,7 @@ fn compare_extbinary(
     stem: &Path,
 ) -> Result<(), String> {
     let theirs = stem.with_extension("theirs.extbinary");
-    let mut extra = vec![
-        "--format=extbinary",
-        "--csspgo-preinliner=false",
-        "--gen-cs-nested-profile=false",
-    ];
-    if mode.flat() {
-        extra.push("--ignore-stack-samples");
-    }
+    let extra = profile_flags(mode, "--format=extbinary");
     llvm_profgen(
         &recorded.perf_script,
         &recorded.program.binary,
@@ -262,10 +228,9 @@ fn compare_extbinary(
 /// (offset, size) of the FuncMetadata section, from `llvm-profdata-19 show --sample
 /// --show-sec-info-only`.
 fn metadata_section(file: &Path) -> Result<(usize, usize), String> {
-    let out = run(Command::new("llvm-profdata-19")
+    let text = run(Command::new("llvm-profdata-19")
         .args(["show", "--sample", "--show-sec-info-only"])
         .arg(file))?;
-    let text = String::from_utf8_lossy(&out);
     let line = text
         .lines()
         .find(|l| l.starts_with("FunctionMetadata"))
@@ -370,12 +335,7 @@ fn run_all(mode: Mode) {
             failures.push(e);
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_mismatches(&failures);
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! * the pprof rendering decodes and sums to the runs' allocations.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +18,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use daemon::heap::{HeapArgs, HeapFormat};
 use daemon::run::heap_spool::{HeapSpool, HeapSpoolSettings, RejectReason};
-use e2e::corpus::{sources_dir, target_dir, tools_available};
-use e2e::support::MEMPROF_CFLAGS;
+use e2e::corpus::{target_dir, tools_available};
+use e2e::support::build_and_run_heap_contexts;
 use service::http::{router, AppState};
 use service::store::{ProfileStore, StoreSettings};
 use symbolizer::memprof::MemProfBinary;
@@ -27,48 +27,6 @@ use tower::ServiceExt;
 
 /// (hot allocations of 64 bytes, cold allocations of 4096 bytes) per run.
 const RUNS: [(u32, u32); 3] = [(10, 1), (20, 2), (30, 3)];
-
-fn run_ok(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Builds the corpus program into `dir` and runs it once per [`RUNS`] entry; returns the
-/// binary and the raw profiles in run order.
-fn build_and_run(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
-    let binary = dir.join("heap_contexts");
-    run_ok(
-        Command::new("clang++-19")
-            .args(MEMPROF_CFLAGS)
-            .arg(sources_dir().join("memprof").join("heap_contexts.cc"))
-            .arg("-o")
-            .arg(&binary),
-    );
-    let mut raws = Vec::new();
-    for (i, (hot, cold)) in RUNS.iter().enumerate() {
-        let prefix = dir.join(format!("run{i}"));
-        run_ok(
-            Command::new(&binary)
-                .args([hot.to_string(), cold.to_string(), "5".to_string()])
-                .env("MEMPROF_OPTIONS", format!("log_path={}", prefix.display())),
-        );
-        let raw = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("run{i}.")))
-            })
-            .expect("raw profile written");
-        raws.push(raw);
-    }
-    (binary, raws)
-}
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, Vec<u8>) {
     let resp = router(state.clone())
@@ -98,7 +56,7 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     let _ = std::fs::remove_dir_all(&dir);
     let build = dir.join("build");
     std::fs::create_dir_all(&build).unwrap();
-    let (binary, raws) = build_and_run(&build);
+    let (binary, raws) = build_and_run_heap_contexts("clang++-19", &[], &build, &RUNS);
     let hex = MemProfBinary::load(&binary).unwrap().build_id().to_hex();
 
     // The binary is found by build id in a debug directory (`<dir>/<hex>`).
@@ -106,7 +64,56 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     std::fs::create_dir_all(&debug).unwrap();
     std::fs::copy(&binary, debug.join(&hex)).unwrap();
 
-    // The spool: three good files, one truncated one, and two incomplete names.
+    let (spool, good) = fill_spool(&dir, &raws);
+    let expected_yaml = offline_yaml(&dir, &good, &binary);
+    let state_dir = dir.join("state");
+    let settings = HeapSpoolSettings {
+        spool_dir: spool.clone(),
+        state_dir: state_dir.clone(),
+        max_raw_file_bytes: 64 << 20,
+        binaries: vec![],
+        debug_dirs: vec![debug.clone()],
+        scan_interval: Duration::from_secs(10),
+    };
+    let mut heap = HeapSpool::open(settings.clone()).unwrap();
+    first_scan_ingests_and_sets_aside(&mut heap, &spool, &hex);
+    let state = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
+        state_dir: state_dir.clone(),
+        debug_files: Default::default(),
+        mode: "cpu_clock".into(),
+        retained_secs: 3600,
+    })));
+
+    served_formats(&state, &hex, &debug, &expected_yaml).await;
+    errors_and_metrics(&state, &hex).await;
+
+    // Restart: the aggregate is reloaded; a file that was folded in but whose move was cut
+    // short (simulated by putting it back) is not counted twice; a new run adds to it.
+    drop(heap);
+    std::fs::copy(spool.join("ingested/run1.raw"), spool.join("run1.raw")).unwrap();
+    let mut heap = HeapSpool::open(settings).unwrap();
+    let id = collector::BuildId::from_hex(&hex).unwrap();
+    let restored = exporter::format::memprof_yaml::memprof_yaml_string(heap.profile(&id).unwrap());
+    assert_eq!(restored.as_bytes(), expected_yaml.as_slice());
+    assert_eq!(heap.profile(&id).unwrap().profiles(), 3);
+    let report = heap.scan();
+    assert_eq!(report.ingested.len(), 1);
+    assert!(spool.join("ingested/run1.raw.1").is_file());
+    let (_, yaml3) = get(&state, &format!("/api/v1/heap/{hex}")).await;
+    assert_eq!(yaml3, expected_yaml);
+    assert_eq!(heap.profile(&id).unwrap().profiles(), 3);
+    // A new file (another name) is folded in.
+    std::fs::copy(&raws[2], spool.join("run3.raw")).unwrap();
+    let report = heap.scan();
+    assert_eq!(report.ingested.len(), 1);
+    assert_eq!(heap.profile(&id).unwrap().profiles(), 4);
+    let (_, body) = get(&state, "/api/v1/heap").await;
+    assert_eq!(json(&body)["heap"][0]["profiles_merged"], 4);
+}
+
+/// The spool under `dir`: the three good raw profiles, one truncated file, and two
+/// incomplete names; the spool and the good files.
+fn fill_spool(dir: &Path, raws: &[PathBuf]) -> (PathBuf, Vec<PathBuf>) {
     let spool = dir.join("spool");
     std::fs::create_dir_all(&spool).unwrap();
     let mut good = Vec::new();
@@ -119,30 +126,27 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     std::fs::write(spool.join("bad.raw"), &first[..first.len() / 2]).unwrap();
     std::fs::write(spool.join(".run9.raw"), &first).unwrap();
     std::fs::write(spool.join("run8.raw.tmp"), &first).unwrap();
+    (spool, good)
+}
 
-    // The offline oracle: `pgo-agent heap` over the same good files.
+/// The offline oracle: `pgo-agent heap` over the same good files, in YAML.
+fn offline_yaml(dir: &Path, good: &[PathBuf], binary: &Path) -> Vec<u8> {
     let expected_yaml = dir.join("expected.yaml");
     let code = daemon::heap::run(HeapArgs {
-        profraw: good.clone(),
-        binary: binary.clone(),
+        profraw: good.to_vec(),
+        binary: binary.to_path_buf(),
         output: expected_yaml.clone(),
         format: HeapFormat::Yaml,
         strict: true,
     })
     .unwrap();
     assert_eq!(code, ExitCode::SUCCESS);
-    let expected_yaml = std::fs::read(&expected_yaml).unwrap();
+    std::fs::read(&expected_yaml).unwrap()
+}
 
-    let state_dir = dir.join("state");
-    let settings = HeapSpoolSettings {
-        spool_dir: spool.clone(),
-        state_dir: state_dir.clone(),
-        max_raw_file_bytes: 64 << 20,
-        binaries: vec![],
-        debug_dirs: vec![debug.clone()],
-        scan_interval: Duration::from_secs(10),
-    };
-    let mut heap = HeapSpool::open(settings.clone()).unwrap();
+/// The first scan folds the good files in (all of `hex`), moves them to `ingested/`, sets
+/// the truncated one aside in `rejected/` with its reason, and leaves incomplete names.
+fn first_scan_ingests_and_sets_aside(heap: &mut HeapSpool, spool: &Path, hex: &str) {
     let report = heap.scan();
     let names = |v: Vec<&PathBuf>| -> Vec<String> {
         v.into_iter()
@@ -176,40 +180,36 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     assert!(reason.contains("truncated:"), "{reason}");
     // Incomplete names are left alone.
     assert!(spool.join(".run9.raw").is_file() && spool.join("run8.raw.tmp").is_file());
+}
 
-    let state = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
-        state_dir: state_dir.clone(),
-        debug_files: Default::default(),
-        mode: "cpu_clock".into(),
-        retained_secs: 3600,
-    })));
-
+/// YAML (equal to the offline command's), the list, text and pprof.
+async fn served_formats(state: &AppState, hex: &str, debug: &Path, expected_yaml: &[u8]) {
     // YAML (the default format) equals the offline command's output.
-    let (status, yaml) = get(&state, &format!("/api/v1/heap/{hex}")).await;
+    let (status, yaml) = get(state, &format!("/api/v1/heap/{hex}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         String::from_utf8_lossy(&yaml),
-        String::from_utf8_lossy(&expected_yaml)
+        String::from_utf8_lossy(expected_yaml)
     );
-    let (status, yaml2) = get(&state, &format!("/api/v1/heap/{hex}?format=yaml")).await;
+    let (status, yaml2) = get(state, &format!("/api/v1/heap/{hex}?format=yaml")).await;
     assert_eq!((status, &yaml2), (StatusCode::OK, &yaml));
 
     // The list.
-    let (status, body) = get(&state, "/api/v1/heap").await;
+    let (status, body) = get(state, "/api/v1/heap").await;
     assert_eq!(status, StatusCode::OK);
     let list = json(&body);
     let entries = list["heap"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{list}");
-    assert_eq!(entries[0]["build_id"], hex.as_str());
+    assert_eq!(entries[0]["build_id"], hex);
     assert_eq!(
         entries[0]["binary_path"],
-        debug.join(&hex).display().to_string().as_str()
+        debug.join(hex).display().to_string().as_str()
     );
     assert_eq!(entries[0]["profiles_merged"], 3);
     assert_eq!(entries[0]["contexts"], 2);
 
     // Text.
-    let (status, text) = get(&state, &format!("/api/v1/heap/{hex}?format=text")).await;
+    let (status, text) = get(state, &format!("/api/v1/heap/{hex}?format=text")).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8_lossy(&text);
     assert!(
@@ -220,7 +220,7 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     );
 
     // pprof: two samples summing to the runs' allocations.
-    let (status, pb) = get(&state, &format!("/api/v1/heap/{hex}?format=pprof")).await;
+    let (status, pb) = get(state, &format!("/api/v1/heap/{hex}?format=pprof")).await;
     assert_eq!(status, StatusCode::OK);
     let profile = exporter::format::pprof::from_bytes(&pb).unwrap();
     assert_eq!(profile.sample.len(), 2);
@@ -233,21 +233,24 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
     let mut sizes: Vec<i64> = profile.sample.iter().map(|s| s.value[1]).collect();
     sizes.sort();
     assert_eq!(sizes, vec![64 * hot, 4096 * cold]);
+}
 
+/// Errors as JSON with a code, and the ingestion counters in `/metrics`.
+async fn errors_and_metrics(state: &AppState, hex: &str) {
     // Errors.
-    let (status, body) = get(&state, "/api/v1/heap/00112233445566778899").await;
+    let (status, body) = get(state, "/api/v1/heap/00112233445566778899").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(json(&body)["error"], "not_found");
-    let (status, body) = get(&state, &format!("/api/v1/heap/{hex}?format=svg")).await;
+    let (status, body) = get(state, &format!("/api/v1/heap/{hex}?format=svg")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(json(&body)["error"], "bad_request");
-    let (status, _) = get(&state, &format!("/api/v1/heap/{hex}?window=all")).await;
+    let (status, _) = get(state, &format!("/api/v1/heap/{hex}?window=all")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (status, _) = get(&state, "/api/v1/heap/xyz").await;
+    let (status, _) = get(state, "/api/v1/heap/xyz").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
     // Metrics (process-wide counters: this is the only test of this binary that ingests).
-    let (status, body) = get(&state, "/metrics").await;
+    let (status, body) = get(state, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     let metrics = String::from_utf8_lossy(&body);
     assert!(
@@ -262,27 +265,4 @@ async fn spooled_raw_profiles_aggregate_and_are_served() {
             .any(|l| l == "pgo_agent_heap_profiles_rejected_total{reason=\"truncated\"} 1"),
         "{metrics}"
     );
-
-    // Restart: the aggregate is reloaded; a file that was folded in but whose move was cut
-    // short (simulated by putting it back) is not counted twice; a new run adds to it.
-    drop(heap);
-    std::fs::copy(spool.join("ingested/run1.raw"), spool.join("run1.raw")).unwrap();
-    let mut heap = HeapSpool::open(settings).unwrap();
-    let id = collector::BuildId::from_hex(&hex).unwrap();
-    let restored = exporter::format::memprof_yaml::memprof_yaml_string(heap.profile(&id).unwrap());
-    assert_eq!(restored.as_bytes(), expected_yaml.as_slice());
-    assert_eq!(heap.profile(&id).unwrap().profiles(), 3);
-    let report = heap.scan();
-    assert_eq!(report.ingested.len(), 1);
-    assert!(spool.join("ingested/run1.raw.1").is_file());
-    let (_, yaml3) = get(&state, &format!("/api/v1/heap/{hex}")).await;
-    assert_eq!(yaml3, expected_yaml);
-    assert_eq!(heap.profile(&id).unwrap().profiles(), 3);
-    // A new file (another name) is folded in.
-    std::fs::copy(&raws[2], spool.join("run3.raw")).unwrap();
-    let report = heap.scan();
-    assert_eq!(report.ingested.len(), 1);
-    assert_eq!(heap.profile(&id).unwrap().profiles(), 4);
-    let (_, body) = get(&state, "/api/v1/heap").await;
-    assert_eq!(json(&body)["heap"][0]["profiles_merged"], 4);
 }

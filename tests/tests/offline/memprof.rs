@@ -15,27 +15,13 @@ use std::process::Command;
 
 use collector::memprof::{MemProfRawError, RawMemProfile};
 use daemon::heap::{ingest, HeapArgs, HeapFormat};
-use e2e::corpus::{sources_dir, target_dir, tools_available};
-use e2e::support::MEMPROF_CFLAGS;
+use e2e::corpus::{target_dir, tools_available};
+use e2e::support::{build_and_run_heap_contexts, run_ok};
 use exporter::format::memprof_yaml::memprof_yaml_string;
 use symbolizer::memprof::{memprof_guid, HeapProfile, MemProfBinary, MemProfFrame};
 
 /// (hot allocations, cold allocations) per run.
 const RUNS: [(u32, u32); 3] = [(10, 1), (20, 2), (30, 3)];
-
-fn source() -> PathBuf {
-    sources_dir().join("memprof").join("heap_contexts.cc")
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Builds the program with `clang` (extra flags appended) into a fresh directory and runs it
 /// once per [`RUNS`] entry; returns the binary and the raw profiles in run order.
@@ -43,35 +29,7 @@ fn build_and_run(clang: &str, tag: &str, extra: &[&str]) -> (PathBuf, Vec<PathBu
     let dir = target_dir().join("memprof-e2e").join(tag);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let binary = dir.join("heap_contexts");
-    run_ok(
-        Command::new(clang)
-            .args(MEMPROF_CFLAGS)
-            .args(extra)
-            .arg(source())
-            .arg("-o")
-            .arg(&binary),
-    );
-    let mut raws = Vec::new();
-    for (i, (hot, cold)) in RUNS.iter().enumerate() {
-        let prefix = dir.join(format!("run{i}"));
-        run_ok(
-            Command::new(&binary)
-                .args([hot.to_string(), cold.to_string(), "5".to_string()])
-                .env("MEMPROF_OPTIONS", format!("log_path={}", prefix.display())),
-        );
-        let raw = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("run{i}.")))
-            })
-            .expect("raw profile written");
-        raws.push(raw);
-    }
-    (binary, raws)
+    build_and_run_heap_contexts(clang, extra, &dir, &RUNS)
 }
 
 fn frame(name: &str, line_offset: u32, column: u32) -> MemProfFrame {
@@ -248,7 +206,7 @@ fn check_yaml_through_clang22(tag: &str, binary: &Path, profile: &HeapProfile) {
             ])
             .arg(format!("-fmemory-profile-use={}", indexed.display()))
             .args(["-mllvm", "-memprof-ave-lifetime-cold-threshold=0"])
-            .arg(source())
+            .arg(e2e::corpus::sources_dir().join("memprof/heap_contexts.cc"))
             .arg("-o")
             .arg(&ir),
     );

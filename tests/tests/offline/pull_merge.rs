@@ -5,14 +5,12 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use collector::PerfEvent;
 use e2e::corpus::{self, Variant};
+use e2e::http::store_app;
 use e2e::support::cli;
 use exporter::format::unsymbolized::write_unsymbolized;
-use service::http::AppState;
-use service::store::{ProfileStore, StoreSettings};
 use symbolizer::ProfiledBinary;
 use unwinder::{unwind_samples, BinaryLoadInfo, UnwindOptions};
 
@@ -42,12 +40,7 @@ fn write_state(dir: &Path, binary: &ProfiledBinary, bin_path: &Path, events: Vec
 
 /// Serves `state_dir` on an ephemeral loopback port (the runtime lives as long as the test).
 fn serve(rt: &tokio::runtime::Runtime, state_dir: &Path) -> SocketAddr {
-    let state = AppState::new(Arc::new(ProfileStore::new(StoreSettings {
-        state_dir: state_dir.to_path_buf(),
-        debug_files: Default::default(),
-        mode: "intel_lbr".into(),
-        retained_secs: 3600,
-    })));
+    let state = store_app(state_dir);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();

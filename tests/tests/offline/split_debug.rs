@@ -23,10 +23,9 @@
 //!   candidates tried in the message.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use e2e::corpus::{self, Variant};
-use e2e::support::{llvm, pgo_agent, read_text};
+use e2e::support::{canonical_profile as canonical, llvm, pgo_agent, read_text};
 
 const TOOLS: &[&str] = &[
     "clang-19",
@@ -35,32 +34,6 @@ const TOOLS: &[&str] = &[
     "strip",
     "objcopy",
 ];
-
-/// `llvm-profdata-19 merge --sample --text`.
-fn canonical(profile: &Path) -> String {
-    let out = profile.with_extension("canonical.txt");
-    llvm(
-        "llvm-profdata-19",
-        &[
-            "merge",
-            "--sample",
-            "--text",
-            profile.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    read_text(&out)
-}
-
-fn run(tool: &str, args: &[&str]) {
-    let out = Command::new(tool).args(args).output().expect(tool);
-    assert!(
-        out.status.success(),
-        "{tool} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The copies of one corpus binary: `<dir>/{full,strip-debug,strip-all,debuglink}/<name>`
 /// and `<dir>/<name>.debug`.
@@ -88,16 +61,16 @@ fn copies(binary: &Path, dir: &Path) -> Copies {
     };
     let s = |p: &Path| p.to_str().unwrap().to_string();
     std::fs::copy(binary, &c.full).unwrap();
-    run(
+    llvm::<&str>(
         "strip",
         &["--strip-debug", "-o", &s(&c.strip_debug), &s(binary)],
     );
-    run("strip", &["-s", "-o", &s(&c.strip_all), &s(binary)]);
-    run("objcopy", &["--only-keep-debug", &s(binary), &s(&c.debug)]);
+    llvm::<&str>("strip", &["-s", "-o", &s(&c.strip_all), &s(binary)]);
+    llvm::<&str>("objcopy", &["--only-keep-debug", &s(binary), &s(&c.debug)]);
     // The debuglink copy finds `<name>.debug` beside it.
     let beside = c.debuglink.with_file_name(c.debug.file_name().unwrap());
     std::fs::copy(&c.debug, &beside).unwrap();
-    run(
+    llvm::<&str>(
         "objcopy",
         &[
             &format!("--add-gnu-debuglink={}", s(&beside)),
@@ -172,11 +145,7 @@ fn split_debug(name: &str, variant: Variant) {
     }
     let program = corpus::program(name, variant).expect("corpus builds");
     let rec = corpus::record(&program).expect("recorder runs");
-    let dir = corpus::target_dir()
-        .join("split-debug")
-        .join(std::process::id().to_string())
-        .join(format!("{name}-{variant}"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = e2e::support::scratch_dir("split-debug", &format!("{name}-{variant}"));
     let c = copies(&program.binary, &dir);
     let s = |p: &Path| p.to_str().unwrap().to_string();
     let script = s(&with_entry_point_samples(
@@ -237,13 +206,44 @@ fn split_debug(name: &str, variant: Variant) {
         );
     }
 
-    // Counting by address needs no names.
+    counting_needs_no_names(name, variant, &dir, &c, &script);
+
+    // Without a debug file a symbolized profile is refused, naming what was tried.
+    let argv: Vec<String> = [
+        "pgo-agent",
+        "convert",
+        "--perfscript",
+        &script,
+        "--binary",
+        &s(&c.strip_all),
+        "--output",
+        &s(&dir.join("refused.prof")),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let err = daemon::execute(daemon::parse_args(argv).unwrap()).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("has no symbol table and no debug file was found")
+            && msg.contains(".gnu_debuglink")
+            && msg.contains("/usr/lib/debug/.build-id/"),
+        "{msg}"
+    );
+    assert!(!dir.join("refused.prof").exists());
+}
+
+/// Counting by address needs no names: the unsymbolized counters of the `strip -s` binary
+/// alone equal the unstripped build's (probe builds), or keep line contexts as addresses
+/// that give the unstripped build's profile once converted where the DWARF is.
+fn counting_needs_no_names(name: &str, variant: Variant, dir: &Path, c: &Copies, script: &str) {
+    let s = |p: &Path| p.to_str().unwrap().to_string();
     let raw = |binary: &Path, stem: &str| {
         let output = dir.join(format!("{stem}.raw"));
         pgo_agent(&[
             "convert",
             "--perfscript",
-            &script,
+            script,
             "--binary",
             &s(binary),
             "--skip-symbolization",
@@ -288,7 +288,7 @@ fn split_debug(name: &str, variant: Variant) {
                 pgo_agent(&argv);
                 canonical(&output)
             };
-            let direct = convert(&["--perfscript", &script], "ours.direct");
+            let direct = convert(&["--perfscript", script], "ours.direct");
             assert!(!direct.trim().is_empty());
             assert_same(
                 &format!("{name} ({variant}) address line contexts symbolized later {shape:?}"),
@@ -297,56 +297,7 @@ fn split_debug(name: &str, variant: Variant) {
             );
         }
     }
-
-    // Without a debug file a symbolized profile is refused, naming what was tried.
-    let argv: Vec<String> = [
-        "pgo-agent",
-        "convert",
-        "--perfscript",
-        &script,
-        "--binary",
-        &s(&c.strip_all),
-        "--output",
-        &s(&dir.join("refused.prof")),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let err = daemon::execute(daemon::parse_args(argv).unwrap()).unwrap_err();
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("has no symbol table and no debug file was found")
-            && msg.contains(".gnu_debuglink")
-            && msg.contains("/usr/lib/debug/.build-id/"),
-        "{msg}"
-    );
-    assert!(!dir.join("refused.prof").exists());
 }
 
-macro_rules! split_debug_tests {
-    ($($test:ident: $name:literal, $variant:ident;)*) => {
-        $(
-            #[test]
-            fn $test() {
-                split_debug($name, Variant::$variant);
-            }
-        )*
-    };
-}
-
-split_debug_tests! {
-    loop_count_probe: "loop_count", Probe;
-    loop_count_lines: "loop_count", Lines;
-    recursion_probe: "recursion", Probe;
-    recursion_lines: "recursion", Lines;
-    inline_tail_probe: "inline_tail", Probe;
-    inline_tail_lines: "inline_tail", Lines;
-    virtual_calls_probe: "virtual_calls", Probe;
-    virtual_calls_lines: "virtual_calls", Lines;
-    interp_probe: "interp", Probe;
-    interp_lines: "interp", Lines;
-    unroll_probe: "unroll", Probe;
-    unroll_lines: "unroll", Lines;
-    shlib_user_probe: "shlib_user", Probe;
-    shlib_user_lines: "shlib_user", Lines;
-}
+e2e::corpus_tests!(split_debug; loop_count, recursion, inline_tail, virtual_calls, interp,
+    unroll, shlib_user);

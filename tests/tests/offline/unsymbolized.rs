@@ -21,7 +21,9 @@ use std::process::Command;
 
 use collector::PerfEvent;
 use e2e::corpus::{self, Variant, PROGRAM_NAMES};
-use e2e::support::pgo_agent;
+use e2e::support::{
+    assert_no_mismatches, canonical_profile as canonical, first_difference, pgo_agent,
+};
 use exporter::format::unsymbolized::{write_unsymbolized, LineContextFormatter};
 use symbolizer::generate::cs::expand_line_context;
 use symbolizer::generate::GenerateOptions;
@@ -48,19 +50,6 @@ fn llvm_profgen(script: &Path, binary: &Path, extra: &[&str], out: &Path) -> (St
         .map(str::to_string)
         .collect();
     (std::fs::read_to_string(out).unwrap(), warnings)
-}
-
-fn first_difference(a: &str, b: &str) -> String {
-    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
-        if x != y {
-            return format!("line {}: llvm-profgen `{x}` vs ours `{y}`", i + 1);
-        }
-    }
-    format!(
-        "lengths differ: {} vs {} lines",
-        a.lines().count(),
-        b.lines().count()
-    )
 }
 
 /// Our unsymbolized profile of `recorded` with the binary described by `layout`/`load`,
@@ -135,10 +124,15 @@ fn check(name: &str, variant: Variant, ignore_stack: bool) -> Result<(), String>
     )
     .map_err(|e| format!("{what}: {e}"))?;
     compare(&theirs, &mine, &what, &raw)?;
-    if warnings != their_warnings {
-        return Err(format!("{what}: warnings differ:\n  llvm-profgen {their_warnings:?}\n  ours         {warnings:?}"));
-    }
+    compare_warnings(&their_warnings, &warnings, &what)
+}
 
+fn compare_warnings(theirs: &[String], ours: &[String], what: &str) -> Result<(), String> {
+    if ours != theirs {
+        return Err(format!(
+            "{what}: warnings differ:\n  llvm-profgen {theirs:?}\n  ours         {ours:?}"
+        ));
+    }
     Ok(())
 }
 
@@ -166,10 +160,7 @@ fn check_lbr_only(name: &str, variant: Variant) -> Result<(), String> {
     let (mine, warnings) = ours(&recording.events, &binary, &binary.load_info(), false, None)
         .map_err(|e| format!("{what}: {e}"))?;
     compare(&theirs, &mine, &what, &raw)?;
-    if warnings != their_warnings {
-        return Err(format!("{what}: warnings differ:\n  llvm-profgen {their_warnings:?}\n  ours         {warnings:?}"));
-    }
-    Ok(())
+    compare_warnings(&their_warnings, &warnings, &what)
 }
 
 fn run_all(variants: &[Variant], ignore_stack: bool) {
@@ -187,12 +178,7 @@ fn run_all(variants: &[Variant], ignore_stack: bool) {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_mismatches(&failures);
 }
 
 #[test]
@@ -220,27 +206,7 @@ fn lbr_only_counters_match_llvm_profgen() {
         .flat_map(|&v| PROGRAM_NAMES.iter().map(move |n| (*n, v)))
         .filter_map(|(n, v)| check_lbr_only(n, v).err())
         .collect();
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-}
-
-/// `llvm-profdata-19 merge --sample --text` of `profile`.
-fn canonical(profile: &Path) -> String {
-    let out = Command::new("llvm-profdata-19")
-        .args(["merge", "--sample", "--text", "-o", "-"])
-        .arg(profile)
-        .output()
-        .expect("llvm-profdata-19");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    assert_no_mismatches(&failures);
 }
 
 /// The two-step flow with llvm-profgen on the host: its `--skip-symbolization` output of
