@@ -18,7 +18,7 @@ use std::process::Command as Process;
 use daemon::cli::Command;
 use daemon::heap_sample::{sample_and_write, Sampled};
 use e2e::corpus::{sources_dir, target_dir, tools_available};
-use exporter::format::pprof::from_bytes;
+use exporter::format::pprof::{self, from_bytes, Profile};
 use heapprobe::{FreeMatching, SamplingMode};
 
 const ITERATIONS: u64 = 400_000;
@@ -78,6 +78,22 @@ fn truth(binary: &PathBuf) -> HashMap<String, (f64, f64)> {
             })
         })
         .collect()
+}
+
+/// The name of the first frame of `sample` (leaf up) whose function is a key of `ours`.
+fn first_own_frame<'p, V>(
+    p: &'p Profile,
+    sample: &pprof::Sample,
+    ours: &HashMap<String, V>,
+) -> Option<&'p str> {
+    let function = |id: u64| p.string_table[p.function[id as usize - 1].name as usize].as_str();
+    sample.location_id.iter().find_map(|&l| {
+        p.location[l as usize - 1]
+            .line
+            .iter()
+            .map(|line| function(line.function_id))
+            .find(|n| ours.contains_key(*n))
+    })
 }
 
 fn can_run() -> bool {
@@ -193,18 +209,11 @@ fn free_matching_leaves_only_the_kept_context_in_use() {
             "inuse_space"
         ]
     );
-    let function = |id: u64| st(p.function[id as usize - 1].name);
-    let location = |id: u64| &p.location[id as usize - 1];
     let mut got: HashMap<String, [f64; 4]> = HashMap::new();
     for s in &p.sample {
-        let ctx = s.location_id.iter().find_map(|&l| {
-            location(l)
-                .line
-                .iter()
-                .map(|line| function(line.function_id))
-                .find(|n| truth.contains_key(*n))
-        });
-        let Some(ctx) = ctx else { continue };
+        let Some(ctx) = first_own_frame(&p, s, &truth) else {
+            continue;
+        };
         let e = got.entry(ctx.to_string()).or_default();
         for (v, x) in e.iter_mut().zip(&s.value) {
             *v += *x as f64;
@@ -287,14 +296,9 @@ fn sample_and_check(name: &str, extra: &[&str]) -> Sampled {
     let mut got: HashMap<String, (f64, f64)> = HashMap::new();
     let mut samples = 0;
     for s in &p.sample {
-        let ctx = s.location_id.iter().find_map(|&l| {
-            location(l)
-                .line
-                .iter()
-                .map(|line| function(line.function_id))
-                .find(|n| truth.contains_key(*n))
-        });
-        let Some(ctx) = ctx else { continue };
+        let Some(ctx) = first_own_frame(&p, s, &truth) else {
+            continue;
+        };
         // The leaf is the allocator's entry in libc.
         let leaf = location(s.location_id[0]);
         let leaf_names: Vec<&str> = leaf.line.iter().map(|l| function(l.function_id)).collect();

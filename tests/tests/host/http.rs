@@ -78,36 +78,16 @@ fn fixture() -> Option<Fixture> {
     let unsym = state.join(format!("{hex}.unsymbolized"));
     let ext = state.join("convert.extbinary");
     let text = state.join("convert.text");
-    cli(&[
-        "convert",
-        "--perfscript",
-        ps,
-        "--binary",
-        bin,
-        "--skip-symbolization",
-        "-o",
-        unsym.to_str().unwrap(),
-    ]);
-    cli(&[
-        "convert",
-        "--perfscript",
-        ps,
-        "--binary",
-        bin,
-        "-o",
-        ext.to_str().unwrap(),
-    ]);
-    cli(&[
-        "convert",
-        "--perfscript",
-        ps,
-        "--binary",
-        bin,
-        "--format",
-        "text",
-        "-o",
-        text.to_str().unwrap(),
-    ]);
+    for (flags, output) in [
+        (&["--skip-symbolization"][..], &unsym),
+        (&[], &ext),
+        (&["--format", "text"], &text),
+    ] {
+        let mut args = vec!["convert", "--perfscript", ps, "--binary", bin];
+        args.extend(flags);
+        args.extend(["-o", output.to_str().unwrap()]);
+        cli(&args);
+    }
     let meta = serde_json::json!({
         "build_id": hex, "path": bin, "kind": "probe_context", "samples": 1234,
         // Counted over a minute: the samples stand for 60 s at the binary's rate.

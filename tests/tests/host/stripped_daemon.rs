@@ -669,18 +669,44 @@ fn assert_symbolized_through(fx: &Fixture, variant: Variant, route: Route) {
     }
 }
 
+/// What both twin checks start from: the served entry, symbolized and served as text, and
+/// the unstripped twin with its preferred base and function names.
+struct Twin<'s> {
+    label: String,
+    listed: &'s Value,
+    twin: ProfiledBinary,
+    base: u64,
+    functions: HashSet<String>,
+}
+
+impl<'s> Twin<'s> {
+    fn of(case: &Case, served: &'s Served) -> Twin<'s> {
+        let label = case.label();
+        assert_eq!(served.listed["symbolization"], "symbolized", "{label}");
+        assert_eq!(served.text_format, "text", "{label}");
+        let twin = ProfiledBinary::load(&case.twin).unwrap();
+        Twin {
+            base: twin.preferred_base(),
+            functions: function_symbols(&case.twin),
+            listed: &served.listed,
+            label,
+            twin,
+        }
+    }
+}
+
 /// A probe build: the served text profile is `pgo-agent merge` of the served aggregate with
 /// the unstripped twin, byte for byte and canonicalised; each range is counted as the twin
 /// counts it.
 fn assert_probe_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served) {
     let variant = case.variant;
-    let label = case.label();
-    let listed = &served.listed;
-    let twin = ProfiledBinary::load(&case.twin).unwrap();
-    let base = twin.preferred_base();
-    let functions = function_symbols(&case.twin);
-    assert_eq!(listed["symbolization"], "symbolized", "{label}");
-    assert_eq!(served.text_format, "text", "{label}");
+    let Twin {
+        label,
+        listed,
+        twin,
+        base,
+        functions,
+    } = Twin::of(case, served);
     // The same served aggregate, symbolized with the unstripped twin.
     let unsym = fx
         .dir
@@ -748,15 +774,15 @@ fn assert_probe_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served)
 /// A line-table build: the served text profile is the one the twin makes from the served
 /// contexts, and the served aggregate the one written from the same counters with the twin.
 fn assert_line_profile_is_the_twins(fx: &Fixture, case: &Case, served: &Served) {
-    let label = case.label();
-    let listed = &served.listed;
-    let twin = ProfiledBinary::load(&case.twin).unwrap();
-    let base = twin.preferred_base();
-    let functions = function_symbols(&case.twin);
+    let Twin {
+        label,
+        listed: _,
+        twin,
+        base,
+        functions,
+    } = Twin::of(case, served);
     // Line contexts are kept named in the aggregate; the text profile is made from them
     // with the binary as `convert --unsymbolized-profile` makes it.
-    assert_eq!(listed["symbolization"], "symbolized", "{label}");
-    assert_eq!(served.text_format, "text", "{label}");
     let contexts = read_unsymbolized(&served.unsymbolized, base)
         .unwrap()
         .line_contexts()

@@ -81,6 +81,25 @@ fn read_and_check_reader(profile: &Path) -> symbolizer::profile::SampleProfile {
     parsed
 }
 
+/// The llvm-profgen arguments both tools get for a profile the quality measure compares:
+/// `input` (`--perfscript`/`--perfdata`) `path`, text format, neither pre-inlined nor nested.
+fn comparable_profile_args(input: &str, path: &Path, binary: &Path, output: &Path) -> Vec<String> {
+    [
+        input,
+        path.to_str().unwrap(),
+        "--binary",
+        binary.to_str().unwrap(),
+        "--format=text",
+        "--csspgo-preinliner=false",
+        "--gen-cs-nested-profile=false",
+        "--output",
+        output.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect()
+}
+
 fn out_dir(name: &str) -> PathBuf {
     let dir = corpus::target_dir()
         .join("accuracy")
@@ -140,20 +159,8 @@ fn accuracy(name: &str) -> Vec<(&'static str, QualityReport, QualityReport)> {
         let ours_txt = dir.join(format!("ours.{mode}.txt"));
         let theirs_txt = dir.join(format!("llvm.{mode}.txt"));
         let args = |output: &Path| -> Vec<String> {
-            let mut v: Vec<String> = [
-                "--perfscript",
-                rec.perf_script.to_str().unwrap(),
-                "--binary",
-                program.binary.to_str().unwrap(),
-                "--format=text",
-                "--csspgo-preinliner=false",
-                "--gen-cs-nested-profile=false",
-                "--output",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-            v.push(s(output));
+            let mut v =
+                comparable_profile_args("--perfscript", &rec.perf_script, &program.binary, output);
             v.extend(extra.map(str::to_string));
             v
         };
@@ -257,21 +264,8 @@ fn check_repair(name: &str) {
     let binary = ProfiledBinary::load(&program.binary).expect("binary loads");
     let file_name = program.binary.file_name().unwrap().to_str().unwrap();
     let truth = rec.truth.binary(file_name).expect("truth");
-    let common = |input: &str, path: &Path, output: &Path| -> Vec<String> {
-        [
-            input,
-            path.to_str().unwrap(),
-            "--binary",
-            program.binary.to_str().unwrap(),
-            "--format=text",
-            "--csspgo-preinliner=false",
-            "--gen-cs-nested-profile=false",
-            "--output",
-            output.to_str().unwrap(),
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect()
+    let common = |input: &str, path: &Path, output: &Path| {
+        comparable_profile_args(input, path, &program.binary, output)
     };
     let theirs_txt = dir.join("llvm.cs.txt");
     llvm(
