@@ -27,6 +27,11 @@ pub struct ConvertArgs {
     /// An unsymbolized profile written by `--skip-symbolization` (ours or llvm-profgen's).
     #[arg(long, visible_alias = "up", value_name = "FILE", group = "input")]
     pub unsymbolized_profile: Option<PathBuf>,
+    /// An LLVM sample profile (text or extbinary) to post-process again for `--binary`
+    /// (trimming, ambiguous-profile filtering, the output options); flat and nested
+    /// profiles only (flat context-sensitive profiles are refused).
+    #[arg(long, value_name = "FILE", group = "input")]
+    pub llvm_sample_profile: Option<PathBuf>,
     /// The profiled executable (the one the samples were taken from).
     #[arg(long, value_name = "FILE", required = true)]
     pub binary: PathBuf,
@@ -270,7 +275,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
-    "llvm-sample-profile",
     "dwp",
     "kernel",
     "mark-all-context-preinlined",

@@ -33,6 +33,9 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
 
 /// [`convert`], each phase timed by `timer`.
 fn convert_timed(args: &ConvertArgs, timer: &PhaseTimer) -> anyhow::Result<()> {
+    if let Some(path) = &args.llvm_sample_profile {
+        return convert_sample_profile(args, path, timer);
+    }
     if let Some(path) = &args.unsymbolized_profile {
         if convert_line_contexts(args, path, timer)? {
             return Ok(());
@@ -182,6 +185,44 @@ fn show_density(args: &ConvertArgs, profile: &symbolizer::profile::SampleProfile
             f64::from(args.profile_density_cutoff_hot) / 10_000.0
         );
     }
+}
+
+/// `--llvm-sample-profile`: an LLVM sample profile post-processed again for the binary, as
+/// llvm-profgen 19's `ProfileGenerator` does for a flat or nested input (the summary's
+/// cold threshold for `--trim-cold-profile`, the ambiguous-profile filter, the density
+/// report), then written as asked. Flat context-sensitive input (`[main:1 @ foo]`
+/// contexts), which llvm-profgen 19 runs through its CS pre-inliner again, is refused.
+fn convert_sample_profile(
+    args: &ConvertArgs,
+    path: &Path,
+    timer: &PhaseTimer,
+) -> anyhow::Result<()> {
+    let mut profile = timer.time("Read sample profile", || crate::verify::read_profile(path))?;
+    if profile.is_cs {
+        bail!(
+            "{}: a flat context-sensitive profile (`[main:1 @ foo]` contexts); \
+             re-post-processing one (pre-inliner, nested conversion) with \
+             --llvm-sample-profile is not implemented by `pgo-agent convert` yet; give a \
+             nested or flat profile, or convert the samples again",
+            path.display()
+        );
+    }
+    let binary = timer.time("Load binary", || args.load_binary(true))?;
+    // `ProfileGeneratorBase::create` takes the FS-discriminator mode from the binary.
+    profile.is_fs = binary.uses_fs_discriminator();
+    timer.time("Generate profile", || {
+        symbolizer::generate::post::post_process_flat(&mut profile, &args.generate_options())
+    });
+    show_density(args, &profile);
+    let mut out = BufWriter::new(
+        File::create(&args.output)
+            .with_context(|| format!("creating {}", args.output.display()))?,
+    );
+    timer.time("Write profile", || {
+        write_profile(args, &binary, &profile, &mut out)
+    })?;
+    out.flush()
+        .with_context(|| format!("writing {}", args.output.display()))
 }
 
 /// Converts an unsymbolized profile whose contexts are symbolized line contexts (`main:7 @
@@ -337,7 +378,10 @@ fn read_counters_while_loading<'b>(
             result => result?,
         }
     } else {
-        bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
+        bail!(
+            "no input: give --perfscript, --perfdata, --unsymbolized-profile or \
+             --llvm-sample-profile"
+        );
     };
     Ok(finish_counters(
         binary,

@@ -360,6 +360,113 @@ fn use_md5_matches_llvm_profgen() {
     }
 }
 
+/// `--llvm-sample-profile`: llvm-profgen 19's own profiles (nested extbinary, flat text)
+/// post-processed again, with and without `--trim-cold-profile`, into text and
+/// extbinary: the same profile and section flags as llvm-profgen 19's. A flat CS profile is
+/// refused with a message naming the flag.
+#[test]
+fn llvm_sample_profile_matches_llvm_profgen() {
+    if !corpus::tools_available("llvm-sample-profile", TOOLS) {
+        return;
+    }
+    let mut trimmed = false;
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("recursion", Variant::Lines),
+        ("inline_tail", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+    ] {
+        let sample = Input::record(name, variant, "llvm_sample_profile");
+        let binary = sample.args[3].clone();
+        let inputs = [
+            ("nested", &[][..]),
+            ("flat", &["--format=text", "--ignore-stack-samples"][..]),
+        ];
+        for (kind, args) in inputs {
+            // The input: llvm-profgen 19's profile of the samples.
+            let made = sample.dir.join(format!("{kind}.input"));
+            let sample_args: Vec<&str> = sample.args.iter().map(String::as_str).collect();
+            llvm(
+                "llvm-profgen-19",
+                &[
+                    &sample_args[..],
+                    args,
+                    &["--output", made.to_str().unwrap()],
+                ]
+                .concat(),
+            );
+            let input = Input {
+                what: format!("{} {kind} profile", sample.what),
+                dir: sample.dir.clone(),
+                args: vec![
+                    "--llvm-sample-profile".into(),
+                    made.to_str().unwrap().into(),
+                    "--binary".into(),
+                    binary.clone(),
+                ],
+            };
+            let plain = input.same_profile(&format!("{kind}.re"), &["--format=text"]);
+            let trim = input.same_profile(
+                &format!("{kind}.re.trim"),
+                &["--format=text", "--trim-cold-profile"],
+            );
+            trimmed |= trim != plain;
+            let (theirs, ours) = input.run_both(&format!("{kind}.re.extbin"), &[]);
+            assert_same(
+                &format!("{}: extbinary", input.what),
+                &canonical(&ours),
+                &plain,
+            );
+            assert_same(
+                &format!("{}: extbinary section flags", input.what),
+                &section_flags(&ours),
+                &section_flags(&theirs),
+            );
+        }
+        // A flat CS profile is refused, naming the flag.
+        let flat_cs = sample.dir.join("flatcs.input");
+        let sample_args: Vec<&str> = sample.args.iter().map(String::as_str).collect();
+        llvm(
+            "llvm-profgen-19",
+            &[
+                &sample_args[..],
+                &[
+                    "--format=text",
+                    "--csspgo-preinliner=false",
+                    "--gen-cs-nested-profile=false",
+                    "--output",
+                    flat_cs.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        );
+        let out = sample.dir.join("flatcs.re");
+        let (code, text) = e2e::support::cli_in_child(
+            CLI_ENV,
+            &[
+                "convert".to_string(),
+                "--llvm-sample-profile".into(),
+                flat_cs.to_str().unwrap().into(),
+                "--binary".into(),
+                binary.clone(),
+                "--output".into(),
+                out.to_str().unwrap().into(),
+            ],
+        );
+        assert_eq!(code, Some(1), "{}: flat CS input:\n{text}", sample.what);
+        assert!(
+            text.contains("flat context-sensitive profile")
+                && text.contains("--llvm-sample-profile"),
+            "{}:\n{text}",
+            sample.what
+        );
+    }
+    assert!(
+        trimmed,
+        "--trim-cold-profile changed no re-processed profile"
+    );
+}
+
 /// The function names of the top-level profiles of a canonical text profile (every frame
 /// of a context `[main:5 @ fib]`).
 fn top_level_names(text: &str) -> std::collections::BTreeSet<String> {
