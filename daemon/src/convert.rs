@@ -247,12 +247,15 @@ Examples:
   pgo-agent convert --perfdata perf.data --binary ./app --format=text -o flat-cs.txt \\
       --csspgo-preinliner=false --gen-cs-nested-profile=false
   pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
+  pgo-agent convert --llvm-sample-profile app.prof --binary ./app --use-md5 -o app.md5.prof
   pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
       --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
-Options of llvm-profgen that convert does not implement yet are rejected with a message
-naming them; none is silently ignored. Every llvm-profgen 19 option and its support:
-docs/llvm-profgen-flags.md.";
+Options of llvm-profgen that convert does not implement (--kernel, --dwp, and newer
+llvm-profgen's --mark-all-context-preinlined and --csprof-max-unsymbolized-context-depth)
+are rejected with a message naming them; none is silently ignored. --time-profgen prints
+convert's own phases (newer llvm-profgen's flag; llvm-profgen 19 has none). Every
+llvm-profgen 19 option and its support: docs/llvm-profgen-flags.md.";
 
 /// Output formats `convert` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -304,6 +304,23 @@ mod tests {
     }
 
     #[test]
+    fn search_depth_bounds_the_chain() {
+        let b = binary();
+        // main:0x14 → go; go:0x28 → bar (tail); bar:0x44 → foo (tail): a chain through two
+        // functions (go, bar) after the call site's target.
+        let set = counters(&[(0x14, 0x20), (0x28, 0x40), (0x44, 0x30)]);
+        let infer = |depth| {
+            MissingFrameInferrer::new(&b, &set)
+                .with_max_search_depth(depth)
+                .infer(&b, &[0x14], 0x34)
+        };
+        assert_eq!(infer(DEFAULT_MAX_SEARCH_DEPTH), vec![0x14, 0x28, 0x44]);
+        assert_eq!(infer(2), vec![0x14, 0x28, 0x44]);
+        assert_eq!(infer(1), vec![0x14]);
+        assert_eq!(infer(0), vec![0x14]);
+    }
+
+    #[test]
     fn two_paths_are_ambiguous() {
         let b = binary();
         // go → foo directly (0x24) and go → bar (0x28) → foo (0x44): two paths.

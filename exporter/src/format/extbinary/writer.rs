@@ -444,6 +444,30 @@ mod tests {
     }
 
     #[test]
+    fn md5_name_table_holds_each_name_hash_in_name_order() {
+        let options = WriteOptions {
+            symbol_list: None,
+            use_md5: true,
+        };
+        let bytes = to_bytes_with(&flat_line_profile(), &options);
+        let at = 18 + 32;
+        let word =
+            |k: usize| u64::from_le_bytes(bytes[at + k * 8..at + k * 8 + 8].try_into().unwrap());
+        assert_eq!(word(0), SecType::NameTable as u64);
+        assert_eq!(word(1), FLAG_MD5_NAME | FLAG_FIXED_LENGTH_MD5);
+        let mut expected = vec![4u8];
+        for name in ["bar", "baz", "foo", "main"] {
+            expected.extend_from_slice(&symbolizer::guid::function_guid(name).to_le_bytes());
+        }
+        assert_eq!(
+            &bytes[word(2) as usize..(word(2) + word(3)) as usize],
+            &expected[..]
+        );
+        // The profile records are the string table's: the same indices.
+        assert_eq!(bytes.len(), to_bytes(&flat_line_profile()).len() - 17 + 32);
+    }
+
+    #[test]
     fn profile_symbol_list_reads_back_sorted() {
         let symbols: BTreeSet<String> = ["zeta", "main", "_Z3fooi"]
             .into_iter()
