@@ -55,11 +55,24 @@ pub fn load_binary(
     debug: Option<&Path>,
     need_names: bool,
 ) -> anyhow::Result<ProfiledBinary> {
+    load_binary_with(binary, debug, need_names, false)
+}
+
+/// [`load_binary`], with the pseudo probes of a probe binary ignored when
+/// `use_dwarf_correlation` (llvm-profgen's `--use-dwarf-correlation`: the binary is read
+/// as a line-table binary).
+pub fn load_binary_with(
+    binary: &Path,
+    debug: Option<&Path>,
+    need_names: bool,
+    use_dwarf_correlation: bool,
+) -> anyhow::Result<ProfiledBinary> {
     // Code decoded as samples reach it, from the file's memory map: the tools' memory
     // and time grow with the code the profile touches, not with the binary.
     let options = LoadOptions {
         lazy_code: true,
         release_decoded_pages: true,
+        use_dwarf_correlation,
         ..LoadOptions::default()
     };
     let loaded = match debug {

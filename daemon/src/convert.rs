@@ -27,6 +27,11 @@ pub struct ConvertArgs {
     /// An unsymbolized profile written by `--skip-symbolization` (ours or llvm-profgen's).
     #[arg(long, visible_alias = "up", value_name = "FILE", group = "input")]
     pub unsymbolized_profile: Option<PathBuf>,
+    /// An LLVM sample profile (text or extbinary) to post-process again for `--binary`
+    /// (trimming, ambiguous-profile filtering, the output options); flat and nested
+    /// profiles only (flat context-sensitive profiles are refused).
+    #[arg(long, value_name = "FILE", group = "input")]
+    pub llvm_sample_profile: Option<PathBuf>,
     /// The profiled executable (the one the samples were taken from).
     #[arg(long, value_name = "FILE", required = true)]
     pub binary: PathBuf,
@@ -80,6 +85,11 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
     pub use_context_cost_for_preinliner: bool,
+    /// Pre-inliner: inline exactly the contexts the profiled binary inlined (probe
+    /// profiles: contexts whose leaf probe was inlined), whatever their size and count.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub csspgo_replay_preinline: bool,
     /// Drop cold profiles (below the hot threshold for CS profiles, as llvm-profgen does).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
@@ -117,6 +127,24 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
     pub infer_missing_frames: bool,
+    /// Missing-frame inference: the most functions a search for a tail-call chain goes
+    /// through (the default, 4294967294, is no limit).
+    #[arg(long, value_name = "N", default_value_t = symbolizer::generate::missing_frames::DEFAULT_MAX_SEARCH_DEPTH)]
+    pub max_search_depth: u32,
+    /// Read a pseudo-probe binary as a line-table binary: its probes are ignored and the
+    /// profile is line-based.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub use_dwarf_correlation: bool,
+    /// extbinary: write function names as MD5 hashes (a fixed-length MD5 name table);
+    /// ignored, with a warning, for other formats.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub use_md5: bool,
+    /// Print the wall time of each phase of the conversion on stderr when it ends.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub time_profgen: bool,
     /// Warn when the profile density (samples per block of the hot functions) is below this
     /// (llvm-profgen's suggestion to sample longer or faster).
     #[arg(long, value_name = "X", default_value_t = symbolizer::verify::DENSITY_THRESHOLD)]
@@ -219,12 +247,15 @@ Examples:
   pgo-agent convert --perfdata perf.data --binary ./app --format=text -o flat-cs.txt \\
       --csspgo-preinliner=false --gen-cs-nested-profile=false
   pgo-agent convert --perfdata perf.data --binary ./app --skip-symbolization -o app.raw
+  pgo-agent convert --llvm-sample-profile app.prof --binary ./app --use-md5 -o app.md5.prof
   pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
       --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
-Options of llvm-profgen that convert does not implement yet are rejected with a message
-naming them; none is silently ignored. Every llvm-profgen 19 option and its support:
-docs/llvm-profgen-flags.md.";
+Options of llvm-profgen that convert does not implement (--kernel, --dwp, and newer
+llvm-profgen's --mark-all-context-preinlined and --csprof-max-unsymbolized-context-depth)
+are rejected with a message naming them; none is silently ignored. --time-profgen prints
+convert's own phases (newer llvm-profgen's flag; llvm-profgen 19 has none). Every
+llvm-profgen 19 option and its support: docs/llvm-profgen-flags.md.";
 
 /// Output formats `convert` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -247,16 +278,10 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
-    "llvm-sample-profile",
     "dwp",
     "kernel",
-    "use-dwarf-correlation",
-    "use-md5",
-    "max-search-depth",
-    "csspgo-replay-preinline",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
-    "time-profgen",
 ];
 
 /// Rewrites llvm-style single-dash long options (`-perfscript=F`) to `--perfscript=F` and
@@ -307,6 +332,18 @@ impl ConvertArgs {
         }
     }
 
+    /// Loads `--binary` (with `--debug-binary`, and read as a line-table binary with
+    /// `--use-dwarf-correlation`); `need_names`: see [`crate::binary_loading::load_binary`].
+    pub fn load_binary(&self, need_names: bool) -> anyhow::Result<symbolizer::ProfiledBinary> {
+        crate::binary_loading::load_binary_with(
+            &self.binary,
+            self.debug_binary.as_deref(),
+            need_names,
+            self.use_dwarf_correlation,
+        )
+        .context("loading the binary")
+    }
+
     /// The generation options these arguments ask for (llvm-profgen 19 defaults for the
     /// rest).
     pub fn generate_options(&self) -> GenerateOptions {
@@ -335,6 +372,8 @@ impl ConvertArgs {
         o.max_context_depth = self.csprof_max_context_depth;
         o.update_total_samples = self.update_total_samples;
         o.infer_missing_frames = self.infer_missing_frames;
+        o.max_search_depth = self.max_search_depth;
+        o.preinline.replay = self.csspgo_replay_preinline;
         o.leading_ip_only = self.leading_ip_only;
         o.fill_zero_for_all_funcs = self.fill_zero_for_all_funcs;
         o.summary_hot_count = self.profile_summary_hot_count;
@@ -396,8 +435,8 @@ mod tests {
             err.to_string().contains("--mark-all-context-preinlined"),
             "{err}"
         );
-        let err = normalize_llvm_args(&strings(&["-use-md5"])).unwrap_err();
-        assert!(err.to_string().contains("--use-md5"), "{err}");
+        let err = normalize_llvm_args(&strings(&["-kernel"])).unwrap_err();
+        assert!(err.to_string().contains("--kernel"), "{err}");
     }
 
     #[test]

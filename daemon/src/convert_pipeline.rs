@@ -19,12 +19,25 @@ use symbolizer::profile::SampleContext;
 use unwinder::{Aggregator, BinaryLoadInfo, CounterKind, CounterSet, PerfContent, UnwindOptions};
 
 use crate::convert::{ConvertArgs, OutputFormat};
+use crate::phase_timer::PhaseTimer;
 use crate::progress::Progress;
 
-/// Converts the input named in `args` into the requested output.
+/// Converts the input named in `args` into the requested output; with `--time-profgen`,
+/// prints the time of each phase on stderr at the end.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
+    let timer = PhaseTimer::new(args.time_profgen);
+    let result = convert_timed(args, &timer);
+    timer.print_report();
+    result
+}
+
+/// [`convert`], each phase timed by `timer`.
+fn convert_timed(args: &ConvertArgs, timer: &PhaseTimer) -> anyhow::Result<()> {
+    if let Some(path) = &args.llvm_sample_profile {
+        return convert_sample_profile(args, path, timer);
+    }
     if let Some(path) = &args.unsymbolized_profile {
-        if convert_line_contexts(args, path)? {
+        if convert_line_contexts(args, path, timer)? {
             return Ok(());
         }
     }
@@ -33,18 +46,15 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     // for its first milliseconds.
     let loaded = std::sync::OnceLock::new();
     let counters = std::thread::scope(|scope| {
-        let loading = scope.spawn(|| {
-            crate::binary_loading::load_binary_for(
-                &args.binary,
-                args.debug_binary.as_deref(),
-                !args.skip_symbolization,
-            )
-        });
-        read_counters_while_loading(args, || {
-            let binary = loading
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            Ok(loaded.get_or_init(|| binary))
+        let loading = scope
+            .spawn(|| timer.time("Load binary", || args.load_binary(!args.skip_symbolization)));
+        timer.time("Read and unwind samples", || {
+            read_counters_while_loading(args, || {
+                let binary = loading
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                Ok(loaded.get_or_init(|| binary))
+            })
         })
     })?;
     let binary = loaded.get().expect("read_counters got the binary");
@@ -56,7 +66,10 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     if args.skip_symbolization {
         let gen_opts = args.generate_options();
         let line_context = |key: &[u64]| line_context_name(binary, key, address_base, &gen_opts);
-        write_unsymbolized(&mut out, &counters, address_base, Some(&line_context))
+        timer
+            .time("Write unsymbolized profile", || {
+                write_unsymbolized(&mut out, &counters, address_base, Some(&line_context))
+            })
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
         if args.show_pseudo_probe {
@@ -65,9 +78,13 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
                 .and_then(|()| stdout.flush())
                 .context("writing the pseudo probe descriptions")?;
         }
-        let profile = generate_profile(binary, &counters, &args.generate_options());
+        let profile = timer.time("Generate profile", || {
+            generate_profile(binary, &counters, &args.generate_options())
+        });
         show_density(args, &profile);
-        write_profile(args, binary, &profile, &mut out)?;
+        timer.time("Write profile", || {
+            write_profile(args, binary, &profile, &mut out)
+        })?;
         // `convert` is the process's last work: the process's exit returns the memory at
         // once, where dropping would free every map node one by one first.
         std::mem::forget(profile);
@@ -82,8 +99,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
 /// `--show-disassembly-only`: prints the listing of `--binary` on stdout (llvm-profgen 19
 /// reads no samples and writes no profile then).
 pub fn print_listing(args: &ConvertArgs) -> anyhow::Result<()> {
-    let binary =
-        crate::binary_loading::load_binary_for(&args.binary, args.debug_binary.as_deref(), true)?;
+    let binary = args.load_binary(true)?;
     let elf = std::fs::read(&args.binary)
         .with_context(|| format!("reading {}", args.binary.display()))?;
     let options = symbolizer::listing::ListingOptions {
@@ -112,15 +128,22 @@ fn write_profile(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let written = match args.format {
-        OutputFormat::Text => exporter::format::llvm_text::write(profile, out),
-        OutputFormat::Extbinary if args.populate_profile_symbol_list => {
-            exporter::format::extbinary::write_with_symbol_list(
-                profile,
-                &profile_symbol_list(binary),
-                out,
-            )
+        OutputFormat::Text => {
+            if args.use_md5 {
+                eprintln!("warning: -use-md5 is ignored. Specify --format=extbinary to enable it");
+            }
+            exporter::format::llvm_text::write(profile, out)
         }
-        OutputFormat::Extbinary => exporter::format::extbinary::write(profile, out),
+        OutputFormat::Extbinary => {
+            let symbols = args
+                .populate_profile_symbol_list
+                .then(|| profile_symbol_list(binary));
+            let options = exporter::format::extbinary::WriteOptions {
+                symbol_list: symbols.as_ref(),
+                use_md5: args.use_md5,
+            };
+            exporter::format::extbinary::write_with(profile, &options, out)
+        }
     };
     written.with_context(|| format!("writing {}", args.output.display()))
 }
@@ -164,11 +187,53 @@ fn show_density(args: &ConvertArgs, profile: &symbolizer::profile::SampleProfile
     }
 }
 
+/// `--llvm-sample-profile`: an LLVM sample profile post-processed again for the binary, as
+/// llvm-profgen 19's `ProfileGenerator` does for a flat or nested input (the summary's
+/// cold threshold for `--trim-cold-profile`, the ambiguous-profile filter, the density
+/// report), then written as asked. Flat context-sensitive input (`[main:1 @ foo]`
+/// contexts), which llvm-profgen 19 runs through its CS pre-inliner again, is refused.
+fn convert_sample_profile(
+    args: &ConvertArgs,
+    path: &Path,
+    timer: &PhaseTimer,
+) -> anyhow::Result<()> {
+    let mut profile = timer.time("Read sample profile", || crate::verify::read_profile(path))?;
+    if profile.is_cs {
+        bail!(
+            "{}: a flat context-sensitive profile (`[main:1 @ foo]` contexts); \
+             re-post-processing one (pre-inliner, nested conversion) with \
+             --llvm-sample-profile is not implemented by `pgo-agent convert` yet; give a \
+             nested or flat profile, or convert the samples again",
+            path.display()
+        );
+    }
+    let binary = timer.time("Load binary", || args.load_binary(true))?;
+    // `ProfileGeneratorBase::create` takes the FS-discriminator mode from the binary.
+    profile.is_fs = binary.uses_fs_discriminator();
+    timer.time("Generate profile", || {
+        symbolizer::generate::post::post_process_flat(&mut profile, &args.generate_options())
+    });
+    show_density(args, &profile);
+    let mut out = BufWriter::new(
+        File::create(&args.output)
+            .with_context(|| format!("creating {}", args.output.display()))?,
+    );
+    timer.time("Write profile", || {
+        write_profile(args, &binary, &profile, &mut out)
+    })?;
+    out.flush()
+        .with_context(|| format!("writing {}", args.output.display()))
+}
+
 /// Converts an unsymbolized profile whose contexts are symbolized line contexts (`main:7 @
 /// quick`: a binary without pseudo probes) as llvm-profgen 19 does: the contexts are
 /// taken as they are, the ranges and branches symbolized with the binary. `false` (nothing
 /// done) for any other unsymbolized profile.
-fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool> {
+fn convert_line_contexts(
+    args: &ConvertArgs,
+    path: &Path,
+    timer: &PhaseTimer,
+) -> anyhow::Result<bool> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     // Line contexts carry no addresses: read with base 0 to see what the file holds.
@@ -177,11 +242,7 @@ fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool
     if profile.line_contexts().is_none() {
         return Ok(false);
     }
-    let binary = crate::binary_loading::load_binary_for(
-        &args.binary,
-        args.debug_binary.as_deref(),
-        !args.skip_symbolization,
-    )?;
+    let binary = timer.time("Load binary", || args.load_binary(!args.skip_symbolization))?;
     let base = args.address_base(&binary);
     let profile = read_unsymbolized(&text, base)
         .with_context(|| format!("reading unsymbolized profile {}", path.display()))?;
@@ -197,13 +258,17 @@ fn convert_line_contexts(args: &ConvertArgs, path: &Path) -> anyhow::Result<bool
             .write(&mut out, base)
             .with_context(|| format!("writing {}", args.output.display()))?;
     } else {
-        let profile = symbolizer::generate::generate_line_profile_of_contexts(
-            &binary,
-            &contexts,
-            &args.generate_options(),
-        );
+        let profile = timer.time("Generate profile", || {
+            symbolizer::generate::generate_line_profile_of_contexts(
+                &binary,
+                &contexts,
+                &args.generate_options(),
+            )
+        });
         show_density(args, &profile);
-        write_profile(args, &binary, &profile, &mut out)?;
+        timer.time("Write profile", || {
+            write_profile(args, &binary, &profile, &mut out)
+        })?;
     }
     out.flush()
         .with_context(|| format!("writing {}", args.output.display()))?;
@@ -313,7 +378,10 @@ fn read_counters_while_loading<'b>(
             result => result?,
         }
     } else {
-        bail!("no input: give --perfscript, --perfdata or --unsymbolized-profile");
+        bail!(
+            "no input: give --perfscript, --perfdata, --unsymbolized-profile or \
+             --llvm-sample-profile"
+        );
     };
     Ok(finish_counters(
         binary,

@@ -17,6 +17,7 @@ pub mod heap_sample;
 pub mod logging;
 pub mod merge;
 pub mod notify;
+pub mod phase_timer;
 pub mod progress;
 pub mod pull;
 pub mod record;

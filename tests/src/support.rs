@@ -310,6 +310,40 @@ pub fn first_difference(theirs: &str, ours: &str) -> String {
     )
 }
 
+/// Prints both texts in full and fails when they differ (pgo-agent's `ours` against
+/// llvm-profgen-19's `theirs`), naming the first differing line.
+pub fn assert_same(what: &str, ours: &str, theirs: &str) {
+    if ours != theirs {
+        let first = ours
+            .lines()
+            .zip(theirs.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(ours.lines().count().min(theirs.lines().count()));
+        panic!(
+            "{what}: pgo-agent and llvm-profgen-19 differ (first at line {}):\n\
+             --- llvm-profgen-19\n{theirs}\n--- pgo-agent\n{ours}",
+            first + 1
+        );
+    }
+}
+
+/// `llvm-profdata-19 show --sample --show-sec-info-only` of an extbinary profile, one
+/// `Section {flags}` per line (offsets and sizes left out).
+pub fn section_flags(profile: &Path) -> String {
+    run_ok(
+        Command::new("llvm-profdata-19")
+            .args(["show", "--sample", "--show-sec-info-only"])
+            .arg(profile),
+    )
+    .lines()
+    .filter_map(|l| {
+        let (section, rest) = l.split_once(" - Offset:")?;
+        let flags = rest.split_once("Flags: ")?.1;
+        Some(format!("{section} {flags}\n"))
+    })
+    .collect()
+}
+
 /// The text of `path`; panics naming it.
 pub fn read_text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -106,9 +106,9 @@ pub fn generate_cs_probe_trie<B: BinaryView>(
     opts: &GenerateOptions,
 ) -> ContextTrie {
     let mut trie = ContextTrie::new();
-    let inferrer = opts
-        .infer_missing_frames
-        .then(|| MissingFrameInferrer::new(binary, counters));
+    let inferrer = opts.infer_missing_frames.then(|| {
+        MissingFrameInferrer::new(binary, counters).with_max_search_depth(opts.max_search_depth)
+    });
     let mut keys: Vec<&Vec<u64>> = counters.contexts.keys().collect();
     keys.sort();
     for key in keys {

@@ -28,8 +28,8 @@ use super::binary_view::{BinaryView, BranchClass};
 /// A function of the binary ([`BinaryView::func_range_id_at`]'s function id).
 type FuncId = usize;
 
-/// `--max-search-depth` default (`UINT32_MAX - 1`).
-const MAX_SEARCH_DEPTH: u32 = u32::MAX - 1;
+/// `--max-search-depth` default (`UINT32_MAX - 1`): the search is not depth-limited.
+pub const DEFAULT_MAX_SEARCH_DEPTH: u32 = u32::MAX - 1;
 
 /// The sampled call graph and the memoised tail-call paths; see the module docs.
 #[derive(Debug, Default)]
@@ -44,6 +44,8 @@ pub struct MissingFrameInferrer {
     func_tail_calls: HashMap<FuncId, Vec<u64>>,
     /// Memoised search state (queries take `&self`).
     search: RefCell<Search>,
+    /// `--max-search-depth`: the most functions a tail-call path search goes through.
+    max_search_depth: u32,
 }
 
 #[derive(Debug, Default)]
@@ -88,7 +90,10 @@ impl MissingFrameInferrer {
                 }
             }
         }
-        let mut inferrer = MissingFrameInferrer::default();
+        let mut inferrer = MissingFrameInferrer {
+            max_search_depth: DEFAULT_MAX_SEARCH_DEPTH,
+            ..MissingFrameInferrer::default()
+        };
         for (site, targets) in &sampled_calls {
             for &t in targets {
                 if let Some((_, f)) = binary.func_range_id_at(t) {
@@ -108,6 +113,14 @@ impl MissingFrameInferrer {
             }
         }
         inferrer
+    }
+
+    /// `--max-search-depth`: a tail-call path search goes through at most `depth`
+    /// functions after the call site's targets (0: only targets the call site reaches
+    /// directly; [`DEFAULT_MAX_SEARCH_DEPTH`]: unlimited).
+    pub fn with_max_search_depth(mut self, depth: u32) -> MissingFrameInferrer {
+        self.max_search_depth = depth;
+        self
     }
 
     /// `getContextNodeForLeafProbe`'s use of `inferMissingFrames`: the context `key` with
@@ -184,7 +197,7 @@ impl MissingFrameInferrer {
             return n;
         }
         let pos = path.len();
-        if search.depth == MAX_SEARCH_DEPTH {
+        if search.depth == self.max_search_depth {
             return 0;
         }
         let Some(sites) = self.func_tail_calls.get(&from) else {
@@ -288,6 +301,23 @@ mod tests {
         assert_eq!(inf.infer(&b, &[0x14], 0x22), vec![0x14]);
         // Empty context: unchanged.
         assert!(inf.infer(&b, &[], 0x34).is_empty());
+    }
+
+    #[test]
+    fn search_depth_bounds_the_chain() {
+        let b = binary();
+        // main:0x14 → go; go:0x28 → bar (tail); bar:0x44 → foo (tail): a chain through two
+        // functions (go, bar) after the call site's target.
+        let set = counters(&[(0x14, 0x20), (0x28, 0x40), (0x44, 0x30)]);
+        let infer = |depth| {
+            MissingFrameInferrer::new(&b, &set)
+                .with_max_search_depth(depth)
+                .infer(&b, &[0x14], 0x34)
+        };
+        assert_eq!(infer(DEFAULT_MAX_SEARCH_DEPTH), vec![0x14, 0x28, 0x44]);
+        assert_eq!(infer(2), vec![0x14, 0x28, 0x44]);
+        assert_eq!(infer(1), vec![0x14]);
+        assert_eq!(infer(0), vec![0x14]);
     }
 
     #[test]

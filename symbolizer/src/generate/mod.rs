@@ -60,6 +60,9 @@ pub struct GenerateOptions {
     /// `--infer-missing-frames` (CS probe profiles: tail-call frames the unwinder could not
     /// see are inferred from the sampled call graph).
     pub infer_missing_frames: bool,
+    /// `--max-search-depth`: the deepest tail-call chain missing-frame inference searches
+    /// ([`missing_frames::DEFAULT_MAX_SEARCH_DEPTH`]: unlimited).
+    pub max_search_depth: u32,
     /// `--csspgo-preinliner` (default true).
     pub preinliner: bool,
     /// `--gen-cs-nested-profile` (default true).
@@ -88,6 +91,7 @@ impl Default for GenerateOptions {
             max_cold_context_depth: 1,
             update_total_samples: false,
             infer_missing_frames: true,
+            max_search_depth: missing_frames::DEFAULT_MAX_SEARCH_DEPTH,
             preinliner: true,
             nested_profile: true,
             preinline: PreInlineOptions::default(),

@@ -47,6 +47,9 @@ pub struct PreInlineOptions {
     /// `--sort-profiled-scc-member` (true): order members of recursive SCCs by call
     /// weight.
     pub sort_scc_members: bool,
+    /// `--csspgo-replay-preinline` (false): inline exactly the contexts the profiled
+    /// binary inlined (`ContextWasInlined`), whatever their size and count.
+    pub replay: bool,
 }
 
 impl Default for PreInlineOptions {
@@ -60,6 +63,7 @@ impl Default for PreInlineOptions {
             use_context_cost: true,
             previous_inlining_multiplier: 100,
             sort_scc_members: true,
+            replay: false,
         }
     }
 }
@@ -589,6 +593,9 @@ impl<'a> PreInliner<'a> {
     fn should_inline(&self, c: &Candidate) -> bool {
         let fs = &self.tracker.profs[c.prof].fs;
         let was_inlined = fs.attributes & CONTEXT_WAS_INLINED != 0;
+        if self.opts.replay {
+            return was_inlined;
+        }
         let cold = self.thresholds.cold_count;
         let threshold: u32 = if c.count <= cold {
             self.opts.cold_threshold as u32

@@ -23,25 +23,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use e2e::corpus::{self, Variant};
-use e2e::support::{canonical_profile as canonical, llvm, pgo_agent, read_text, run_ok};
+use e2e::support::{
+    assert_same, canonical_profile as canonical, llvm, pgo_agent, read_text, run_ok, section_flags,
+};
 
 const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
-
-/// Prints both texts in full and fails when they differ.
-fn assert_same(what: &str, ours: &str, theirs: &str) {
-    if ours != theirs {
-        let first = ours
-            .lines()
-            .zip(theirs.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(ours.lines().count().min(theirs.lines().count()));
-        panic!(
-            "{what}: pgo-agent and llvm-profgen-19 differ (first at line {}):\n\
-             --- llvm-profgen-19\n{theirs}\n--- pgo-agent\n{ours}",
-            first + 1
-        );
-    }
-}
 
 fn out_dir(name: &str, variant: Variant) -> PathBuf {
     e2e::support::scratch_dir("conformance", &format!("{name}-{variant}"))
@@ -617,23 +603,6 @@ fn density_report_matches_llvm_profgen() {
         }
     }
     assert_eq!(checked, 2 * corpus::PROGRAM_NAMES.len() * flag_sets.len());
-}
-
-/// `llvm-profdata-19 show --sample --show-sec-info-only`, one `Section {flags}` per line
-/// (offsets and sizes left out).
-fn section_flags(profile: &Path) -> String {
-    run_ok(
-        Command::new("llvm-profdata-19")
-            .args(["show", "--sample", "--show-sec-info-only"])
-            .arg(profile),
-    )
-    .lines()
-    .filter_map(|l| {
-        let (section, rest) = l.split_once(" - Offset:")?;
-        let flags = rest.split_once("Flags: ")?.1;
-        Some(format!("{section} {flags}\n"))
-    })
-    .collect()
 }
 
 e2e::corpus_tests!(conformance; loop_count, recursion, inline_tail, inlined_calls,

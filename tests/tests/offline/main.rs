@@ -11,6 +11,7 @@ mod conformance;
 mod generate;
 mod heap_spool;
 mod memprof;
+mod profgen_flags;
 mod pull_merge;
 mod record;
 mod split_debug;

@@ -26,10 +26,6 @@ use super::section::*;
 /// Deepest inline nesting accepted.
 pub const MAX_INLINE_DEPTH: usize = 1024;
 
-/// NameTable: MD5 names (`SecFlagMD5Name`).
-const FLAG_MD5_NAME: u64 = 1 << 32;
-/// NameTable: fixed-length MD5 names (`SecFlagFixedLengthMD5`).
-const FLAG_FIXED_LENGTH_MD5: u64 = 1 << 33;
 /// Common flag: the section is zlib-compressed (`SecFlagCompress`).
 const FLAG_COMPRESS: u64 = 1;
 

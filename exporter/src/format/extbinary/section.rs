@@ -42,6 +42,10 @@ const fn specific(bit: u32) -> u64 {
     1u64 << (32 + bit)
 }
 
+/// NameTable: names are MD5 hashes (`SecFlagMD5Name`).
+pub const FLAG_MD5_NAME: u64 = specific(0);
+/// NameTable: the MD5 hashes are fixed-length 8-byte words (`SecFlagFixedLengthMD5`).
+pub const FLAG_FIXED_LENGTH_MD5: u64 = specific(1);
 /// NameTable: names containing `.__uniq.` (`SecFlagUniqSuffix`).
 pub const FLAG_UNIQ_SUFFIX: u64 = specific(2);
 /// ProfSummary: flat context-sensitive profile (`SecFlagFullContext`).

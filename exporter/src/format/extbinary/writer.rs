@@ -30,6 +30,28 @@ pub fn write_with_symbol_list(
     out.write_all(&to_bytes_with_symbol_list(profile, symbols))
 }
 
+/// What [`write_with`] writes besides the profile (llvm-profgen's output options).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions<'a> {
+    /// The ProfileSymbolList section's names (`--populate-profile-symbol-list`); empty
+    /// when `None`.
+    pub symbol_list: Option<&'a BTreeSet<String>>,
+    /// An MD5 name table (`--use-md5`, `setUseMD5`): each name as the 8 little-endian
+    /// bytes of its `MD5Hash`, in the order of the names, the NameTable section flagged
+    /// `SecFlagMD5Name | SecFlagFixedLengthMD5` (and never `SecFlagUniqSuffix`).
+    pub use_md5: bool,
+}
+
+/// Writes `profile` as extbinary to `out` with the sections and name table `options` ask
+/// for.
+pub fn write_with(
+    profile: &SampleProfile,
+    options: &WriteOptions<'_>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    out.write_all(&to_bytes_with(profile, options))
+}
+
 /// Name → index tables built before the sections that refer to them.
 struct Tables {
     names: BTreeMap<String, u64>,
@@ -93,6 +115,19 @@ pub fn to_bytes(profile: &SampleProfile) -> Vec<u8> {
 /// The extbinary bytes of `profile` with `symbols` as its profile symbol list
 /// (`ProfileSymbolList::write`: the names sorted, each ended by a NUL; empty when none).
 pub fn to_bytes_with_symbol_list(profile: &SampleProfile, symbols: &BTreeSet<String>) -> Vec<u8> {
+    to_bytes_with(
+        profile,
+        &WriteOptions {
+            symbol_list: Some(symbols),
+            use_md5: false,
+        },
+    )
+}
+
+/// The extbinary bytes of `profile` with what `options` ask for.
+pub fn to_bytes_with(profile: &SampleProfile, options: &WriteOptions<'_>) -> Vec<u8> {
+    let empty = BTreeSet::new();
+    let symbols = options.symbol_list.unwrap_or(&empty);
     let tables = Tables::build(profile);
     let mut out = Vec::new();
     write_uleb(&mut out, MAGIC);
@@ -131,15 +166,27 @@ pub fn to_bytes_with_symbol_list(profile: &SampleProfile, symbols: &BTreeSet<Str
         &summary_bytes(&ProfileSummary::compute(profile)),
     );
 
-    // NameTable.
+    // NameTable: the names in index order, as strings or as their MD5 hashes.
     let mut data = Vec::new();
     write_uleb(&mut data, tables.names.len() as u64);
-    for name in tables.names.keys() {
-        data.extend_from_slice(name.as_bytes());
-        data.push(0);
-    }
-    let uniq = tables.names.keys().any(|n| n.contains(".__uniq."));
-    section(&mut out, 1, if uniq { FLAG_UNIQ_SUFFIX } else { 0 }, &data);
+    let flags = if options.use_md5 {
+        for name in tables.names.keys() {
+            data.extend_from_slice(&symbolizer::guid::function_guid(name).to_le_bytes());
+        }
+        FLAG_MD5_NAME | FLAG_FIXED_LENGTH_MD5
+    } else {
+        for name in tables.names.keys() {
+            data.extend_from_slice(name.as_bytes());
+            data.push(0);
+        }
+        let uniq = tables.names.keys().any(|n| n.contains(".__uniq."));
+        if uniq {
+            FLAG_UNIQ_SUFFIX
+        } else {
+            0
+        }
+    };
+    section(&mut out, 1, flags, &data);
 
     // CSNameTable.
     let mut data = Vec::new();
@@ -394,6 +441,30 @@ mod tests {
         );
         // Non-probe, non-CS: FuncMetadata empty.
         assert_eq!(entry(6)[3], 0);
+    }
+
+    #[test]
+    fn md5_name_table_holds_each_name_hash_in_name_order() {
+        let options = WriteOptions {
+            symbol_list: None,
+            use_md5: true,
+        };
+        let bytes = to_bytes_with(&flat_line_profile(), &options);
+        let at = 18 + 32;
+        let word =
+            |k: usize| u64::from_le_bytes(bytes[at + k * 8..at + k * 8 + 8].try_into().unwrap());
+        assert_eq!(word(0), SecType::NameTable as u64);
+        assert_eq!(word(1), FLAG_MD5_NAME | FLAG_FIXED_LENGTH_MD5);
+        let mut expected = vec![4u8];
+        for name in ["bar", "baz", "foo", "main"] {
+            expected.extend_from_slice(&symbolizer::guid::function_guid(name).to_le_bytes());
+        }
+        assert_eq!(
+            &bytes[word(2) as usize..(word(2) + word(3)) as usize],
+            &expected[..]
+        );
+        // The profile records are the string table's: the same indices.
+        assert_eq!(bytes.len(), to_bytes(&flat_line_profile()).len() - 17 + 32);
     }
 
     #[test]

@@ -1,0 +1,534 @@
+//! llvm-profgen 19 options of `pgo-agent convert` beyond the conformance suite's, each
+//! against llvm-profgen-19 with the same flag on corpus programs (probe and line-table
+//! builds, CS and flat where the flag applies): the canonical text (`llvm-profdata-19
+//! merge --sample --text`) of both outputs is byte-identical, and so are the unsymbolized
+//! counters where the flag shapes them. Each check also asserts that the flag changes the
+//! output on at least one program, so a flag read and ignored fails.
+//!
+//! `--time-profgen` is not an llvm-profgen 19 option (it rejects it): its report is ours,
+//! checked for its phases, and the profile written with it equals the one without.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use e2e::corpus::{self, Variant};
+use e2e::support::{
+    assert_same, canonical_profile as canonical, llvm, pgo_agent, read_text, run_ok, section_flags,
+};
+
+const TOOLS: &[&str] = &["clang-19", "llvm-profgen-19", "llvm-profdata-19"];
+
+/// `llvm-profdata-19 show --sample` of `profile` (every function's records, as LLVM reads
+/// them).
+fn show(profile: &Path) -> String {
+    profdata_stdout(&["show", "--sample"], profile)
+}
+
+fn profdata_stdout(args: &[&str], profile: &Path) -> String {
+    run_ok(Command::new("llvm-profdata-19").args(args).arg(profile))
+}
+
+/// A fresh output directory of this test process for `name`.
+fn out_dir(name: &str) -> PathBuf {
+    e2e::support::scratch_dir("profgen_flags", name)
+}
+
+/// One recorded corpus program: its perf script input arguments.
+struct Input {
+    what: String,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Input {
+    fn record(name: &str, variant: Variant, test: &str) -> Input {
+        let program = corpus::program(name, variant).expect("corpus builds");
+        let rec = corpus::record(&program).expect("recorder runs");
+        Input {
+            what: format!("{name} ({variant})"),
+            dir: out_dir(&format!("{test}/{name}-{variant}")),
+            args: vec![
+                "--perfscript".into(),
+                rec.perf_script.to_str().unwrap().into(),
+                "--binary".into(),
+                program.binary.to_str().unwrap().into(),
+            ],
+        }
+    }
+
+    /// Runs llvm-profgen-19 and `pgo-agent convert` with `flags` into `<stem>.llvm` and
+    /// `<stem>.ours`; returns both paths.
+    fn run_both(&self, stem: &str, flags: &[&str]) -> (PathBuf, PathBuf) {
+        let (theirs, ours) = (
+            self.dir.join(format!("{stem}.llvm")),
+            self.dir.join(format!("{stem}.ours")),
+        );
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let output = |p: &PathBuf| p.to_str().unwrap().to_string();
+        llvm(
+            "llvm-profgen-19",
+            &[&args[..], flags, &["--output", &output(&theirs)]].concat(),
+        );
+        pgo_agent(
+            &[
+                &["convert"],
+                &args[..],
+                flags,
+                &["--output", &output(&ours)],
+            ]
+            .concat(),
+        );
+        (theirs, ours)
+    }
+
+    /// The profiles of both tools with `flags` are the same after canonicalisation (and
+    /// not empty); returns the canonical text.
+    fn same_profile(&self, stem: &str, flags: &[&str]) -> String {
+        let (theirs, ours) = self.run_both(stem, flags);
+        let theirs = canonical(&theirs);
+        assert!(
+            !theirs.trim().is_empty(),
+            "{} {}: llvm-profgen-19 wrote an empty profile",
+            self.what,
+            flags.join(" ")
+        );
+        assert_same(
+            &format!("{} {}: profile", self.what, flags.join(" ")),
+            &canonical(&ours),
+            &theirs,
+        );
+        theirs
+    }
+
+    /// The unsymbolized counters of both tools with `flags` are byte-identical; returns
+    /// them.
+    fn same_unsymbolized(&self, stem: &str, flags: &[&str]) -> String {
+        let flags = [flags, &["--skip-symbolization"]].concat();
+        let (theirs, ours) = self.run_both(stem, &flags);
+        let theirs = read_text(&theirs);
+        assert_same(
+            &format!("{} {}: unsymbolized counters", self.what, flags.join(" ")),
+            &read_text(&ours),
+            &theirs,
+        );
+        theirs
+    }
+}
+
+/// The profile shapes a flag is checked in: CS with llvm-profgen's defaults (pre-inliner,
+/// nested profile), flat CS, and flat (`--ignore-stack-samples`).
+const SHAPES: &[(&str, &[&str])] = &[
+    ("cs", &["--format=text"]),
+    (
+        "flatcs",
+        &[
+            "--format=text",
+            "--csspgo-preinliner=false",
+            "--gen-cs-nested-profile=false",
+        ],
+    ),
+    ("flat", &["--format=text", "--ignore-stack-samples"]),
+];
+
+/// `--use-dwarf-correlation`: a probe binary is read as a line-table binary (its probes
+/// ignored); on a line-table binary it changes nothing.
+#[test]
+fn use_dwarf_correlation_matches_llvm_profgen() {
+    if !corpus::tools_available("use-dwarf-correlation", TOOLS) {
+        return;
+    }
+    let flag = "--use-dwarf-correlation";
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("inline_tail", Variant::Probe),
+        ("inlined_calls", Variant::Probe),
+        ("recursion", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "dwarf_correlation");
+        for &(shape, args) in SHAPES {
+            let with = input.same_profile(&format!("{shape}.dwarf"), &[args, &[flag]].concat());
+            let without = input.same_profile(&format!("{shape}.default"), args);
+            if variant == Variant::Probe {
+                // Probe profiles carry checksums; line-based ones do not.
+                assert!(
+                    without.contains("!CFGChecksum"),
+                    "{}:\n{without}",
+                    input.what
+                );
+                assert!(!with.contains("!CFGChecksum"), "{}:\n{with}", input.what);
+            } else {
+                assert_eq!(with, without, "{}: {flag} on a line binary", input.what);
+            }
+        }
+        for (mode, args) in [("cs", &[][..]), ("flat", &["--ignore-stack-samples"][..])] {
+            let raw =
+                input.same_unsymbolized(&format!("{mode}.dwarf.raw"), &[args, &[flag]].concat());
+            if variant == Variant::Probe && mode == "cs" {
+                // Line contexts (`[main:7 @ fib]`), not probe call-site addresses.
+                assert!(raw.contains('['), "{}:\n{raw}", input.what);
+            }
+        }
+    }
+}
+
+/// `--max-search-depth=N`: missing-frame inference (CS probe profiles) searches tail-call
+/// chains through at most N functions. On `inline_tail`, depth 0 loses the frame the
+/// default infers.
+#[test]
+fn max_search_depth_matches_llvm_profgen() {
+    if !corpus::tools_available("max-search-depth", TOOLS) {
+        return;
+    }
+    let mut changed = false;
+    for (name, variant) in [
+        ("inline_tail", Variant::Probe),
+        ("recursion", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "max_search_depth");
+        for &(shape, args) in &SHAPES[..2] {
+            let default = input.same_profile(&format!("{shape}.default"), args);
+            for depth in [
+                "--max-search-depth=0",
+                "--max-search-depth=1",
+                "--max-search-depth=4294967294",
+            ] {
+                let stem = format!("{shape}.{}", depth.rsplit('=').next().unwrap());
+                let with = input.same_profile(&stem, &[args, &[depth]].concat());
+                changed |= with != default;
+            }
+        }
+    }
+    assert!(
+        changed,
+        "--max-search-depth changed no profile: the check proves nothing"
+    );
+}
+
+/// `--csspgo-replay-preinline`: the pre-inliner inlines exactly the contexts the profiled
+/// binary inlined.
+#[test]
+fn csspgo_replay_preinline_matches_llvm_profgen() {
+    if !corpus::tools_available("csspgo-replay-preinline", TOOLS) {
+        return;
+    }
+    let flag = "--csspgo-replay-preinline";
+    let mut changed = false;
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("recursion", Variant::Lines),
+        ("inline_tail", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+        ("inlined_calls", Variant::Probe),
+        ("inlined_calls", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "replay_preinline");
+        let default = input.same_profile("cs.default", &["--format=text"]);
+        let with = input.same_profile("cs.replay", &["--format=text", flag]);
+        changed |= with != default;
+        // Extbinary: the same profile read back, the same section flags (`preInlined`).
+        let (theirs, ours) = input.run_both("cs.replay.extbin", &[flag]);
+        assert_same(
+            &format!("{} {flag}: extbinary", input.what),
+            &canonical(&ours),
+            &with,
+        );
+        assert_same(
+            &format!("{} {flag}: extbinary section flags", input.what),
+            &section_flags(&ours),
+            &section_flags(&theirs),
+        );
+    }
+    assert!(
+        changed,
+        "{flag} changed no profile: the check proves nothing"
+    );
+}
+
+/// `--use-md5`: extbinary with a fixed-length MD5 name table (`{fixlenmd5}`); the same
+/// records (names as hashes) and section flags as llvm-profgen 19's. With `--format=text`
+/// the flag is ignored, as by llvm-profgen.
+#[test]
+fn use_md5_matches_llvm_profgen() {
+    if !corpus::tools_available("use-md5", TOOLS) {
+        return;
+    }
+    let flag = "--use-md5";
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("recursion", Variant::Lines),
+        ("inline_tail", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "use_md5");
+        for (mode, args) in [
+            ("cs", &[][..]),
+            (
+                "flatcs",
+                &["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"][..],
+            ),
+            ("flat", &["--ignore-stack-samples"][..]),
+        ] {
+            let what = format!("{} {mode} {flag}", input.what);
+            let (theirs, ours) = input.run_both(&format!("{mode}.md5"), &[args, &[flag]].concat());
+            let text = canonical(&theirs);
+            assert_same(&format!("{what}: canonical text"), &canonical(&ours), &text);
+            assert_same(&format!("{what}: show"), &show(&ours), &show(&theirs));
+            let flags = section_flags(&ours);
+            assert_same(
+                &format!("{what}: section flags"),
+                &flags,
+                &section_flags(&theirs),
+            );
+            assert!(
+                flags.contains("NameTableSection {fixlenmd5}"),
+                "{what}:\n{flags}"
+            );
+            // Names are the MD5 hashes of the names without the flag.
+            let (plain, _) = input.run_both(&format!("{mode}.plain"), args);
+            let hashed: std::collections::BTreeSet<String> = top_level_names(&canonical(&plain))
+                .iter()
+                .map(|n| symbolizer::guid::function_guid(n).to_string())
+                .collect();
+            assert_eq!(top_level_names(&text), hashed, "{what}:\n{text}");
+        }
+        // Text output: the flag is ignored.
+        let with = input.same_profile("text.md5", &["--format=text", flag]);
+        let without = input.same_profile("text", &["--format=text"]);
+        assert_eq!(with, without, "{}: {flag} with --format=text", input.what);
+    }
+}
+
+/// `--llvm-sample-profile`: llvm-profgen 19's own profiles (nested extbinary, flat text)
+/// post-processed again, with and without `--trim-cold-profile`, into text and
+/// extbinary: the same profile and section flags as llvm-profgen 19's. A flat CS profile is
+/// refused with a message naming the flag.
+#[test]
+fn llvm_sample_profile_matches_llvm_profgen() {
+    if !corpus::tools_available("llvm-sample-profile", TOOLS) {
+        return;
+    }
+    let mut trimmed = false;
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("recursion", Variant::Lines),
+        ("inline_tail", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+    ] {
+        let sample = Input::record(name, variant, "llvm_sample_profile");
+        let binary = sample.args[3].clone();
+        let inputs = [
+            ("nested", &[][..]),
+            ("flat", &["--format=text", "--ignore-stack-samples"][..]),
+        ];
+        for (kind, args) in inputs {
+            // The input: llvm-profgen 19's profile of the samples.
+            let made = sample.dir.join(format!("{kind}.input"));
+            let sample_args: Vec<&str> = sample.args.iter().map(String::as_str).collect();
+            llvm(
+                "llvm-profgen-19",
+                &[
+                    &sample_args[..],
+                    args,
+                    &["--output", made.to_str().unwrap()],
+                ]
+                .concat(),
+            );
+            let input = Input {
+                what: format!("{} {kind} profile", sample.what),
+                dir: sample.dir.clone(),
+                args: vec![
+                    "--llvm-sample-profile".into(),
+                    made.to_str().unwrap().into(),
+                    "--binary".into(),
+                    binary.clone(),
+                ],
+            };
+            let plain = input.same_profile(&format!("{kind}.re"), &["--format=text"]);
+            let trim = input.same_profile(
+                &format!("{kind}.re.trim"),
+                &["--format=text", "--trim-cold-profile"],
+            );
+            trimmed |= trim != plain;
+            let (theirs, ours) = input.run_both(&format!("{kind}.re.extbin"), &[]);
+            assert_same(
+                &format!("{}: extbinary", input.what),
+                &canonical(&ours),
+                &plain,
+            );
+            assert_same(
+                &format!("{}: extbinary section flags", input.what),
+                &section_flags(&ours),
+                &section_flags(&theirs),
+            );
+        }
+        // A flat CS profile is refused, naming the flag.
+        let flat_cs = sample.dir.join("flatcs.input");
+        let sample_args: Vec<&str> = sample.args.iter().map(String::as_str).collect();
+        llvm(
+            "llvm-profgen-19",
+            &[
+                &sample_args[..],
+                &[
+                    "--format=text",
+                    "--csspgo-preinliner=false",
+                    "--gen-cs-nested-profile=false",
+                    "--output",
+                    flat_cs.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        );
+        let out = sample.dir.join("flatcs.re");
+        let (code, text) = e2e::support::cli_in_child(&[
+            "convert".to_string(),
+            "--llvm-sample-profile".into(),
+            flat_cs.to_str().unwrap().into(),
+            "--binary".into(),
+            binary.clone(),
+            "--output".into(),
+            out.to_str().unwrap().into(),
+        ]);
+        assert_eq!(code, Some(1), "{}: flat CS input:\n{text}", sample.what);
+        assert!(
+            text.contains("flat context-sensitive profile")
+                && text.contains("--llvm-sample-profile"),
+            "{}:\n{text}",
+            sample.what
+        );
+    }
+    assert!(
+        trimmed,
+        "--trim-cold-profile changed no re-processed profile"
+    );
+}
+
+/// The function names of the top-level profiles of a canonical text profile (every frame
+/// of a context `[main:5 @ fib]`).
+fn top_level_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.rsplitn(3, ':').nth(2))
+        .flat_map(|head| {
+            let frames = head.trim_start_matches('[').trim_end_matches(']');
+            frames
+                .split(" @ ")
+                .map(|f| f.split(':').next().unwrap_or(f).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `--time-profgen`: the phase report on stderr (each phase of the conversion and the
+/// total), and the same profile as without the flag, for perf script input (CS and flat),
+/// `--skip-symbolization`, and an unsymbolized profile of line contexts.
+#[test]
+fn time_profgen_prints_phase_report() {
+    if !corpus::tools_available("time-profgen", TOOLS) {
+        return;
+    }
+    for variant in [Variant::Probe, Variant::Lines] {
+        let input = Input::record("recursion", variant, "time_profgen");
+        let unsymbolized = input.dir.join("unsymbolized.raw");
+        // llvm-profgen 19 unsymbolized profile (line contexts of the line binary).
+        llvm(
+            "llvm-profgen-19",
+            &[
+                &input.args.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                &[
+                    "--skip-symbolization",
+                    "--output",
+                    unsymbolized.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        );
+        let binary = input.args[3].clone();
+        let cases: Vec<(&str, Vec<String>, &[&str])> = vec![
+            (
+                "cs",
+                input.args.clone(),
+                &[
+                    "Load binary",
+                    "Read and unwind samples",
+                    "Generate profile",
+                    "Write profile",
+                ],
+            ),
+            (
+                "flat",
+                [&input.args[..], &["--ignore-stack-samples".to_string()]].concat(),
+                &[
+                    "Load binary",
+                    "Read and unwind samples",
+                    "Generate profile",
+                    "Write profile",
+                ],
+            ),
+            (
+                "raw",
+                [&input.args[..], &["--skip-symbolization".to_string()]].concat(),
+                &[
+                    "Load binary",
+                    "Read and unwind samples",
+                    "Write unsymbolized profile",
+                ],
+            ),
+            (
+                "up",
+                vec![
+                    "--unsymbolized-profile".into(),
+                    unsymbolized.to_str().unwrap().into(),
+                    "--binary".into(),
+                    binary,
+                ],
+                if variant == Variant::Lines {
+                    &["Load binary", "Generate profile", "Write profile"]
+                } else {
+                    &[
+                        "Load binary",
+                        "Read and unwind samples",
+                        "Generate profile",
+                        "Write profile",
+                    ]
+                },
+            ),
+        ];
+        for (case, args, phases) in cases {
+            let what = format!("{} {case} --time-profgen", input.what);
+            let (timed, plain) = (
+                input.dir.join(format!("{case}.timed")),
+                input.dir.join(format!("{case}.plain")),
+            );
+            let run = |out: &Path, extra: &[&str]| {
+                let mut argv = vec!["convert".to_string()];
+                argv.extend(args.iter().cloned());
+                argv.extend(extra.iter().map(|s| s.to_string()));
+                argv.extend(["--output".to_string(), out.to_str().unwrap().to_string()]);
+                e2e::support::cli_in_child(&argv)
+            };
+            let (code, report) = run(&timed, &["--time-profgen"]);
+            assert_eq!(code, Some(0), "{what}:\n{report}");
+            let (code, quiet) = run(&plain, &[]);
+            assert_eq!(code, Some(0), "{what} (without):\n{quiet}");
+            assert!(!quiet.contains("Total Execution Time"), "{what}:\n{quiet}");
+            assert!(
+                report.contains("  Total Execution Time: ") && report.contains("  Total\n"),
+                "{what}:\n{report}"
+            );
+            let mut at = 0;
+            for phase in phases {
+                let line = format!("%)  {phase}\n");
+                let found = report[at..].find(&line).unwrap_or_else(|| {
+                    panic!("{what}: no phase `{phase}` (in order) in:\n{report}")
+                });
+                at += found + line.len();
+            }
+            assert_eq!(
+                std::fs::read(&timed).unwrap(),
+                std::fs::read(&plain).unwrap(),
+                "{what}: the profile differs from the one without the flag"
+            );
+        }
+    }
+}
