@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use symbolizer::debug_file::DebugFileFinder;
-use symbolizer::{LoadOptions, ProfiledBinary};
+use symbolizer::ProfiledBinary;
 
 /// gdb's default debug directory.
 pub const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
@@ -67,43 +67,13 @@ pub fn load_binary_with(
     need_names: bool,
     use_dwarf_correlation: bool,
 ) -> anyhow::Result<ProfiledBinary> {
-    // Code decoded as samples reach it, from the file's memory map: the tools' memory
-    // and time grow with the code the profile touches, not with the binary.
-    let options = LoadOptions {
-        lazy_code: true,
-        release_decoded_pages: true,
+    Ok(profgen::binary_loading::load_binary(
+        binary,
+        debug,
+        &cli_debug_file_finder(),
+        need_names,
         use_dwarf_correlation,
-        ..LoadOptions::default()
-    };
-    let loaded = match debug {
-        Some(d) => ProfiledBinary::load_split(binary, Some(d), &options)?,
-        None => {
-            let (b, lookup) =
-                ProfiledBinary::load_with_lookup(binary, &cli_debug_file_finder(), &options)?;
-            let found = lookup.as_ref().and_then(|l| l.found.as_ref());
-            if let Some(f) = found {
-                eprintln!(
-                    "pgo-agent: note: names and DWARF of {} from {} (found by {})",
-                    binary.display(),
-                    f.path.display(),
-                    f.route
-                );
-            }
-            if need_names && !b.name_source().has_names() {
-                let tried = lookup.map(|l| l.tried).unwrap_or_default();
-                anyhow::bail!(
-                    "{} has no symbol table and no debug file was found, so its functions \
-                     cannot be named; give the unstripped build or its debug file with \
-                     --debug-binary, put the debug file where it is looked for, or keep \
-                     the counters by address with --skip-symbolization. Tried:\n  {}",
-                    binary.display(),
-                    tried.join("\n  ")
-                );
-            }
-            b
-        }
-    };
-    Ok(loaded)
+    )?)
 }
 
 /// [`load_binary`] with the error context the tools print.

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use profgen::{AddressBase, ConvertOptions, Input, PhaseTimer};
 use symbolizer::generate::GenerateOptions;
+use symbolizer::listing::ListingOptions;
 
 /// Arguments of `pgo-agent convert`. Spellings follow llvm-profgen 19: `--perfscript=F` and
 /// `--perfscript F` both work, as do the short aliases `--ps`, `--pd`, `--up` and
@@ -310,6 +312,60 @@ pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 impl ConvertArgs {
+    /// The conversion these arguments ask for (the command-line tools' debug-file lookup
+    /// for a binary lacking symbols or DWARF).
+    pub fn to_options(&self) -> ConvertOptions {
+        let input = if let Some(p) = &self.perfscript {
+            Some(Input::PerfScript(p.clone()))
+        } else if let Some(p) = &self.perfdata {
+            Some(Input::PerfData(p.clone()))
+        } else if let Some(p) = &self.unsymbolized_profile {
+            Some(Input::Unsymbolized(p.clone()))
+        } else {
+            self.llvm_sample_profile.clone().map(Input::SampleProfile)
+        };
+        let address_base = if !self.use_offset {
+            AddressBase::Absolute
+        } else if self.use_first_loadable_segment_as_base {
+            AddressBase::FirstLoadableSegment
+        } else {
+            AddressBase::FirstExecutableSegment
+        };
+        ConvertOptions {
+            input,
+            binary: self.binary.clone(),
+            debug_binary: self.debug_binary.clone(),
+            debug_file_finder: crate::binary_loading::cli_debug_file_finder(),
+            use_dwarf_correlation: self.use_dwarf_correlation,
+            output: self.output.clone(),
+            format: match self.format {
+                OutputFormat::Text => profgen::OutputFormat::Text,
+                OutputFormat::Extbinary => profgen::OutputFormat::Extbinary,
+            },
+            skip_symbolization: self.skip_symbolization,
+            address_base,
+            pid: self.pid,
+            ignore_stack_samples: self.ignore_stack_samples,
+            sample_period: self.sample_period,
+            no_stack_repair: self.no_stack_repair,
+            perf_events: self.event_filter(),
+            show_mmap_events: self.show_mmap_events,
+            show_detailed_warning: self.show_detailed_warning,
+            generate: self.generate_options(),
+            use_md5: self.use_md5,
+            populate_profile_symbol_list: self.populate_profile_symbol_list,
+            profile_density_threshold: self.profile_density_threshold,
+            profile_density_cutoff_hot: self.profile_density_cutoff_hot,
+            show_density: self.show_density,
+            listing: ListingOptions {
+                functions: self.disassemble_functions.clone(),
+                source_locations: self.show_source_locations,
+                canonical_names: self.show_canonical_fname,
+                pseudo_probes: self.show_pseudo_probe,
+            },
+        }
+    }
+
     /// The event names of `--perf-event` and `--perf-events` (empty: no filter).
     pub fn event_filter(&self) -> Vec<String> {
         self.perf_event
@@ -317,31 +373,6 @@ impl ConvertArgs {
             .chain(&self.perf_events)
             .cloned()
             .collect()
-    }
-
-    /// What addresses of the unsymbolized profile are relative to: nothing (0) without
-    /// `--use-offset`, else the first executable segment's preferred address, or the first
-    /// loadable segment's with `--use-first-loadable-segment-as-base`.
-    pub fn address_base(&self, binary: &symbolizer::ProfiledBinary) -> u64 {
-        if !self.use_offset {
-            0
-        } else if self.use_first_loadable_segment_as_base {
-            binary.first_loadable_address()
-        } else {
-            binary.preferred_base()
-        }
-    }
-
-    /// Loads `--binary` (with `--debug-binary`, and read as a line-table binary with
-    /// `--use-dwarf-correlation`); `need_names`: see [`crate::binary_loading::load_binary`].
-    pub fn load_binary(&self, need_names: bool) -> anyhow::Result<symbolizer::ProfiledBinary> {
-        crate::binary_loading::load_binary_with(
-            &self.binary,
-            self.debug_binary.as_deref(),
-            need_names,
-            self.use_dwarf_correlation,
-        )
-        .context("loading the binary")
     }
 
     /// The generation options these arguments ask for (llvm-profgen 19 defaults for the
@@ -382,25 +413,20 @@ impl ConvertArgs {
     }
 }
 
-/// Runs `pgo-agent convert`.
+/// Runs `pgo-agent convert`; with `--time-profgen`, prints the time of each phase on
+/// stderr at the end.
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    let options = args.to_options();
     if args.show_disassembly_only {
-        crate::convert_pipeline::print_listing(&args)
+        profgen::print_listing(&options)
             .with_context(|| format!("listing {}", args.binary.display()))?;
         return Ok(ExitCode::SUCCESS);
     }
-    if args.compress_recursion == 0
-        && args.csspgo_preinliner.unwrap_or(true)
-        && !args.skip_symbolization
-    {
-        // Uncompressed recursive contexts through the pre-inliner give profiles that
-        // differ from llvm-profgen 19's; refused rather than written different.
-        bail!(
-            "--compress-recursion=0 with the CS pre-inliner is not implemented by `pgo-agent \
-             convert` yet; add --csspgo-preinliner=false, or leave recursion compressed"
-        );
-    }
-    crate::convert_pipeline::convert(&args).with_context(|| {
+    options.validate()?;
+    let timer = PhaseTimer::new(args.time_profgen);
+    let converted = profgen::convert(&options, &timer);
+    timer.print_report();
+    converted.with_context(|| {
         format!(
             "converting samples for {} into {}",
             args.binary.display(),

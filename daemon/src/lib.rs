@@ -1,7 +1,8 @@
 //! The `pgo-agent` command line as a library: [`run_cli`] parses arguments and runs a
 //! subcommand, so the end-to-end tests drive exactly what users run. Every subcommand lives
-//! in its own module and calls into the pipeline crates; [`convert_pipeline`] strings them
-//! together for `convert`, [`run`] for the daemon.
+//! in its own module and calls into the pipeline crates: `convert` maps its arguments into
+//! [`profgen::ConvertOptions`] and calls [`profgen::convert`]; [`run`] strings the crates
+//! together for the daemon.
 
 pub mod atomic_file;
 pub mod binary_loading;
@@ -9,7 +10,6 @@ pub mod cli;
 pub mod clickhouse_cmd;
 pub mod config;
 pub mod convert;
-pub mod convert_pipeline;
 pub mod debuginfod;
 pub mod error_chain;
 pub mod heap;
@@ -17,8 +17,6 @@ pub mod heap_sample;
 pub mod logging;
 pub mod merge;
 pub mod notify;
-pub mod phase_timer;
-pub mod progress;
 pub mod pull;
 pub mod record;
 pub mod run;

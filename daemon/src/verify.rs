@@ -130,31 +130,7 @@ pub fn verify_files(args: &VerifyArgs) -> anyhow::Result<VerifyReport> {
 
 /// Reads a sample profile: extbinary (recognised by its magic) or text.
 pub fn read_profile(path: &Path) -> anyhow::Result<SampleProfile> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if is_extbinary(&bytes) {
-        return exporter::format::extbinary::reader::read(&bytes)
-            .with_context(|| format!("reading extbinary profile {}", path.display()));
-    }
-    let text = std::str::from_utf8(&bytes).with_context(|| {
-        format!(
-            "{}: neither a text nor an extbinary profile",
-            path.display()
-        )
-    })?;
-    exporter::format::llvm_text_reader::read(text)
-        .with_context(|| format!("reading profile {}", path.display()))
-}
-
-/// True when `bytes` start with the extbinary magic (a ULEB128 `SPMagic(SPF_Ext_Binary)`).
-fn is_extbinary(bytes: &[u8]) -> bool {
-    let mut v = 0u64;
-    for (i, &b) in bytes.iter().take(10).enumerate() {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return v == exporter::format::extbinary::section::MAGIC;
-        }
-    }
-    false
+    Ok(profgen::read_sample_profile(path)?)
 }
 
 /// Reads `--samples` through `convert`'s pipeline.
@@ -186,7 +162,7 @@ fn read_samples(
         .try_get_matches_from(argv)
         .context("building the sample-reading options")?;
     let convert_args = ConvertArgs::from_arg_matches(&matches)?;
-    crate::convert_pipeline::read_counters(&convert_args, binary)
+    Ok(profgen::read_counters(&convert_args.to_options(), binary)?)
 }
 
 /// perf.data by its magic; an unsymbolized profile when the first line is a context
@@ -446,6 +422,7 @@ pub fn report_json(args: &VerifyArgs, r: &VerifyReport) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use profgen::sample_profile::is_extbinary;
 
     #[test]
     fn extbinary_magic_is_recognised() {

@@ -212,7 +212,7 @@ fn malformed_binaries(data: &str, bin: &str, out: &str) -> Vec<Case> {
         &[&p, "not a valid ELF"],
     ));
     // With a perf script the binary is loaded on its own thread while the script is read
-    // (`convert_pipeline::read_counters_while_loading`): its error must still be the one
+    // (`profgen::samples::read_counters_while_loading`): its error must still be the one
     // reported, whether the script is good, missing or not a perf script.
     let good = write(
         "good.perfscript",

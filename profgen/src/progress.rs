@@ -15,7 +15,7 @@ pub struct Progress {
 
 impl Progress {
     /// Progress for reading `path` (its size is the bar's length).
-    pub fn for_file(path: &Path) -> anyhow::Result<Progress> {
+    pub fn for_file(path: &Path) -> Progress {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
         bar.set_style(
@@ -30,10 +30,10 @@ impl Progress {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         );
-        Ok(Progress {
+        Progress {
             bar,
             started: Instant::now(),
-        })
+        }
     }
 
     /// Counts `n` more bytes of a [`Progress::for_file`] bar (from any thread); the bar
