@@ -46,33 +46,22 @@ pub fn cli_debug_file_finder() -> DebugFileFinder {
     }
 }
 
-/// Loads `binary` with `debug` when given, else with the debug file the lookup finds when
-/// it lacks symbols or DWARF (a note on stderr names the file used). With `need_names`, a
-/// binary whose code nothing names (stripped, no debug file found) is an error that lists
-/// what was tried.
+/// Loads `binary` with `debug` when given, else with the debug file the command-line
+/// tools' lookup finds when it lacks symbols or DWARF
+/// ([`profgen::binary_loading::load_binary`] with [`cli_debug_file_finder`]). With
+/// `need_names`, a binary whose code nothing names (stripped, no debug file found) is an
+/// error that lists what was tried.
 pub fn load_binary(
     binary: &Path,
     debug: Option<&Path>,
     need_names: bool,
-) -> anyhow::Result<ProfiledBinary> {
-    load_binary_with(binary, debug, need_names, false)
-}
-
-/// [`load_binary`], with the pseudo probes of a probe binary ignored when
-/// `use_dwarf_correlation` (llvm-profgen's `--use-dwarf-correlation`: the binary is read
-/// as a line-table binary).
-pub fn load_binary_with(
-    binary: &Path,
-    debug: Option<&Path>,
-    need_names: bool,
-    use_dwarf_correlation: bool,
 ) -> anyhow::Result<ProfiledBinary> {
     Ok(profgen::binary_loading::load_binary(
         binary,
         debug,
         &cli_debug_file_finder(),
         need_names,
-        use_dwarf_correlation,
+        false,
     )?)
 }
 
