@@ -136,6 +136,13 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub use_dwarf_correlation: bool,
+    /// The binary is the Linux kernel image (vmlinux): it is placed by perf's
+    /// `[kernel.kallsyms]` mmap events (`[kernel.kallsyms]_text`, `_stext`) instead of by its
+    /// file name, perf.data samples of every process are read, and a recording without a
+    /// kernel mmap event is an error.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub kernel: bool,
     /// extbinary: write function names as MD5 hashes (a fixed-length MD5 name table);
     /// ignored, with a warning, for other formats.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -251,7 +258,7 @@ Examples:
   pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
       --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
-Options of llvm-profgen that convert does not implement (--kernel, --dwp, and newer
+Options of llvm-profgen that convert does not implement (--dwp, and newer
 llvm-profgen's --mark-all-context-preinlined and --csprof-max-unsymbolized-context-depth)
 are rejected with a message naming them; none is silently ignored. --time-profgen prints
 convert's own phases (newer llvm-profgen's flag; llvm-profgen 19 has none). Every
@@ -279,7 +286,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
     "dwp",
-    "kernel",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
 ];
@@ -435,8 +441,13 @@ mod tests {
             err.to_string().contains("--mark-all-context-preinlined"),
             "{err}"
         );
-        let err = normalize_llvm_args(&strings(&["-kernel"])).unwrap_err();
-        assert!(err.to_string().contains("--kernel"), "{err}");
+        let err = normalize_llvm_args(&strings(&["-csprof-max-unsymbolized-context-depth=3"]))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--csprof-max-unsymbolized-context-depth"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -308,15 +308,26 @@ fn read_counters_while_loading<'b>(
         };
         return Ok(counters);
     }
-    let load = binary.load_info();
+    let load = load_info(args, binary);
     let options = unwind_options(args);
     let (counters, stats) = if let Some(path) = &args.perfdata {
         let filter = args.event_filter();
         // llvm-profgen's perf.data path first collects the processes that mapped the
         // binary and then only reads their samples (`perf script --pid`).
-        let pids = mapping_processes(path, &load.name, options.pid, args.show_mmap_events)?;
+        // The kernel's samples come from every process: no such pass (llvm-profgen's
+        // `convertPerfDataToTrace` skips it for `--kernel`).
+        let pids = if load.kernel {
+            None
+        } else {
+            Some(mapping_processes(
+                path,
+                &load.name,
+                options.pid,
+                args.show_mmap_events,
+            )?)
+        };
         let options = UnwindOptions {
-            sample_pids: Some(pids),
+            sample_pids: pids,
             ..options.clone()
         };
         let reader = open_perf_data(path, &filter)?;
@@ -383,13 +394,13 @@ fn read_counters_while_loading<'b>(
              --llvm-sample-profile"
         );
     };
-    Ok(finish_counters(
+    finish_counters(
         binary,
         counters,
         stats,
         &args.generate_options(),
         args.show_detailed_warning,
-    ))
+    )
 }
 
 /// Opens the perf.data at `path`, keeping only the samples of the events in `filter`
@@ -569,7 +580,7 @@ fn counters_of_script<'b>(
             path,
             &text,
             binary,
-            &binary.load_info(),
+            &load_info(args, binary),
             &unwind_options(args),
         );
     }
@@ -585,7 +596,7 @@ fn counters_of_script<'b>(
         }
     };
     let binary = binary()?;
-    let load = binary.load_info();
+    let load = load_info(args, binary);
     let options = unwind_options(args);
     // The text is given back on a thread of its own (unmapping hundreds of megabytes
     // takes a while): at once when no text is kept in place in it, else once every
@@ -609,13 +620,13 @@ fn counters_of_script<'b>(
     for warning in script_stats.warnings() {
         eprintln!("warning: {}: {warning}", path.display());
     }
-    Ok(finish_counters(
+    finish_counters(
         binary,
         counters,
         stats,
         &args.generate_options(),
         args.show_detailed_warning,
-    ))
+    )
 }
 
 /// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
@@ -646,7 +657,7 @@ fn counters_without_samples(
     binary: &ProfiledBinary,
 ) -> anyhow::Result<CounterSet> {
     let options = unwind_options(args);
-    let mut agg = Aggregator::new(binary, binary.load_info(), PerfContent::Lbr, options)?;
+    let mut agg = Aggregator::new(binary, load_info(args, binary), PerfContent::Lbr, options)?;
     for line in text.bytes().split(|&b| b == b'\n') {
         if collector::perf_script::reader::is_mmap_event(line) {
             if let Some(m) = collector::perf_script::reader::parse_mmap_line(line) {
@@ -658,13 +669,13 @@ fn counters_without_samples(
         }
     }
     let (counters, stats) = agg.finish();
-    Ok(finish_counters(
+    finish_counters(
         binary,
         counters,
         stats,
         &args.generate_options(),
         args.show_detailed_warning,
-    ))
+    )
 }
 
 /// Threads `convert` reads, parses and unwinds on: every core.
@@ -672,6 +683,14 @@ fn convert_threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_THREADS)
+}
+
+/// The binary's load description, marked as the kernel's with `--kernel`.
+fn load_info(args: &ConvertArgs, binary: &ProfiledBinary) -> unwinder::BinaryLoadInfo {
+    unwinder::BinaryLoadInfo {
+        kernel: args.kernel,
+        ..binary.load_info()
+    }
 }
 
 /// The unwinder's options from `convert`'s arguments.
@@ -708,7 +727,14 @@ fn finish_counters(
     mut stats: unwinder::UnwindStats,
     opts: &GenerateOptions,
     detailed: bool,
-) -> CounterSet {
+) -> anyhow::Result<CounterSet> {
+    if stats.kernel_not_mapped {
+        // llvm-profgen 19: the mmap warning of the first sample, then this error.
+        if let Some(warning) = &stats.missing_mmap_warning {
+            eprintln!("warning: {warning}");
+        }
+        bail!("Kernel is requested, but no kernel is found in mmap events.");
+    }
     if counters.kind == CounterKind::LineContext {
         // llvm-profgen counts line contexts after symbolization (`StringBasedCtxKey`).
         let symbolized: std::collections::HashSet<String> = counters
@@ -730,7 +756,7 @@ fn finish_counters(
     for note in stats.notes() {
         eprintln!("note: {note}");
     }
-    counters
+    Ok(counters)
 }
 
 /// Unwinds the distinct samples of a perf script's tally: each is parsed, prepared and

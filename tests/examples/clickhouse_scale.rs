@@ -98,6 +98,7 @@ fn main() {
         preferred_base: binary.preferred_base(),
         text_segment_offsets: binary.text_segment_offsets().to_vec(),
         preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
+        kernel: false,
     };
     let events: Vec<PerfEvent> = rec.recording.events.clone();
     let (recorded, _) = unwind_samples(events, &binary, &load, &UnwindOptions::default()).unwrap();

@@ -234,6 +234,7 @@ fn halves(variant: Variant, chunks: usize) -> Halves {
         preferred_base: binary.preferred_base(),
         text_segment_offsets: binary.text_segment_offsets().to_vec(),
         preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
+        kernel: false,
     };
     let sets: Vec<CounterSet> = parts
         .into_iter()

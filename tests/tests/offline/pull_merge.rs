@@ -25,6 +25,7 @@ fn write_state(dir: &Path, binary: &ProfiledBinary, bin_path: &Path, events: Vec
         preferred_base: binary.preferred_base(),
         text_segment_offsets: binary.text_segment_offsets().to_vec(),
         preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
+        kernel: false,
     };
     let (counters, _) = unwind_samples(events, binary, &load, &UnwindOptions::default()).unwrap();
     let hex = binary.build_id().unwrap().to_hex();
