@@ -45,6 +45,12 @@ pub struct ConvertArgs {
     /// debuginfod servers of `DEBUGINFOD_URLS`.
     #[arg(long, value_name = "FILE")]
     pub debug_binary: Option<PathBuf>,
+    /// The DWARF package (`llvm-dwp` output) of a `-gsplit-dwarf` binary, whose functions
+    /// and inline frames are in split units (llvm-profgen's `--dwp`). Without it,
+    /// `<binary>.dwp` (`<debug-binary>.dwp` with `--debug-binary`) is read when present,
+    /// else the `.dwo` files the binary names, as llvm-profgen 19 does.
+    #[arg(long, value_name = "FILE")]
+    pub dwp: Option<PathBuf>,
     /// Where to write the profile.
     #[arg(long, short = 'o', value_name = "FILE", required = true)]
     pub output: PathBuf,
@@ -251,7 +257,7 @@ Examples:
   pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
       --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
-Options of llvm-profgen that convert does not implement (--kernel, --dwp, and newer
+Options of llvm-profgen that convert does not implement (--kernel, and newer
 llvm-profgen's --mark-all-context-preinlined and --csprof-max-unsymbolized-context-depth)
 are rejected with a message naming them; none is silently ignored. --time-profgen prints
 convert's own phases (newer llvm-profgen's flag; llvm-profgen 19 has none). Every
@@ -278,7 +284,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
-    "dwp",
     "kernel",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
@@ -340,6 +345,7 @@ impl ConvertArgs {
             self.debug_binary.as_deref(),
             need_names,
             self.use_dwarf_correlation,
+            self.dwp.as_deref(),
         )
         .context("loading the binary")
     }
