@@ -222,3 +222,42 @@ impl<'s> SplitUnits<'s> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_defaults_to_the_file_with_dwp_appended() {
+        let split = SplitDwarf::default();
+        assert_eq!(
+            split.package_path(Path::new("/srv/app.v2")),
+            PathBuf::from("/srv/app.v2.dwp")
+        );
+        let given = SplitDwarf {
+            dwp: Some(PathBuf::from("/pkgs/app.dwp")),
+        };
+        assert_eq!(
+            given.package_path(Path::new("/srv/app")),
+            PathBuf::from("/pkgs/app.dwp")
+        );
+    }
+
+    /// An ELF file without a unit index given as the package is an error naming it.
+    #[test]
+    fn a_package_without_a_unit_index_is_refused() {
+        let exe = std::env::current_exe().unwrap();
+        let files = SplitFiles {
+            package: Some((exe.clone(), crate::binary::map_file(&exe).unwrap())),
+            dwo: Vec::new(),
+        };
+        let err = files.sections().err().expect("refused");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: DWARF: not a DWARF package: no .debug_cu_index section",
+                exe.display()
+            )
+        );
+    }
+}

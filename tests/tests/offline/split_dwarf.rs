@@ -12,8 +12,8 @@
 //! * the package at `<binary>.dwp`, no flag: ours equals llvm-profgen-19's;
 //! * each of these equals llvm-profgen-19's profile of the corpus's own build (no split
 //!   DWARF) of the program, when llvm-profgen-19's split one does;
-//! * neither package nor `.dwo` files: both tools lose the inline frames, and agree, and
-//!   the profile differs from the one with them (so the split units are what is read);
+//! * neither package nor `.dwo` files: both tools know no function (the skeleton units
+//!   have none) and write empty profiles, unlike with them (so the split units are read);
 //! * a corrupt package is an error naming it, never a panic.
 
 use std::path::{Path, PathBuf};
