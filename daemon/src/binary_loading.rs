@@ -55,17 +55,20 @@ pub fn load_binary(
     debug: Option<&Path>,
     need_names: bool,
 ) -> anyhow::Result<ProfiledBinary> {
-    load_binary_with(binary, debug, need_names, false)
+    load_binary_with(binary, debug, need_names, false, None)
 }
 
 /// [`load_binary`], with the pseudo probes of a probe binary ignored when
 /// `use_dwarf_correlation` (llvm-profgen's `--use-dwarf-correlation`: the binary is read
-/// as a line-table binary).
+/// as a line-table binary), and the split units of a `-gsplit-dwarf` binary from `dwp`
+/// (llvm-profgen's `--dwp`; `None`: `<file>.dwp` beside the file the DWARF is read from,
+/// else the `.dwo` files named in the binary).
 pub fn load_binary_with(
     binary: &Path,
     debug: Option<&Path>,
     need_names: bool,
     use_dwarf_correlation: bool,
+    dwp: Option<&Path>,
 ) -> anyhow::Result<ProfiledBinary> {
     // Code decoded as samples reach it, from the file's memory map: the tools' memory
     // and time grow with the code the profile touches, not with the binary.
@@ -73,6 +76,9 @@ pub fn load_binary_with(
         lazy_code: true,
         release_decoded_pages: true,
         use_dwarf_correlation,
+        split_dwarf: symbolizer::dwarf::SplitDwarf {
+            dwp: dwp.map(Path::to_path_buf),
+        },
         ..LoadOptions::default()
     };
     let loaded = match debug {
@@ -103,6 +109,18 @@ pub fn load_binary_with(
             b
         }
     };
+    let missing = loaded.missing_split_units();
+    if missing > 0 {
+        eprintln!(
+            "pgo-agent: warning: DWO debug information was not loaded for {missing} modules of \
+             {}; their functions and inline frames are unknown. Give the DWARF package with \
+             --dwp, put it at {}, or keep the .dwo files where the binary names them",
+            binary.display(),
+            symbolizer::dwarf::SplitDwarf::default()
+                .package_path(debug.unwrap_or(binary))
+                .display()
+        );
+    }
     Ok(loaded)
 }
 

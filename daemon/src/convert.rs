@@ -45,6 +45,12 @@ pub struct ConvertArgs {
     /// debuginfod servers of `DEBUGINFOD_URLS`.
     #[arg(long, value_name = "FILE")]
     pub debug_binary: Option<PathBuf>,
+    /// The DWARF package (`llvm-dwp` output) of a `-gsplit-dwarf` binary, whose functions
+    /// and inline frames are in split units (llvm-profgen's `--dwp`). Without it,
+    /// `<binary>.dwp` (`<debug-binary>.dwp` with `--debug-binary`) is read when present,
+    /// else the `.dwo` files the binary names, as llvm-profgen 19 does.
+    #[arg(long, value_name = "FILE")]
+    pub dwp: Option<PathBuf>,
     /// Where to write the profile.
     #[arg(long, short = 'o', value_name = "FILE", required = true)]
     pub output: PathBuf,
@@ -258,9 +264,9 @@ Examples:
   pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
       --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
-Options of llvm-profgen that convert does not implement (--dwp, and newer
-llvm-profgen's --mark-all-context-preinlined and --csprof-max-unsymbolized-context-depth)
-are rejected with a message naming them; none is silently ignored. --time-profgen prints
+Options of newer llvm-profgen releases that llvm-profgen 19 does not have
+(--mark-all-context-preinlined, --csprof-max-unsymbolized-context-depth) are rejected with
+a message naming them; none is silently ignored. --time-profgen prints
 convert's own phases (newer llvm-profgen's flag; llvm-profgen 19 has none). Every
 llvm-profgen 19 option and its support: docs/llvm-profgen-flags.md.";
 
@@ -285,7 +291,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
-    "dwp",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
 ];
@@ -305,8 +310,9 @@ pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
             let name = long.split('=').next().unwrap_or(long);
             if UNSUPPORTED_LLVM_PROFGEN_OPTIONS.contains(&name) {
                 bail!(
-                    "llvm-profgen option --{name} is not implemented by `pgo-agent convert` yet; \
-                     run without it (see `pgo-agent convert --help` for what is supported)"
+                    "--{name} is an option of newer llvm-profgen releases (llvm-profgen 19 \
+                     rejects it too) and is not implemented by `pgo-agent convert`; run without \
+                     it (see `pgo-agent convert --help` for what is supported)"
                 );
             }
         }
@@ -346,6 +352,7 @@ impl ConvertArgs {
             self.debug_binary.as_deref(),
             need_names,
             self.use_dwarf_correlation,
+            self.dwp.as_deref(),
         )
         .context("loading the binary")
     }
