@@ -62,6 +62,7 @@ pub fn load_binary(
         &cli_debug_file_finder(),
         need_names,
         false,
+        None,
     )?)
 }
 

@@ -47,6 +47,12 @@ pub struct ConvertArgs {
     /// debuginfod servers of `DEBUGINFOD_URLS`.
     #[arg(long, value_name = "FILE")]
     pub debug_binary: Option<PathBuf>,
+    /// The DWARF package (`llvm-dwp` output) of a `-gsplit-dwarf` binary, whose functions
+    /// and inline frames are in split units (llvm-profgen's `--dwp`). Without it,
+    /// `<binary>.dwp` (`<debug-binary>.dwp` with `--debug-binary`) is read when present,
+    /// else the `.dwo` files the binary names, as llvm-profgen 19 does.
+    #[arg(long, value_name = "FILE")]
+    pub dwp: Option<PathBuf>,
     /// Where to write the profile.
     #[arg(long, short = 'o', value_name = "FILE", required = true)]
     pub output: PathBuf,
@@ -138,6 +144,13 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub use_dwarf_correlation: bool,
+    /// The binary is the Linux kernel image (vmlinux): it is placed by perf's
+    /// `[kernel.kallsyms]` mmap events (`[kernel.kallsyms]_text`, `_stext`) instead of by its
+    /// file name, perf.data samples of every process are read, and a recording without a
+    /// kernel mmap event is an error.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub kernel: bool,
     /// extbinary: write function names as MD5 hashes (a fixed-length MD5 name table);
     /// ignored, with a warning, for other formats.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -253,9 +266,9 @@ Examples:
   pgo-agent convert --binary ./app -o /dev/null --show-disassembly-only \
       --disassemble-functions=main --show-source-locations --show-pseudo-probe
 
-Options of llvm-profgen that convert does not implement (--kernel, --dwp, and newer
-llvm-profgen's --mark-all-context-preinlined and --csprof-max-unsymbolized-context-depth)
-are rejected with a message naming them; none is silently ignored. --time-profgen prints
+Options of newer llvm-profgen releases that llvm-profgen 19 does not have
+(--mark-all-context-preinlined, --csprof-max-unsymbolized-context-depth) are rejected with
+a message naming them; none is silently ignored. --time-profgen prints
 convert's own phases (newer llvm-profgen's flag; llvm-profgen 19 has none). Every
 llvm-profgen 19 option and its support: docs/llvm-profgen-flags.md.";
 
@@ -280,8 +293,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 /// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
-    "dwp",
-    "kernel",
     "mark-all-context-preinlined",
     "csprof-max-unsymbolized-context-depth",
 ];
@@ -301,8 +312,9 @@ pub fn normalize_llvm_args(args: &[String]) -> anyhow::Result<Vec<String>> {
             let name = long.split('=').next().unwrap_or(long);
             if UNSUPPORTED_LLVM_PROFGEN_OPTIONS.contains(&name) {
                 bail!(
-                    "llvm-profgen option --{name} is not implemented by `pgo-agent convert` yet; \
-                     run without it (see `pgo-agent convert --help` for what is supported)"
+                    "--{name} is an option of newer llvm-profgen releases (llvm-profgen 19 \
+                     rejects it too) and is not implemented by `pgo-agent convert`; run without \
+                     it (see `pgo-agent convert --help` for what is supported)"
                 );
             }
         }
@@ -337,6 +349,8 @@ impl ConvertArgs {
             debug_binary: self.debug_binary.clone(),
             debug_file_finder: crate::binary_loading::cli_debug_file_finder(),
             use_dwarf_correlation: self.use_dwarf_correlation,
+            dwp: self.dwp.clone(),
+            kernel: self.kernel,
             output: self.output.clone(),
             format: match self.format {
                 OutputFormat::Text => profgen::OutputFormat::Text,
@@ -461,8 +475,13 @@ mod tests {
             err.to_string().contains("--mark-all-context-preinlined"),
             "{err}"
         );
-        let err = normalize_llvm_args(&strings(&["-kernel"])).unwrap_err();
-        assert!(err.to_string().contains("--kernel"), "{err}");
+        let err = normalize_llvm_args(&strings(&["-csprof-max-unsymbolized-context-depth=3"]))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--csprof-max-unsymbolized-context-depth"),
+            "{err}"
+        );
     }
 
     #[test]

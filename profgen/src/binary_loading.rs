@@ -13,12 +13,16 @@ use crate::error::LoadBinaryError;
 /// binary whose code nothing names (stripped, no debug file found) is an error that lists
 /// what was tried. With `use_dwarf_correlation` the pseudo probes of a probe binary are
 /// ignored (llvm-profgen's `--use-dwarf-correlation`: it is read as a line-table binary).
+/// The split units of a `-gsplit-dwarf` binary come from `dwp` (llvm-profgen's `--dwp`;
+/// `None`: `<file>.dwp` beside the file the DWARF is read from, else the `.dwo` files
+/// named in the binary); a warning says how many were not found.
 pub fn load_binary(
     binary: &Path,
     debug: Option<&Path>,
     finder: &DebugFileFinder,
     need_names: bool,
     use_dwarf_correlation: bool,
+    dwp: Option<&Path>,
 ) -> Result<ProfiledBinary, LoadBinaryError> {
     // Code decoded as samples reach it, from the file's memory map: the tools' memory
     // and time grow with the code the profile touches, not with the binary.
@@ -26,6 +30,9 @@ pub fn load_binary(
         lazy_code: true,
         release_decoded_pages: true,
         use_dwarf_correlation,
+        split_dwarf: symbolizer::dwarf::SplitDwarf {
+            dwp: dwp.map(Path::to_path_buf),
+        },
         ..LoadOptions::default()
     };
     let loaded = match debug {
@@ -50,6 +57,18 @@ pub fn load_binary(
             b
         }
     };
+    let missing = loaded.missing_split_units();
+    if missing > 0 {
+        eprintln!(
+            "pgo-agent: warning: DWO debug information was not loaded for {missing} modules of \
+             {}; their functions and inline frames are unknown. Give the DWARF package with \
+             --dwp, put it at {}, or keep the .dwo files where the binary names them",
+            binary.display(),
+            symbolizer::dwarf::SplitDwarf::default()
+                .package_path(debug.unwrap_or(binary))
+                .display()
+        );
+    }
     Ok(loaded)
 }
 
@@ -64,6 +83,7 @@ pub(crate) fn load_for(
         &options.debug_file_finder,
         need_names,
         options.use_dwarf_correlation,
+        options.dwp.as_deref(),
     )
     .map_err(crate::ConvertError::LoadBinary)
 }

@@ -250,7 +250,14 @@ pub(crate) fn finish_counters(
     mut stats: unwinder::UnwindStats,
     opts: &GenerateOptions,
     detailed: bool,
-) -> CounterSet {
+) -> Result<CounterSet, crate::ConvertError> {
+    if stats.kernel_not_mapped {
+        // llvm-profgen 19: the mmap warning of the first sample, then this error.
+        if let Some(warning) = &stats.missing_mmap_warning {
+            eprintln!("warning: {warning}");
+        }
+        return Err(crate::ConvertError::KernelNotMapped);
+    }
     if counters.kind == CounterKind::LineContext {
         // llvm-profgen counts line contexts after symbolization (`StringBasedCtxKey`).
         let symbolized: std::collections::HashSet<String> = counters
@@ -272,7 +279,7 @@ pub(crate) fn finish_counters(
     for note in stats.notes() {
         eprintln!("note: {note}");
     }
-    counters
+    Ok(counters)
 }
 
 /// The summary line of the prologue/epilogue repair (`None` when no sample needed one).

@@ -42,6 +42,9 @@ pub enum LoadBinaryError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConvertError {
+    /// `--kernel` and no event mapped the kernel image (llvm-profgen 19's message).
+    #[error("Kernel is requested, but no kernel is found in mmap events.")]
+    KernelNotMapped,
     /// The options ask for `--compress-recursion=0` with the CS pre-inliner.
     #[error(
         "--compress-recursion=0 with the CS pre-inliner is not implemented by `pgo-agent \

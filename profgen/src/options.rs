@@ -68,6 +68,12 @@ pub struct ConvertOptions {
     pub debug_file_finder: DebugFileFinder,
     /// Read a pseudo-probe binary as a line-table binary (`--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
+    /// `--dwp`: the DWARF package of a `-gsplit-dwarf` binary (`None`: `<binary>.dwp` when
+    /// it opens, else the `.dwo` files the binary names).
+    pub dwp: Option<PathBuf>,
+    /// `--kernel`: the binary is the kernel image, placed by perf's `[kernel.kallsyms]` mmap
+    /// events whatever their offset; perf.data samples of every process are read.
+    pub kernel: bool,
     /// Where the profile is written.
     pub output: PathBuf,
     /// The format of a symbolized profile.
@@ -122,6 +128,17 @@ impl ConvertOptions {
             return Err(crate::ConvertError::UncompressedRecursionWithPreinliner);
         }
         Ok(())
+    }
+
+    /// The binary's load description, marked as the kernel's with [`Self::kernel`].
+    pub(crate) fn load_info(
+        &self,
+        binary: &symbolizer::ProfiledBinary,
+    ) -> unwinder::BinaryLoadInfo {
+        unwinder::BinaryLoadInfo {
+            kernel: self.kernel,
+            ..binary.load_info()
+        }
     }
 
     /// The unwinder's options.

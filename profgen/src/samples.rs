@@ -78,19 +78,25 @@ fn counters_of_perf_data(
     path: &Path,
     binary: &ProfiledBinary,
 ) -> Result<CounterSet, ConvertError> {
-    let load = binary.load_info();
+    let load = options.load_info(binary);
     let unwind_options = options.unwind_options();
     let filter = &options.perf_events;
     // llvm-profgen's perf.data path first collects the processes that mapped the
     // binary and then only reads their samples (`perf script --pid`).
-    let pids = mapping_processes(
-        path,
-        &load.name,
-        unwind_options.pid,
-        options.show_mmap_events,
-    )?;
+    // The kernel's samples come from every process: no such pass (llvm-profgen's
+    // `convertPerfDataToTrace` skips it for `--kernel`).
+    let pids = if load.kernel {
+        None
+    } else {
+        Some(mapping_processes(
+            path,
+            &load.name,
+            unwind_options.pid,
+            options.show_mmap_events,
+        )?)
+    };
     let unwind_options = UnwindOptions {
-        sample_pids: Some(pids),
+        sample_pids: pids,
         ..unwind_options.clone()
     };
     let reader = open_perf_data(path, filter)?;
@@ -147,13 +153,13 @@ fn counters_of_perf_data(
         }
         result => result?,
     };
-    Ok(finish_counters(
+    finish_counters(
         binary,
         counters,
         stats,
         &options.generate,
         options.show_detailed_warning,
-    ))
+    )
 }
 
 /// Opens the perf.data at `path`, keeping only the samples of the events in `filter`
@@ -202,7 +208,7 @@ fn counters_of_script<'b>(
             path,
             &text,
             binary,
-            &binary.load_info(),
+            &options.load_info(binary),
             &options.unwind_options(),
         );
     }
@@ -218,7 +224,7 @@ fn counters_of_script<'b>(
         }
     };
     let binary = binary()?;
-    let load = binary.load_info();
+    let load = options.load_info(binary);
     let unwind_options = options.unwind_options();
     // The text is given back on a thread of its own (unmapping hundreds of megabytes
     // takes a while): at once when no text is kept in place in it, else once every
@@ -245,13 +251,13 @@ fn counters_of_script<'b>(
     for warning in script_stats.warnings() {
         eprintln!("warning: {}: {warning}", path.display());
     }
-    Ok(finish_counters(
+    finish_counters(
         binary,
         counters,
         stats,
         &options.generate,
         options.show_detailed_warning,
-    ))
+    )
 }
 
 /// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
@@ -282,7 +288,12 @@ fn counters_without_samples(
     binary: &ProfiledBinary,
 ) -> Result<CounterSet, ConvertError> {
     let unwind_options = options.unwind_options();
-    let mut agg = Aggregator::new(binary, binary.load_info(), PerfContent::Lbr, unwind_options)?;
+    let mut agg = Aggregator::new(
+        binary,
+        options.load_info(binary),
+        PerfContent::Lbr,
+        unwind_options,
+    )?;
     for line in text.bytes().split(|&b| b == b'\n') {
         if collector::perf_script::reader::is_mmap_event(line) {
             if let Some(m) = collector::perf_script::reader::parse_mmap_line(line) {
@@ -294,13 +305,13 @@ fn counters_without_samples(
         }
     }
     let (counters, stats) = agg.finish();
-    Ok(finish_counters(
+    finish_counters(
         binary,
         counters,
         stats,
         &options.generate,
         options.show_detailed_warning,
-    ))
+    )
 }
 
 /// The processes with an MMAP2 event of the binary (restricted to `pid`), from a first

@@ -16,7 +16,7 @@
 //!                  [--copies 1] [--program interp] [--dir DIR]
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use daemon::sink::Sink;
 use e2e::corpus::{self, Variant};
 use exporter::format::unsymbolized::write_unsymbolized;
 use symbolizer::ProfiledBinary;
-use unwinder::{unwind_samples, BinaryLoadInfo, CounterSet, UnwindOptions};
+use unwinder::{unwind_samples, CounterSet, UnwindOptions};
 
 struct Opts {
     url: String,
@@ -93,12 +93,7 @@ fn main() {
     let rec = corpus::record(&prog).unwrap();
     let binary = ProfiledBinary::load(&prog.binary).unwrap();
     let hex = binary.build_id().unwrap().to_hex();
-    let load = BinaryLoadInfo {
-        name: binary.name().to_string(),
-        preferred_base: binary.preferred_base(),
-        text_segment_offsets: binary.text_segment_offsets().to_vec(),
-        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
-    };
+    let load = binary.load_info();
     let events: Vec<PerfEvent> = rec.recording.events.clone();
     let (recorded, _) = unwind_samples(events, &binary, &load, &UnwindOptions::default()).unwrap();
     let mut counters = recorded.clone();
@@ -209,18 +204,17 @@ fn main() {
         None,
     )
     .unwrap();
+    // `pull` of the build id with `extra` flags into `out`; its wall time in seconds.
+    let pull = |extra: &[&str], out: &Path| {
+        let t0 = Instant::now();
+        let mut args = vec!["pull", "--clickhouse", &o.url, "--build-id", &hex];
+        args.extend(extra);
+        args.extend(["-o", out.to_str().unwrap()]);
+        cli(&args);
+        t0.elapsed().as_secs_f64()
+    };
     let out = o.dir.join("pulled.unsymbolized");
-    let t0 = Instant::now();
-    cli(&[
-        "pull",
-        "--clickhouse",
-        &o.url,
-        "--build-id",
-        &hex,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let pull_unsym = t0.elapsed().as_secs_f64();
+    let pull_unsym = pull(&[], &out);
     assert!(
         std::fs::read(&out).unwrap() == want,
         "pulled counters differ from the expected fleet sum"
@@ -233,21 +227,8 @@ fn main() {
         return;
     }
     let text = o.dir.join("pulled.txt");
-    let t0 = Instant::now();
-    cli(&[
-        "pull",
-        "--clickhouse",
-        &o.url,
-        "--build-id",
-        &hex,
-        "--binary",
-        prog.binary.to_str().unwrap(),
-        "--format",
-        "text",
-        "-o",
-        text.to_str().unwrap(),
-    ]);
-    let pull_text = t0.elapsed().as_secs_f64();
+    let binary = prog.binary.to_str().unwrap();
+    let pull_text = pull(&["--binary", binary, "--format", "text"], &text);
     println!(
         "pull of one build id over {} rows: {pull_unsym:.2} s unsymbolized (exact: equals the \
          expected sum), {pull_text:.2} s symbolized text",

@@ -384,6 +384,8 @@ impl<'a> Aggregator<'a> {
     /// Flushes and returns the counters with the final statistics.
     pub fn finish(mut self) -> (CounterSet, UnwindStats) {
         let counters = self.flush();
+        self.stats.kernel_not_mapped =
+            self.placement.load().kernel && !self.placement.is_loaded_by_mmap();
         (counters, self.stats)
     }
 }
@@ -939,6 +941,7 @@ mod tests {
             preferred_base: 0x1000,
             text_segment_offsets: vec![0x1000],
             preferred_text_segment_addresses: vec![0x1000],
+            kernel: false,
         }
     }
 

@@ -24,7 +24,20 @@ pub struct BinaryLoadInfo {
     pub text_segment_offsets: Vec<u64>,
     /// Page-aligned vaddrs of the same segments.
     pub preferred_text_segment_addresses: Vec<u64>,
+    /// The binary is the kernel image (llvm-profgen's `--kernel`): it is placed by the
+    /// `[kernel.kallsyms]` mmap events ([`KERNEL_IMAGE_NAMES`]), whatever their offset, not
+    /// by its file name.
+    pub kernel: bool,
 }
+
+/// The mapped names of the kernel image in perf's events (`perf script` prints
+/// `PERF_RECORD_MMAP -1/0: [0xffffffff81000000(…) @ 0xffffffff81000000]: x
+/// [kernel.kallsyms]_text`); llvm-profgen 19's `ProfiledBinary::isKernelImageName`.
+pub const KERNEL_IMAGE_NAMES: [&str; 3] = [
+    "[kernel.kallsyms]",
+    "[kernel.kallsyms]_stext",
+    "[kernel.kallsyms]_text",
+];
 
 /// What an MMAP2 event did to the placement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,9 +107,20 @@ impl BinaryPlacement {
             .wrapping_add(self.load.preferred_base)
     }
 
+    /// True when `event` maps the binary: its file name, or for the kernel one of
+    /// [`KERNEL_IMAGE_NAMES`].
+    pub fn maps_the_binary(&self, event: &Mmap2Event) -> bool {
+        let name = basename(&event.filename);
+        if self.load.kernel {
+            KERNEL_IMAGE_NAMES.contains(&name)
+        } else {
+            name == self.load.name
+        }
+    }
+
     /// Applies one MMAP2 event (llvm-profgen's `updateBinaryAddress`).
     pub fn observe(&mut self, event: &Mmap2Event) -> Result<MmapOutcome, UnwindError> {
-        if basename(&event.filename) != self.load.name {
+        if !self.maps_the_binary(event) {
             return Ok(MmapOutcome::Ignored);
         }
         if let Some(pid) = self.pid_filter {
@@ -109,7 +133,9 @@ impl BinaryPlacement {
             return Ok(MmapOutcome::Confirmed);
         }
         let offsets = &self.load.text_segment_offsets;
-        if event.pgoff == offsets[0] {
+        // The kernel image's mapping sets the base whatever its offset (perf gives the
+        // kernel's start address there).
+        if self.load.kernel || event.pgoff == offsets[0] {
             self.base = event.addr;
             self.loaded_by_mmap = true;
             return Ok(MmapOutcome::Rebased);
@@ -171,6 +197,7 @@ mod tests {
             preferred_base: 0x1000,
             text_segment_offsets: vec![0x1000, 0x5000],
             preferred_text_segment_addresses: vec![0x1000, 0x7000],
+            kernel: false,
         }
     }
 
@@ -208,6 +235,35 @@ mod tests {
             p.canonical(0x10),
             0x10u64.wrapping_sub(0x7000_0000_0000) + 0x1000
         );
+    }
+
+    #[test]
+    fn the_kernel_is_placed_by_its_image_names_whatever_the_offset() {
+        let kernel = BinaryLoadInfo {
+            name: "vmlinux".into(),
+            kernel: true,
+            ..load()
+        };
+        let mut p = BinaryPlacement::new(kernel, None).unwrap();
+        // Its own file name does not place it; perf's names for the image do.
+        let by_name = mmap("/boot/vmlinux", -1, 0xffff_ffff_8100_0000, 0x1000);
+        assert_eq!(p.observe(&by_name).unwrap(), MmapOutcome::Ignored);
+        let text = mmap(
+            "[kernel.kallsyms]_text",
+            -1,
+            0xffff_ffff_8100_0000,
+            0xffff_ffff_8100_0000,
+        );
+        assert_eq!(p.observe(&text).unwrap(), MmapOutcome::Rebased);
+        assert!(p.is_loaded_by_mmap());
+        assert_eq!(p.canonical(0xffff_ffff_8100_0123), 0x1123);
+        for (i, name) in (1..).zip(KERNEL_IMAGE_NAMES) {
+            let ev = mmap(name, -1, 0xffff_ffff_8100_0000 + i * 0x10_0000, 0);
+            assert_eq!(p.observe(&ev).unwrap(), MmapOutcome::Rebased, "{name}");
+        }
+        // A user binary ignores the kernel's events.
+        let mut user = BinaryPlacement::new(load(), None).unwrap();
+        assert_eq!(user.observe(&text).unwrap(), MmapOutcome::Ignored);
     }
 
     #[test]

@@ -45,6 +45,7 @@
 //!     preferred_base: 0x1000,
 //!     text_segment_offsets: vec![0],
 //!     preferred_text_segment_addresses: vec![0x1000],
+//!     kernel: false,
 //! };
 //! // Sampled in foo's loop (called from main at 0x1004), newest branch first.
 //! let sample = Sample {

@@ -297,6 +297,7 @@ mod tests {
             preferred_base: 0x1000,
             text_segment_offsets: vec![0],
             preferred_text_segment_addresses: vec![0x1000],
+            kernel: false,
         }
     }
 

@@ -50,6 +50,10 @@ pub struct UnwindStats {
     pub range_checks_done: bool,
     /// The "No relevant mmap event is matched" warning, once, when it was emitted.
     pub missing_mmap_warning: Option<String>,
+    /// The binary is the kernel ([`crate::BinaryLoadInfo::kernel`]) and no event mapped
+    /// it: llvm-profgen 19 stops with "Kernel is requested, but no kernel is found in mmap
+    /// events."
+    pub kernel_not_mapped: bool,
     /// Samples whose stack leaf is before or too far from the LBR tip ("Bogus trace").
     pub bogus_traces: u64,
     /// LBR entries of unwound samples (`NumTotalBranches`).
@@ -120,6 +124,7 @@ impl UnwindStats {
         self.ranges_crossing_functions += other.ranges_crossing_functions;
         self.bogus_ranges += other.bogus_ranges;
         self.range_checks_done |= other.range_checks_done;
+        self.kernel_not_mapped |= other.kernel_not_mapped;
         if self.missing_mmap_warning.is_none() {
             self.missing_mmap_warning = other.missing_mmap_warning.clone();
         }

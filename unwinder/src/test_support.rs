@@ -182,6 +182,7 @@ pub fn fake_placement(base: u64) -> BinaryPlacement {
             preferred_base: 0x1000,
             text_segment_offsets: vec![0],
             preferred_text_segment_addresses: vec![0x1000],
+            kernel: false,
         },
         None,
     )

@@ -124,6 +124,8 @@ const LOAD_OPTIONS: LoadOptions = LoadOptions {
     release_decoded_pages: true,
     lazy_code: true,
     bounded_range_checks: true,
+    // `<binary>.dwp`, else the `.dwo` files the binary names.
+    split_dwarf: symbolizer::dwarf::SplitDwarf { dwp: None },
 };
 
 struct Entry {

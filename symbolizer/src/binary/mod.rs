@@ -81,6 +81,10 @@ pub struct LoadOptions {
     /// (the daemon, which bounds the work one sample can cost); otherwise every answer is
     /// the eager one (the command-line tools, whose output must be llvm-profgen's).
     pub bounded_range_checks: bool,
+    /// Where the split units of a `-gsplit-dwarf` binary are read from (llvm-profgen's
+    /// `--dwp`; by default `<file>.dwp` beside the file the DWARF is read from, else the
+    /// `.dwo` files its skeleton units name).
+    pub split_dwarf: crate::dwarf::SplitDwarf,
 }
 
 /// One inline frame of an instruction, outermost first in a stack (llvm-profgen
@@ -253,15 +257,14 @@ impl ProfiledBinary {
         // loadSymbolsFromDWARF: from the debug file when it has DWARF.
         let mut dwarf = match (&debug_file, debug_shared) {
             (Some((d, dpath)), owner) if d.section_by_name(".debug_info").is_some() => {
-                match owner {
-                    Some(owner) => DwarfInfo::load_lazy_lines(d, dpath, owner)?,
-                    None => DwarfInfo::load(d, dpath)?,
-                }
+                DwarfInfo::load_split(d, dpath, owner, &options.split_dwarf)?
             }
-            _ => match shared.filter(|_| options.lazy_code) {
-                Some(owner) => DwarfInfo::load_lazy_lines(&file, path, owner)?,
-                None => DwarfInfo::load(&file, path)?,
-            },
+            _ => DwarfInfo::load_split(
+                &file,
+                path,
+                shared.filter(|_| options.lazy_code),
+                &options.split_dwarf,
+            )?,
         };
         let chosen =
             name_source::choose_symbols(&file, path, debug_file.as_ref().map(|(d, p)| (d, *p)))?;
@@ -534,6 +537,12 @@ impl ProfiledBinary {
     /// code: inline frames and lines can be looked up.
     pub fn has_line_info(&self) -> bool {
         !self.dwarf.is_empty()
+    }
+
+    /// Skeleton units (`-gsplit-dwarf`) whose split unit no DWARF package or `.dwo` file
+    /// held ([`DwarfInfo::missing_split_units`]).
+    pub fn missing_split_units(&self) -> usize {
+        self.dwarf.missing_split_units()
     }
 
     /// Compilation units whose line table has been read (all of them unless loaded with
@@ -900,7 +909,7 @@ pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, SymbolizerError> {
 }
 
 /// Parses `data` as a 64-bit little-endian x86-64 ELF file.
-fn parse_elf<'data>(
+pub(crate) fn parse_elf<'data>(
     path: &Path,
     data: &'data [u8],
 ) -> Result<ElfFile64<'data, Endianness>, SymbolizerError> {

@@ -11,6 +11,7 @@ impl ProfiledBinary {
             preferred_base: self.preferred_base(),
             text_segment_offsets: self.text_segment_offsets().to_vec(),
             preferred_text_segment_addresses: self.preferred_text_segment_addresses().to_vec(),
+            kernel: false,
         }
     }
 }

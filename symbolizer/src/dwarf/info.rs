@@ -24,6 +24,7 @@ use object::Object;
 
 use super::interval::{IntervalMap, IntervalMapBuilder};
 use super::sections::{DebugSections, SectionBytes};
+use super::split::{SplitDwarf, SplitFiles};
 use super::unit_set::{dwarf_error, row_at, sequences_of, unit_map, LineSequence, UnitSet};
 use crate::binary::SharedBytes;
 use crate::decoded_bytes::Cache;
@@ -99,6 +100,7 @@ pub struct DwarfInfo {
     units: Vec<UnitInfo>,
     unit_map: IntervalMap<u32>,
     lines: Option<Arc<LineSource>>,
+    missing_split_units: usize,
 }
 
 impl DwarfInfo {
@@ -108,7 +110,7 @@ impl DwarfInfo {
         file: &impl Object<'data>,
         path: &Path,
     ) -> Result<DwarfInfo, SymbolizerError> {
-        Self::load_from(file, path, None)
+        Self::load_from(file, path, None, None)
     }
 
     /// [`DwarfInfo::load`], with the line tables read when first used (see the module
@@ -120,29 +122,59 @@ impl DwarfInfo {
         path: &Path,
         owner: &SharedBytes,
     ) -> Result<DwarfInfo, SymbolizerError> {
-        Self::load_from(file, path, Some(owner))
+        Self::load_from(file, path, Some(owner), None)
+    }
+
+    /// [`DwarfInfo::load`] ([`DwarfInfo::load_lazy_lines`] with `owner`), reading the
+    /// split units of skeleton units (`-gsplit-dwarf`) from the DWARF package or the
+    /// `.dwo` files `split` leads to (see [`super::split`]). A binary without skeleton
+    /// units reads no other file.
+    pub fn load_split<'data>(
+        file: &impl Object<'data>,
+        path: &Path,
+        owner: Option<&SharedBytes>,
+        split: &SplitDwarf,
+    ) -> Result<DwarfInfo, SymbolizerError> {
+        Self::load_from(file, path, owner, Some(split))
+    }
+
+    /// Skeleton units whose split unit was in no package or `.dwo` file: their functions
+    /// and inline frames are unknown (llvm-profgen 19 warns "DWO debug information was not
+    /// loaded for N modules").
+    pub fn missing_split_units(&self) -> usize {
+        self.missing_split_units
     }
 
     fn load_from<'data>(
         file: &impl Object<'data>,
         path: &Path,
         owner: Option<&SharedBytes>,
+        split: Option<&SplitDwarf>,
     ) -> Result<DwarfInfo, SymbolizerError> {
         let sections = DebugSections::load(file, path)?;
         let dwarf = sections.dwarf().map_err(|e| dwarf_error(path, e, None))?;
+        let split_files = match split {
+            Some(split) => SplitFiles::open(&dwarf, path, split)?,
+            None => SplitFiles::default(),
+        };
+        let split_sections = split_files.sections()?;
+        let split_units = split_sections.units()?;
         let lines = owner.and_then(|owner| {
             Some(Arc::new(LineSource {
                 debug_line: sections.keep(gimli::SectionId::DebugLine, owner)?,
                 endian: sections.endian(),
             }))
         });
+        let units = UnitSet::read_split(&dwarf, path, split.map(|_| &split_units))?;
+        let missing_split_units = units.missing_split_units();
         Loader {
-            units: UnitSet::read(&dwarf, path)?,
+            units,
             path,
             names: HashMap::new(),
             info: {
                 let mut info = DwarfInfo::default();
                 info.lines = lines;
+                info.missing_split_units = missing_split_units;
                 info
             },
         }
@@ -303,7 +335,7 @@ impl Loader<'_, '_> {
             let decl_line = units
                 .find_udata(index, die.offset, gimli::DW_AT_decl_line)
                 .unwrap_or(0);
-            let entry = units.unit(index).entry(die.offset)?;
+            let entry = units.entry(index, die.offset)?;
             let call_line = entry
                 .attr(gimli::DW_AT_call_line)
                 .and_then(|a| a.udata_value())
@@ -373,6 +405,7 @@ mod tests {
             }],
             unit_map: unit_map.finish(),
             lines: None,
+            missing_split_units: 0,
         }
     }
 

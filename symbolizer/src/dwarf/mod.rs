@@ -5,6 +5,8 @@ pub mod discriminator;
 pub mod info;
 pub mod interval;
 pub mod sections;
+pub mod split;
 pub(crate) mod unit_set;
 
 pub use info::{DwarfInfo, RawFrame};
+pub use split::SplitDwarf;

@@ -82,6 +82,22 @@ const SECTIONS: [SectionId; 14] = [
     SectionId::DebugMacro,
 ];
 
+/// The sections read from a `.dwo` file or a DWARF package, by their `.dwo` names.
+const DWO_SECTIONS: [SectionId; 12] = [
+    SectionId::DebugAbbrev,
+    SectionId::DebugCuIndex,
+    SectionId::DebugInfo,
+    SectionId::DebugLine,
+    SectionId::DebugLoc,
+    SectionId::DebugLocLists,
+    SectionId::DebugRngLists,
+    SectionId::DebugStr,
+    SectionId::DebugStrOffsets,
+    SectionId::DebugTuIndex,
+    SectionId::DebugTypes,
+    SectionId::DebugMacro,
+];
+
 /// The (decompressed) debug sections of one file.
 pub(crate) struct DebugSections<'data> {
     data: HashMap<SectionId, Cow<'data, [u8]>>,
@@ -95,14 +111,32 @@ impl<'data> DebugSections<'data> {
         file: &impl Object<'data>,
         path: &Path,
     ) -> Result<DebugSections<'data>, SymbolizerError> {
+        Self::load_named(file, path, &SECTIONS, |id| Some(id.name()))
+    }
+
+    /// Reads the split DWARF sections of `file`, a `.dwo` file or a DWARF package (`.dwp`):
+    /// `.debug_info.dwo` and the others, and a package's unit indexes.
+    pub(crate) fn load_dwo(
+        file: &impl Object<'data>,
+        path: &Path,
+    ) -> Result<DebugSections<'data>, SymbolizerError> {
+        Self::load_named(file, path, &DWO_SECTIONS, SectionId::dwo_name)
+    }
+
+    fn load_named(
+        file: &impl Object<'data>,
+        path: &Path,
+        ids: &[SectionId],
+        name: impl Fn(SectionId) -> Option<&'static str>,
+    ) -> Result<DebugSections<'data>, SymbolizerError> {
         let endian = if file.is_little_endian() {
             RunTimeEndian::Little
         } else {
             RunTimeEndian::Big
         };
         let mut data = HashMap::new();
-        for id in SECTIONS {
-            if let Some(section) = file.section_by_name(id.name()) {
+        for &id in ids {
+            if let Some(section) = name(id).and_then(|n| file.section_by_name(n)) {
                 data.insert(id, debug_section_data(&section, path)?);
             }
         }
@@ -120,14 +154,27 @@ impl<'data> DebugSections<'data> {
         Some(SectionBytes::keep(self.data.get(&id)?, Some(owner)))
     }
 
+    /// Section `id` as gimli reads it (empty when absent).
+    fn slice(&self, id: SectionId) -> Slice<'_> {
+        EndianSlice::new(self.data.get(&id).map_or(&[][..], |c| &c[..]), self.endian)
+    }
+
     /// gimli's view of the sections.
     pub(crate) fn dwarf(&self) -> Result<gimli::Dwarf<Slice<'_>>, gimli::Error> {
-        gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> {
-            Ok(EndianSlice::new(
-                self.data.get(&id).map_or(&[][..], |c| &c[..]),
-                self.endian,
-            ))
-        })
+        gimli::Dwarf::load(|id| -> Result<Slice<'_>, gimli::Error> { Ok(self.slice(id)) })
+    }
+
+    /// gimli's view of the sections as a DWARF package (read with [`DebugSections::load_dwo`]).
+    pub(crate) fn package(&self) -> Result<gimli::DwarfPackage<Slice<'_>>, gimli::Error> {
+        gimli::DwarfPackage::load(
+            |id| -> Result<Slice<'_>, gimli::Error> { Ok(self.slice(id)) },
+            EndianSlice::new(&[][..], self.endian),
+        )
+    }
+
+    /// True when the file has a unit index (`.debug_cu_index`): a DWARF package.
+    pub(crate) fn has_cu_index(&self) -> bool {
+        self.data.contains_key(&SectionId::DebugCuIndex)
     }
 }
 

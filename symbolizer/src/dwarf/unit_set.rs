@@ -10,16 +10,21 @@ use gimli::{AttributeValue, DwAt, UnitOffset};
 
 use super::interval::{IntervalMap, IntervalMapBuilder};
 use super::sections::Slice;
+use super::split::{SplitUnit, SplitUnits};
 use crate::error::SymbolizerError;
 
 /// Upper bound on the number of DIEs followed through `DW_AT_abstract_origin` /
 /// `DW_AT_specification` when resolving one attribute (guards against reference cycles).
 const MAX_REFERENCE_HOPS: usize = 16;
 
-/// The units of one file's `.debug_info`, in section order.
+/// The units of one file's `.debug_info`, in section order; a skeleton unit's DIEs are
+/// those of its split unit when that was found (LLVM `DWARFUnit::getNonSkeletonUnitDIE`),
+/// its line table and unit ranges its own.
 pub(crate) struct UnitSet<'a, 'd> {
     dwarf: &'a gimli::Dwarf<Slice<'d>>,
     units: Vec<gimli::Unit<Slice<'d>>>,
+    split: Vec<Option<Box<SplitUnit<'d>>>>,
+    missing_split: usize,
 }
 
 /// A `DW_TAG_subprogram` or `DW_TAG_inlined_subroutine` DIE of a unit, in depth-first order.
@@ -143,7 +148,18 @@ impl<'a, 'd> UnitSet<'a, 'd> {
         dwarf: &'a gimli::Dwarf<Slice<'d>>,
         path: &Path,
     ) -> Result<Self, SymbolizerError> {
+        Self::read_split(dwarf, path, None)
+    }
+
+    /// [`UnitSet::read`], with the split unit of each skeleton unit from `split`.
+    pub(crate) fn read_split(
+        dwarf: &'a gimli::Dwarf<Slice<'d>>,
+        path: &Path,
+        split: Option<&SplitUnits<'d>>,
+    ) -> Result<Self, SymbolizerError> {
         let mut units = Vec::new();
+        let mut splits = Vec::new();
+        let mut missing_split = 0;
         let mut headers = dwarf.units();
         loop {
             let header = match headers.next() {
@@ -155,9 +171,45 @@ impl<'a, 'd> UnitSet<'a, 'd> {
             let unit = dwarf
                 .unit(header)
                 .map_err(|e| dwarf_error(path, e, Some(offset)))?;
+            let found = match split {
+                Some(split) if unit.dwo_id.is_some() => {
+                    let found = split.find(dwarf, &unit)?;
+                    missing_split += usize::from(found.is_none());
+                    found.map(Box::new)
+                }
+                _ => None,
+            };
             units.push(unit);
+            splits.push(found);
         }
-        Ok(UnitSet { dwarf, units })
+        Ok(UnitSet {
+            dwarf,
+            units,
+            split: splits,
+            missing_split,
+        })
+    }
+
+    /// Skeleton units whose split unit was not found.
+    pub(crate) fn missing_split_units(&self) -> usize {
+        self.missing_split
+    }
+
+    /// The DWARF and unit holding unit `index`'s DIEs: its split unit, if any, else itself.
+    fn die_unit(&self, index: usize) -> (&gimli::Dwarf<Slice<'d>>, &gimli::Unit<Slice<'d>>) {
+        match &self.split[index] {
+            Some(split) => (&split.0, &split.1),
+            None => (self.dwarf, &self.units[index]),
+        }
+    }
+
+    /// The DIE at `offset` of unit `index` (in its split unit, if any).
+    pub(crate) fn entry(
+        &self,
+        index: usize,
+        offset: UnitOffset,
+    ) -> Result<gimli::DebuggingInformationEntry<Slice<'d>>, gimli::Error> {
+        self.die_unit(index).1.entry(offset)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -168,6 +220,7 @@ impl<'a, 'd> UnitSet<'a, 'd> {
         self.dwarf
     }
 
+    /// Unit `index` as the file has it (a skeleton unit, not its split unit).
     pub(crate) fn unit(&self, index: usize) -> &gimli::Unit<Slice<'d>> {
         &self.units[index]
     }
@@ -180,7 +233,7 @@ impl<'a, 'd> UnitSet<'a, 'd> {
     /// The subroutine DIEs of unit `index`, each with its nearest subroutine ancestor and
     /// its ranges.
     pub(crate) fn subroutines(&self, index: usize) -> Result<Vec<SubroutineDie>, gimli::Error> {
-        let unit = &self.units[index];
+        let (dwarf, unit) = self.die_unit(index);
         let mut out: Vec<SubroutineDie> = Vec::new();
         let mut cursor = unit.entries();
         let mut ancestors: Vec<(isize, Option<u32>)> = Vec::new();
@@ -194,7 +247,7 @@ impl<'a, 'd> UnitSet<'a, 'd> {
             let is_subprogram = tag == gimli::DW_TAG_subprogram;
             if is_subprogram || tag == gimli::DW_TAG_inlined_subroutine {
                 let mut ranges = Vec::new();
-                if let Ok(mut iter) = self.dwarf.die_ranges(unit, entry) {
+                if let Ok(mut iter) = dwarf.die_ranges(unit, entry) {
                     while let Ok(Some(r)) = iter.next() {
                         ranges.push((r.begin, r.end));
                     }
@@ -277,7 +330,7 @@ impl<'a, 'd> UnitSet<'a, 'd> {
             if seen.len() > MAX_REFERENCE_HOPS {
                 return None;
             }
-            let Ok(entry) = self.units[u].entry(off) else {
+            let Ok(entry) = self.die_unit(u).1.entry(off) else {
                 continue;
             };
             for attr in attrs {
@@ -304,6 +357,10 @@ impl<'a, 'd> UnitSet<'a, 'd> {
     ) -> Option<(usize, UnitOffset)> {
         match value {
             AttributeValue::UnitRef(off) => Some((unit, off)),
+            // A split unit's references stay in it.
+            AttributeValue::DebugInfoRef(dio) if self.split[unit].is_some() => {
+                Some((unit, dio.to_unit_offset(&self.die_unit(unit).1.header)?))
+            }
             AttributeValue::DebugInfoRef(dio) => {
                 let i = self
                     .units
@@ -324,7 +381,8 @@ impl<'a, 'd> UnitSet<'a, 'd> {
         attrs: &[DwAt],
     ) -> Option<String> {
         let (u, value) = self.find_recursive(unit, offset, attrs)?;
-        let s = self.dwarf.attr_string(&self.units[u], value).ok()?;
+        let (dwarf, unit) = self.die_unit(u);
+        let s = dwarf.attr_string(unit, value).ok()?;
         Some(s.to_string_lossy().into_owned())
     }
 

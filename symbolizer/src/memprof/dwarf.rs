@@ -181,7 +181,7 @@ impl Loader<'_, '_> {
                 )
                 .or_else(|| units.find_string(index, die.offset, &[gimli::DW_AT_name]));
             let decl_line = units.find_udata(index, die.offset, gimli::DW_AT_decl_line);
-            let entry = units.unit(index).entry(die.offset)?;
+            let entry = units.entry(index, die.offset)?;
             let udata = |at| entry.attr(at).and_then(|a| a.udata_value()).unwrap_or(0);
             let (call_line, call_column, call_file) = (
                 udata(gimli::DW_AT_call_line),

@@ -28,7 +28,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use symbolizer::ProfiledBinary;
 use unwinder::window::{WindowSettings, WindowedCounters};
-use unwinder::{unwind_samples, BinaryLoadInfo, CounterSet, UnwindOptions};
+use unwinder::{unwind_samples, CounterSet, UnwindOptions};
 
 const SERVER: &str = "/usr/sbin/clickhouse-server";
 
@@ -229,12 +229,7 @@ fn halves(variant: Variant, chunks: usize) -> Halves {
             PerfEvent::SideBand(_) => parts.iter_mut().for_each(|p| p.push(e.clone())),
         }
     }
-    let load = BinaryLoadInfo {
-        name: binary.name().to_string(),
-        preferred_base: binary.preferred_base(),
-        text_segment_offsets: binary.text_segment_offsets().to_vec(),
-        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
-    };
+    let load = binary.load_info();
     let sets: Vec<CounterSet> = parts
         .into_iter()
         .map(|p| {

@@ -15,6 +15,7 @@ mod profgen_flags;
 mod pull_merge;
 mod record;
 mod split_debug;
+mod split_dwarf;
 mod unsymbolized;
 mod verify;
 

@@ -532,3 +532,196 @@ fn time_profgen_prints_phase_report() {
         }
     }
 }
+
+/// A corpus recording as the kernel's: the binary's MMAP2 line becomes perf's kernel
+/// image line (`PERF_RECORD_MMAP -1/0: [addr(len) @ addr]: x [kernel.kallsyms]_text`) and
+/// every address inside the mapping moves by `shift`; without `image`, the line is dropped.
+fn kernel_input(name: &str, variant: Variant, shift: u64, image: Option<&str>) -> Input {
+    let program = corpus::program(name, variant).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let text = read_text(&rec.perf_script);
+    let path = program.binary.to_str().unwrap();
+    let mapping = text
+        .lines()
+        .find(|l| l.starts_with("PERF_RECORD_MMAP2") && l.ends_with(&format!(" {path}")))
+        .expect("the binary's mmap line");
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let (addr, len) = mapping
+        .split_once('[')
+        .and_then(|(_, r)| r.split_once(')'))
+        .and_then(|(r, _)| r.split_once('('))
+        .map(|(a, l)| (hex(a), hex(l)))
+        .expect("address and length");
+    let moved = |a: u64| {
+        if (addr..addr + len).contains(&a) {
+            a + shift
+        } else {
+            a
+        }
+    };
+    let mut out = String::new();
+    for line in text.lines() {
+        if line == mapping {
+            if let Some(image) = image {
+                out += &format!(
+                    "PERF_RECORD_MMAP -1/0: [{:#x}({len:#x}) @ {:#x}]: x {image}\n",
+                    addr + shift,
+                    addr + shift
+                );
+            }
+        } else if line.starts_with("PERF_RECORD") {
+            out += line;
+            out.push('\n');
+        } else if let Some(stack) = line.strip_prefix('\t') {
+            let frame = stack.trim_start();
+            let pad = &stack[..stack.len() - frame.len()];
+            out += &format!("\t{pad}{:x}\n", moved(hex(frame)));
+        } else {
+            // The branch stack: ` 0xFROM/0xTO/flags… ` tokens.
+            let tokens: Vec<String> = line
+                .split(' ')
+                .map(|t| match t.split_once('/') {
+                    Some((from, rest)) if from.starts_with("0x") => {
+                        let (to, flags) = rest.split_once('/').unwrap_or((rest, ""));
+                        format!("{:#x}/{:#x}/{flags}", moved(hex(from)), moved(hex(to)))
+                    }
+                    _ => t.to_string(),
+                })
+                .collect();
+            out += &tokens.join(" ");
+            out.push('\n');
+        }
+    }
+    let label = format!(
+        "{shift:x}-{}",
+        image.unwrap_or("none").replace(['[', ']', '.'], "")
+    );
+    let dir = out_dir(&format!("kernel/{name}-{variant}-{label}"));
+    let script = dir.join("kernel.perfscript");
+    std::fs::write(&script, out).unwrap();
+    Input {
+        what: format!("{name} ({variant}) as the kernel, moved {shift:#x}, {image:?}"),
+        dir,
+        args: vec![
+            "--perfscript".into(),
+            script.to_str().unwrap().into(),
+            "--binary".into(),
+            path.into(),
+        ],
+    }
+}
+
+/// `--kernel`: the binary is placed by perf's kernel image mmap lines (any of its three
+/// names, whatever the offset), not by its file name; a recording without one is an error
+/// in both tools. Checked by turning corpus recordings into kernel-style ones, at their
+/// own addresses and moved by 256 MiB (which only the kernel line can place).
+#[test]
+fn kernel_matches_llvm_profgen() {
+    if !corpus::tools_available("kernel", TOOLS) {
+        return;
+    }
+    const MOVED: u64 = 0x1000_0000;
+    for (name, variant) in [
+        ("loop_count", Variant::Lines),
+        ("loop_count", Variant::Probe),
+        ("recursion", Variant::Probe),
+    ] {
+        let at_home = kernel_input(name, variant, 0, Some("[kernel.kallsyms]_text"));
+        for (image, moved) in [("[kernel.kallsyms]_text", MOVED), ("[kernel.kallsyms]", 0)] {
+            let input = kernel_input(name, variant, moved, Some(image));
+            for &(shape, args) in SHAPES {
+                let kernel = input.same_profile(shape, &[args, &["--kernel"]].concat());
+                assert_eq!(
+                    kernel,
+                    at_home.same_profile(shape, &[args, &["--kernel"]].concat()),
+                    "{}: {shape} differs from the profile at the recorded addresses",
+                    input.what
+                );
+            }
+            for (mode, args) in [("cs", &[][..]), ("flat", &["--ignore-stack-samples"][..])] {
+                input.same_unsymbolized(&format!("{mode}.raw"), &[args, &["--kernel"]].concat());
+            }
+            if moved != 0 {
+                // Without --kernel the kernel line is not the binary's: nothing is placed.
+                let ours = input.dir.join("user.ours");
+                let mut argv = vec![
+                    "convert",
+                    "--format=text",
+                    "--output",
+                    ours.to_str().unwrap(),
+                ];
+                argv.extend(input.args.iter().map(String::as_str));
+                pgo_agent(&argv);
+                assert_ne!(
+                    e2e::support::try_canonical_profile(&ours).unwrap_or_default(),
+                    at_home.same_profile("cs", &["--format=text", "--kernel"]),
+                    "{}: the kernel line placed a user binary",
+                    input.what
+                );
+            }
+        }
+        kernel_perf_data_reads_every_process(name, variant, &at_home);
+        // No kernel image line: llvm-profgen-19 and pgo-agent both stop.
+        let input = kernel_input(name, variant, 0, None);
+        let out = input.dir.join("missing.llvm");
+        let theirs = Command::new("llvm-profgen-19")
+            .args(&input.args)
+            .args(["--kernel", "--output", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let message = "Kernel is requested, but no kernel is found in mmap events.";
+        assert!(!theirs.status.success(), "{}", input.what);
+        assert!(
+            String::from_utf8_lossy(&theirs.stderr).contains(message),
+            "{}: {}",
+            input.what,
+            String::from_utf8_lossy(&theirs.stderr)
+        );
+        let mut argv = vec!["convert".to_string()];
+        argv.extend(input.args.iter().cloned());
+        argv.extend(["--kernel".into(), "--output".into()]);
+        argv.push(input.dir.join("missing.ours").to_str().unwrap().into());
+        let (code, log) = e2e::support::cli_in_child(&argv);
+        assert_eq!(code, Some(1), "{}:\n{log}", input.what);
+        assert!(log.contains(message), "{}:\n{log}", input.what);
+    }
+}
+
+/// perf.data with `--kernel`: the recording written with the binary's MMAP2 event as the
+/// kernel image's (pid -1) converts to the profile its perf script does (no pass that
+/// keeps only the processes mapping the binary: the kernel's samples come from every
+/// process).
+fn kernel_perf_data_reads_every_process(name: &str, variant: Variant, script: &Input) {
+    let program = corpus::program(name, variant).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let mut recording = rec.recording.clone();
+    let path = program.binary.to_str().unwrap();
+    for event in &mut recording.events {
+        if let collector::PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)) = event {
+            if m.filename == path {
+                (m.pid, m.tid, m.pgoff, m.build_id) = (-1, 0, m.addr, None);
+                m.filename = "[kernel.kallsyms]_text".into();
+            }
+        }
+    }
+    let data = script.dir.join("kernel.data");
+    collector::perf_data::write_perf_data(&data, &recording).unwrap();
+    let out = |from: &str| script.dir.join(format!("{from}.kernel.txt"));
+    let convert = |input: &[&str], output: &Path| {
+        let mut argv = vec!["convert", "--kernel", "--no-stack-repair", "--format=text"];
+        argv.extend(input);
+        argv.extend(["--binary", path, "--output", output.to_str().unwrap()]);
+        pgo_agent(&argv);
+    };
+    convert(&["--perfdata", data.to_str().unwrap()], &out("data"));
+    let script_args: Vec<&str> = script.args[..2].iter().map(String::as_str).collect();
+    convert(&script_args, &out("script"));
+    assert_same(
+        &format!(
+            "{} as the kernel: perf.data against its perf script",
+            script.what
+        ),
+        &canonical(&out("data")),
+        &canonical(&out("script")),
+    );
+}

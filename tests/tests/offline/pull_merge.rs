@@ -12,7 +12,7 @@ use e2e::http::store_app;
 use e2e::support::cli;
 use exporter::format::unsymbolized::write_unsymbolized;
 use symbolizer::ProfiledBinary;
-use unwinder::{unwind_samples, BinaryLoadInfo, UnwindOptions};
+use unwinder::{unwind_samples, UnwindOptions};
 
 fn scratch(name: &str) -> PathBuf {
     e2e::support::scratch_dir("pull_merge", name)
@@ -20,12 +20,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Writes `<hex>.unsymbolized` + `<hex>.json` of `events` into `dir`, as a worker would.
 fn write_state(dir: &Path, binary: &ProfiledBinary, bin_path: &Path, events: Vec<PerfEvent>) {
-    let load = BinaryLoadInfo {
-        name: binary.name().to_string(),
-        preferred_base: binary.preferred_base(),
-        text_segment_offsets: binary.text_segment_offsets().to_vec(),
-        preferred_text_segment_addresses: binary.preferred_text_segment_addresses().to_vec(),
-    };
+    let load = binary.load_info();
     let (counters, _) = unwind_samples(events, binary, &load, &UnwindOptions::default()).unwrap();
     let hex = binary.build_id().unwrap().to_hex();
     let mut out = Vec::new();
