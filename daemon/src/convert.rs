@@ -89,6 +89,11 @@ pub struct ConvertArgs {
     /// Upper bound of a function's size growth by pre-inlining (50000 when not given).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub sample_profile_inline_limit_max: Option<i32>,
+    /// Pre-inliner: factor on the size threshold of contexts the profiled binary already
+    /// inlined (probe profiles), to favour the compiler's earlier decision (100 when not
+    /// given).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub csspgo_preinliner_multiplier_for_previous_inlining: Option<i32>,
     /// Use context-sensitive byte sizes (else body-sample counts) as pre-inliner costs.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
@@ -405,6 +410,9 @@ impl ConvertArgs {
         }
         if let Some(v) = self.sample_profile_inline_limit_max {
             o.preinline.limit_max = v;
+        }
+        if let Some(v) = self.csspgo_preinliner_multiplier_for_previous_inlining {
+            o.preinline.previous_inlining_multiplier = v;
         }
         o.preinline.use_context_cost = self.use_context_cost_for_preinliner;
         o.trim_cold_profile = self.trim_cold_profile;

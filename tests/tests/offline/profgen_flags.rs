@@ -725,3 +725,23 @@ fn kernel_perf_data_reads_every_process(name: &str, variant: Variant, script: &I
         &canonical(&out("script")),
     );
 }
+
+/// `--csspgo-preinliner-multiplier-for-previous-inlining=N`: the pre-inliner's size
+/// threshold for contexts the binary already inlined is multiplied by N (100 by default).
+#[test]
+fn previous_inlining_multiplier_matches_llvm_profgen() {
+    if !corpus::tools_available("previous-inlining multiplier", TOOLS) {
+        return;
+    }
+    let mut changed = false;
+    for name in ["inlined_calls", "inline_tail", "recursion", "virtual_calls"] {
+        let input = Input::record(name, Variant::Probe, "previous_inlining");
+        let default = input.same_profile("default", &["--format=text"]);
+        for n in ["0", "1", "1000"] {
+            let flag = format!("--csspgo-preinliner-multiplier-for-previous-inlining={n}");
+            let with = input.same_profile(&format!("x{n}"), &["--format=text", &flag]);
+            changed |= with != default;
+        }
+    }
+    assert!(changed, "the multiplier changed no pre-inlined profile");
+}
