@@ -745,3 +745,74 @@ fn previous_inlining_multiplier_matches_llvm_profgen() {
     }
     assert!(changed, "the multiplier changed no pre-inlined profile");
 }
+
+/// The remaining options that shape what is counted or kept: `--pid` (the right process and
+/// another), `--use-offset=false`, `--trim-cold-profile`, `--csprof-merge-cold-context`,
+/// `--csprof-max-cold-context-depth` and the summary's `--profile-summary-hot-count` /
+/// `--profile-summary-cold-count`, each against llvm-profgen-19.
+#[test]
+fn pid_offset_and_cold_flags_match_llvm_profgen() {
+    if !corpus::tools_available("pid, offset and cold flags", TOOLS) {
+        return;
+    }
+    let (mut pid_changed, mut offset_changed, mut cold_changed) = (false, false, false);
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("inline_tail", Variant::Probe),
+        ("recursion", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "pid_cold");
+        let script = read_text(Path::new(&input.args[1]));
+        let pid = script
+            .lines()
+            .find_map(|l| l.strip_prefix("PERF_RECORD_MMAP2 "))
+            .and_then(|l| l.split('/').next())
+            .expect("a pid in the mmap lines")
+            .to_string();
+        let raw = input.same_unsymbolized("raw", &[]);
+        let right = input.same_unsymbolized("pid", &[&format!("--pid={pid}")]);
+        assert_eq!(right, raw, "{}: --pid of the recorded process", input.what);
+        let other = input.same_unsymbolized("otherpid", &["--pid=1"]);
+        pid_changed |= other != raw;
+        let absolute = input.same_unsymbolized("absolute", &["--use-offset=false"]);
+        offset_changed |= absolute != raw;
+        let default = input.same_profile("cold.default", &["--format=text"]);
+        for (stem, flags) in [
+            (
+                "trim",
+                &["--trim-cold-profile", "--profile-summary-cold-count=1000"][..],
+            ),
+            (
+                "flat.trim",
+                &["--ignore-stack-samples", "--trim-cold-profile"][..],
+            ),
+            (
+                "merge",
+                &[
+                    "--csspgo-preinliner=false",
+                    "--csprof-merge-cold-context",
+                    "--profile-summary-cold-count=1000",
+                ][..],
+            ),
+            (
+                "merge.depth",
+                &[
+                    "--csspgo-preinliner=false",
+                    "--csprof-merge-cold-context",
+                    "--csprof-max-cold-context-depth=2",
+                    "--profile-summary-cold-count=1000",
+                ][..],
+            ),
+            ("hot", &["--profile-summary-hot-count=1"][..]),
+        ] {
+            let with = input.same_profile(stem, &[&["--format=text"], flags].concat());
+            cold_changed |= with != default;
+        }
+    }
+    assert!(pid_changed, "--pid of another process changed no counters");
+    assert!(offset_changed, "--use-offset=false changed no counters");
+    assert!(
+        cold_changed,
+        "no cold-context or summary flag changed a profile"
+    );
+}
