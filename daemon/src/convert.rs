@@ -284,6 +284,9 @@ pub enum OutputFormat {
     Text,
     /// LLVM's extensible binary sample profile (what clang reads fastest).
     Extbinary,
+    /// LLVM's older raw binary sample profile (line-based profiles only, as llvm-profgen
+    /// writes it).
+    Binary,
 }
 
 /// llvm-profgen's boolean spellings (LLVM `cl::opt<bool>`).
@@ -360,6 +363,7 @@ impl ConvertArgs {
             format: match self.format {
                 OutputFormat::Text => profgen::OutputFormat::Text,
                 OutputFormat::Extbinary => profgen::OutputFormat::Extbinary,
+                OutputFormat::Binary => profgen::OutputFormat::Binary,
             },
             skip_symbolization: self.skip_symbolization,
             address_base,

@@ -29,6 +29,8 @@ pub enum OutputFormat {
     Text,
     /// LLVM's extensible binary sample profile.
     Extbinary,
+    /// LLVM's older raw binary sample profile (line-based profiles only, as in LLVM).
+    Binary,
 }
 
 /// What addresses of an unsymbolized profile are relative to.

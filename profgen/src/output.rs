@@ -38,11 +38,15 @@ pub(crate) fn write_profile(
     out: &mut dyn Write,
 ) -> Result<(), ConvertError> {
     let written = match options.format {
-        OutputFormat::Text => {
+        OutputFormat::Text | OutputFormat::Binary => {
             if options.use_md5 {
                 eprintln!("warning: -use-md5 is ignored. Specify --format=extbinary to enable it");
             }
-            exporter::format::llvm_text::write(profile, out)
+            if options.format == OutputFormat::Text {
+                exporter::format::llvm_text::write(profile, out)
+            } else {
+                exporter::format::extbinary::write_raw_binary(profile, out)
+            }
         }
         OutputFormat::Extbinary => {
             let symbols = options

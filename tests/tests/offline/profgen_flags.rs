@@ -816,3 +816,55 @@ fn pid_offset_and_cold_flags_match_llvm_profgen() {
         "no cold-context or summary flag changed a profile"
     );
 }
+
+/// `--format=binary`: LLVM's older raw binary sample profile, for line-based profiles (CS
+/// nested and flat); a probe-based profile is refused by both tools.
+#[test]
+fn binary_format_matches_llvm_profgen() {
+    if !corpus::tools_available("binary format", TOOLS) {
+        return;
+    }
+    for name in ["loop_count", "recursion", "inlined_calls"] {
+        let input = Input::record(name, Variant::Lines, "binary_format");
+        for (shape, flags) in [
+            ("cs", &["--format=binary"][..]),
+            ("flat", &["--format=binary", "--ignore-stack-samples"][..]),
+        ] {
+            let binary = input.same_profile(&format!("{shape}.bin"), flags);
+            // The same profile as the text format's, less the attributes (pre-inlined
+            // contexts) the raw binary format has no place for.
+            let text = &[&flags[1..], &["--format=text"]].concat();
+            let text = input.same_profile(&format!("{shape}.txt"), text);
+            let without_attributes: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("!Attributes"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(
+                binary, without_attributes,
+                "{}: the binary profile is not the text one",
+                input.what
+            );
+        }
+    }
+    let input = Input::record("recursion", Variant::Probe, "binary_format");
+    let out = input.dir.join("probe.bin");
+    let theirs = Command::new("llvm-profgen-19")
+        .args(&input.args)
+        .args(["--format=binary", "--output", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        !theirs.status.success(),
+        "llvm-profgen-19 wrote a binary probe profile"
+    );
+    let mut argv = vec!["convert".to_string(), "--format=binary".into()];
+    argv.extend(input.args.iter().cloned());
+    argv.extend(["--output".into(), out.to_str().unwrap().into()]);
+    let (code, log) = e2e::support::cli_in_child(&argv);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("Profile encoding format unsupported for writing operations"),
+        "{log}"
+    );
+}

@@ -107,6 +107,38 @@ impl Tables {
     }
 }
 
+/// The magic of LLVM's raw binary sample profile (`SPMagic(SPF_Binary)`).
+pub const RAW_BINARY_MAGIC: u64 = 0x5350524f463432ff;
+
+/// Writes `profile` in LLVM's older raw binary sample-profile format (`--format=binary`,
+/// `SampleProfileWriterRawBinary`): magic and version, the summary, the name table (names
+/// in byte order, each ended by a NUL), then each function's head samples and body in
+/// extbinary's function order, with no section table. Like LLVM, it cannot hold
+/// probe-based profiles nor flat context-sensitive ones (an `InvalidInput` error).
+pub fn write_raw_binary(profile: &SampleProfile, out: &mut dyn Write) -> io::Result<()> {
+    if profile.is_probe_based || profile.is_cs {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "Profile encoding format unsupported for writing operations",
+        ));
+    }
+    let tables = Tables::build(profile);
+    let mut data = Vec::new();
+    write_uleb(&mut data, RAW_BINARY_MAGIC);
+    write_uleb(&mut data, VERSION);
+    data.extend_from_slice(&summary_bytes(&ProfileSummary::compute(profile)));
+    write_uleb(&mut data, tables.names.len() as u64);
+    for name in tables.names.keys() {
+        data.extend_from_slice(name.as_bytes());
+        data.push(0);
+    }
+    for fs in profile.sorted_profiles() {
+        write_uleb(&mut data, fs.head);
+        write_body(profile, &tables, fs, true, &mut data);
+    }
+    out.write_all(&data)
+}
+
 /// The extbinary bytes of `profile`.
 pub fn to_bytes(profile: &SampleProfile) -> Vec<u8> {
     to_bytes_with_symbol_list(profile, &BTreeSet::new())
