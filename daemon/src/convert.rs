@@ -89,6 +89,19 @@ pub struct ConvertArgs {
     /// Upper bound of a function's size growth by pre-inlining (50000 when not given).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub sample_profile_inline_limit_max: Option<i32>,
+    /// Pre-inliner: a function may grow to this many times its size by inlining (12 when
+    /// not given; LLVM's `--sample-profile-inline-growth-limit`).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub sample_profile_inline_growth_limit: Option<i32>,
+    /// Pre-inliner: the size a function may always grow to (100 when not given; LLVM's
+    /// `--sample-profile-inline-limit-min`).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub sample_profile_inline_limit_min: Option<i32>,
+    /// Pre-inliner: order the members of a recursive call-graph cycle by call weight
+    /// (LLVM's `--sort-profiled-scc-member`, true by default).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_bool)]
+    pub sort_profiled_scc_member: bool,
     /// Pre-inliner: factor on the size threshold of contexts the profiled binary already
     /// inlined (probe profiles), to favour the compiler's earlier decision (100 when not
     /// given).
@@ -415,6 +428,13 @@ impl ConvertArgs {
         if let Some(v) = self.sample_profile_inline_limit_max {
             o.preinline.limit_max = v;
         }
+        if let Some(v) = self.sample_profile_inline_growth_limit {
+            o.preinline.growth_limit = v;
+        }
+        if let Some(v) = self.sample_profile_inline_limit_min {
+            o.preinline.limit_min = v;
+        }
+        o.preinline.sort_scc_members = self.sort_profiled_scc_member;
         if let Some(v) = self.csspgo_preinliner_multiplier_for_previous_inlining {
             o.preinline.previous_inlining_multiplier = v;
         }

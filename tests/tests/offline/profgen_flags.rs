@@ -868,3 +868,33 @@ fn binary_format_matches_llvm_profgen() {
         "{log}"
     );
 }
+
+/// LLVM's pre-inliner size limits read by llvm-profgen 19's pre-inliner:
+/// `--sample-profile-inline-growth-limit`, `--sample-profile-inline-limit-min` and
+/// `--sort-profiled-scc-member`.
+#[test]
+fn preinliner_size_limits_match_llvm_profgen() {
+    if !corpus::tools_available("pre-inliner size limits", TOOLS) {
+        return;
+    }
+    let mut changed = false;
+    for (name, variant) in [
+        ("inlined_calls", Variant::Probe),
+        ("recursion", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "preinliner_limits");
+        let default = input.same_profile("default", &["--format=text"]);
+        for (stem, flag) in [
+            ("growth1", "--sample-profile-inline-growth-limit=1"),
+            ("growth100", "--sample-profile-inline-growth-limit=100"),
+            ("min1", "--sample-profile-inline-limit-min=1"),
+            ("min0", "--sample-profile-inline-limit-min=0"),
+            ("unsorted", "--sort-profiled-scc-member=false"),
+        ] {
+            let with = input.same_profile(stem, &["--format=text", flag]);
+            changed |= with != default;
+        }
+    }
+    assert!(changed, "no pre-inliner limit changed a profile");
+}
