@@ -11,7 +11,6 @@ use collector::perf_script::{
 };
 use collector::PerfEvent;
 use symbolizer::generate::cs::expand_line_context;
-use symbolizer::generate::GenerateOptions;
 use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
 use unwinder::{Aggregator, BinaryLoadInfo, CounterKind, CounterSet, PerfContent, UnwindOptions};
@@ -248,9 +247,9 @@ pub(crate) fn finish_counters(
     binary: &ProfiledBinary,
     counters: CounterSet,
     mut stats: unwinder::UnwindStats,
-    opts: &GenerateOptions,
-    detailed: bool,
+    options: &crate::ConvertOptions,
 ) -> Result<CounterSet, crate::ConvertError> {
+    let (opts, detailed) = (&options.generate, options.show_detailed_warning);
     if stats.kernel_not_mapped {
         // llvm-profgen 19: the mmap warning of the first sample, then this error.
         if let Some(warning) = &stats.missing_mmap_warning {

@@ -153,13 +153,7 @@ fn counters_of_perf_data(
         }
         result => result?,
     };
-    finish_counters(
-        binary,
-        counters,
-        stats,
-        &options.generate,
-        options.show_detailed_warning,
-    )
+    finish_counters(binary, counters, stats, options)
 }
 
 /// Opens the perf.data at `path`, keeping only the samples of the events in `filter`
@@ -251,13 +245,7 @@ fn counters_of_script<'b>(
     for warning in script_stats.warnings() {
         eprintln!("warning: {}: {warning}", path.display());
     }
-    finish_counters(
-        binary,
-        counters,
-        stats,
-        &options.generate,
-        options.show_detailed_warning,
-    )
+    finish_counters(binary, counters, stats, options)
 }
 
 /// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
@@ -305,13 +293,7 @@ fn counters_without_samples(
         }
     }
     let (counters, stats) = agg.finish();
-    finish_counters(
-        binary,
-        counters,
-        stats,
-        &options.generate,
-        options.show_detailed_warning,
-    )
+    finish_counters(binary, counters, stats, options)
 }
 
 /// The processes with an MMAP2 event of the binary (restricted to `pid`), from a first
