@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use profgen::{AddressBase, ConvertOptions, Input, PhaseTimer};
 use symbolizer::generate::GenerateOptions;
 use symbolizer::listing::ListingOptions;
+use symbolizer::profile::ThresholdRule;
 
 /// Arguments of `pgo-agent convert`. Spellings follow llvm-profgen 19: `--perfscript=F` and
 /// `--perfscript F` both work, as do the short aliases `--ps`, `--pd`, `--up` and
@@ -80,6 +81,12 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = parse_bool)]
     pub gen_cs_nested_profile: Option<bool>,
+    /// Nested CS profiles: also merge every inlined context into its function's
+    /// top-level profile (a base profile for callees the compiler may not inline, e.g. in
+    /// ThinLTO's pre-link phase); the nested copies are marked as duplicated.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
+    pub generate_merged_base_profiles: bool,
     /// Pre-inliner threshold for hot call sites (1500 when not given).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub sample_profile_hot_inline_threshold: Option<i32>,
@@ -134,6 +141,15 @@ pub struct ConvertArgs {
     /// Override the summary's cold count threshold.
     #[arg(long, value_name = "N")]
     pub profile_summary_cold_count: Option<u64>,
+    /// The hot count threshold is the minimum count of the counts making up this share of
+    /// the total, per million (LLVM's default 990000; at most 999999).
+    #[arg(long, value_name = "PER_MILLION", default_value_t = symbolizer::profile::summary::HOT_CUTOFF,
+          value_parser = parse_cutoff)]
+    pub profile_summary_cutoff_hot: u32,
+    /// The cold count threshold likewise (LLVM's default 999999, the largest).
+    #[arg(long, value_name = "PER_MILLION", default_value_t = symbolizer::profile::summary::COLD_CUTOFF,
+          value_parser = parse_cutoff)]
+    pub profile_summary_cutoff_cold: u32,
     /// CS profiles: compress recursion by collapsing repeated adjacent frame sequences of up
     /// to N frames in each context (-1, the default: any length; 0: off, which needs
     /// `--csspgo-preinliner=false`).
@@ -311,6 +327,20 @@ fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
+/// A summary cutoff, per million: LLVM stops with "Desired percentile exceeds the maximum
+/// cutoff" above the largest cutoff the summary computes.
+fn parse_cutoff(s: &str) -> Result<u32, String> {
+    let max = *symbolizer::profile::DEFAULT_CUTOFFS
+        .last()
+        .unwrap_or(&999_999);
+    match s.parse::<u32>() {
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a cutoff: give a share per million, 0..={max}"
+        )),
+    }
+}
+
 /// llvm-profgen 19 options that `convert` does not implement (yet). Given one, convert
 /// fails with a message naming it instead of ignoring it.
 pub const UNSUPPORTED_LLVM_PROFGEN_OPTIONS: &[&str] = &[
@@ -453,8 +483,13 @@ impl ConvertArgs {
         o.preinline.replay = self.csspgo_replay_preinline;
         o.leading_ip_only = self.leading_ip_only;
         o.fill_zero_for_all_funcs = self.fill_zero_for_all_funcs;
-        o.summary_hot_count = self.profile_summary_hot_count;
-        o.summary_cold_count = self.profile_summary_cold_count;
+        o.thresholds = ThresholdRule {
+            cutoff_hot: self.profile_summary_cutoff_hot,
+            cutoff_cold: self.profile_summary_cutoff_cold,
+            hot_count: self.profile_summary_hot_count,
+            cold_count: self.profile_summary_cold_count,
+        };
+        o.merged_base_profiles = self.generate_merged_base_profiles;
         o
     }
 }

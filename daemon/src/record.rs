@@ -2,6 +2,8 @@
 //! `perf record -e BR_INST_RETIRED.NEAR_TAKEN:uppp -c N -b -g` would have recorded on an
 //! Intel machine, plus the exact ground truth.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -53,6 +55,15 @@ pub struct RecordArgs {
     /// repeated recordings of the same program give the same addresses).
     #[arg(long)]
     pub aslr: bool,
+    /// Run PROG with an empty environment (plus the `--env` entries), so a recording does
+    /// not depend on the shell it is made from: the environment sits on PROG's initial
+    /// stack, and its size changes the loader's work and so which branches the period
+    /// lands on.
+    #[arg(long)]
+    pub clear_env: bool,
+    /// Set NAME=VALUE in PROG's environment (repeatable; overrides an inherited NAME).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_entry)]
+    pub env: Vec<String>,
     /// Print the progress line every second even when stderr is not a terminal (one line
     /// each time).
     #[arg(long)]
@@ -60,6 +71,36 @@ pub struct RecordArgs {
     /// The program and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "PROG [ARGS...]")]
     pub command: Vec<String>,
+}
+
+fn parse_env_entry(entry: &str) -> Result<String, String> {
+    match entry.split_once('=') {
+        Some((name, _)) if !name.is_empty() => Ok(entry.to_string()),
+        _ => Err(format!("`{entry}` is not NAME=VALUE")),
+    }
+}
+
+/// The tracee's environment: `None` (inherit this process's) unless `--clear-env` or an
+/// `--env` entry asks otherwise.
+fn tracee_environment(clear: bool, set: &[String]) -> Option<Vec<OsString>> {
+    if !clear && set.is_empty() {
+        return None;
+    }
+    let overridden: HashSet<&str> = set
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .map(|(n, _)| n)
+        .collect();
+    let inherited = std::env::vars_os()
+        .filter(|_| !clear)
+        .filter(|(name, _)| !name.to_str().is_some_and(|n| overridden.contains(n)))
+        .map(|(name, value)| {
+            let mut entry = name;
+            entry.push("=");
+            entry.push(value);
+            entry
+        });
+    Some(inherited.chain(set.iter().map(OsString::from)).collect())
 }
 
 /// Runs `pgo-agent record`.
@@ -71,6 +112,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         period: args.period,
         lbr_depth: args.lbr_depth,
         disable_aslr: !args.aslr,
+        environment: tracee_environment(args.clear_env, &args.env),
         ..RecordOptions::default()
     };
     crate::signals::install()?;

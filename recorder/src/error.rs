@@ -18,6 +18,12 @@ pub enum RecorderError {
         /// Position in PROG ARGS... (0 = the program).
         index: usize,
     },
+    /// An environment entry contains a NUL byte and cannot be passed to exec.
+    #[error("environment entry `{entry}` contains a NUL byte")]
+    NulInEnvironment {
+        /// The entry, its NUL shown as `\\0`.
+        entry: String,
+    },
     /// A ptrace/wait/fork system call failed.
     #[error("{operation} failed for pid {pid}: {source}")]
     Ptrace {

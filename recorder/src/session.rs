@@ -44,6 +44,11 @@ pub struct RecordOptions {
     pub max_stack: usize,
     /// Run the program with `personality(ADDR_NO_RANDOMIZE)` for reproducible addresses.
     pub disable_aslr: bool,
+    /// Run the program with exactly these `NAME=value` entries as its environment; `None`
+    /// passes the recorder's own. The environment sits on the program's initial stack, so
+    /// its size shifts every stack address and the work the loader and libc do at start:
+    /// a fixed environment makes repeated recordings sample the same branches.
+    pub environment: Option<Vec<std::ffi::OsString>>,
     /// Stop with an error after this many instructions (a runaway guard).
     pub max_steps: u64,
 }
@@ -55,6 +60,7 @@ impl Default for RecordOptions {
             lbr_depth: DEFAULT_LBR_DEPTH,
             max_stack: DEFAULT_MAX_STACK,
             disable_aslr: true,
+            environment: None,
             max_steps: 2_000_000_000,
         }
     }
@@ -176,7 +182,12 @@ pub fn record_with(
         .ok_or_else(|| RecorderError::InvalidOption("no program given".into()))?;
     let path = resolve_program(program)?;
     let started = Instant::now();
-    let tracee = Tracee::spawn(&path, args, options.disable_aslr)?;
+    let tracee = Tracee::spawn(
+        &path,
+        args,
+        options.environment.as_deref(),
+        options.disable_aslr,
+    )?;
     let pid = tracee.pid();
     let mut session = Session {
         tracee,

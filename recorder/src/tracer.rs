@@ -17,7 +17,7 @@ use nix::sys::ptrace::{self, Options};
 use nix::sys::signal::Signal;
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{execv, fork, ForkResult, Pid};
+use nix::unistd::{execv, execve, fork, ForkResult, Pid};
 
 use super::RecorderError;
 
@@ -69,11 +69,12 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, RecorderError> {
 }
 
 impl Tracee {
-    /// Forks, execs `program` with `args` (`args[0]` is argv[0]) under ptrace and waits for
-    /// the exec stop.
+    /// Forks, execs `program` with `args` (`args[0]` is argv[0]) and `environment` (`None`:
+    /// this process's) under ptrace and waits for the exec stop.
     pub fn spawn(
         program: &Path,
         args: &[String],
+        environment: Option<&[std::ffi::OsString]>,
         disable_aslr: bool,
     ) -> Result<Tracee, RecorderError> {
         let path = CString::new(program.as_os_str().as_encoded_bytes())
@@ -85,6 +86,20 @@ impl Tracee {
                 CString::new(a.as_bytes()).map_err(|_| RecorderError::NulInArgument { index })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let envp = environment
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| {
+                        CString::new(e.as_encoded_bytes()).map_err(|_| {
+                            RecorderError::NulInEnvironment {
+                                entry: e.to_string_lossy().replace('\0', "\\0"),
+                            }
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
         // SAFETY: the child only calls async-signal-safe functions (ptrace, personality,
         // execv, _exit) on memory prepared before the fork.
         match unsafe { fork() } {
@@ -100,7 +115,10 @@ impl Tracee {
                         let _ = personality::set(p | Persona::ADDR_NO_RANDOMIZE);
                     }
                 }
-                let _ = execv(&path, &argv);
+                let _ = match &envp {
+                    Some(envp) => execve(&path, &argv, envp),
+                    None => execv(&path, &argv),
+                };
                 // SAFETY: _exit is always safe; exec failed.
                 unsafe { libc::_exit(127) }
             }

@@ -63,7 +63,7 @@ impl fmt::Display for Variant {
     }
 }
 
-/// One built corpus program.
+/// One built corpus program, in the run directory [`build`] returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CorpusProgram {
     /// Program name (file name of the binary).
@@ -142,10 +142,60 @@ pub fn tools_available(test: &str, tools: &[&str]) -> bool {
 }
 
 /// Builds the corpus (once per process; across processes a file lock serialises builds and
-/// a stamp of the sources' contents skips a build that is up to date).
+/// a stamp of the sources' contents skips a build that is up to date) and returns the
+/// directory the programs run from: a copy of the build whose canonical path is
+/// [`RUN_DIR_LENGTH`] bytes long whatever the checkout's path. A program's path is on its
+/// initial stack and the loader expands `$ORIGIN` from it, so its length moves the stack and
+/// the loader's work before `main`, and with them which branches the sampling period lands
+/// on: run from there, every checkout records the same samples.
 pub fn build() -> Result<PathBuf, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT.get_or_init(build_uncached).clone()
+    BUILT
+        .get_or_init(|| build_uncached().and_then(|out| fixed_length_copy(&out)))
+        .clone()
+}
+
+/// Copies `out/{probe,lines}/` to the fixed-length run directory (files that differ only).
+fn fixed_length_copy(out: &Path) -> Result<PathBuf, String> {
+    let base = out
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", out.display()))?
+        .join("run");
+    let used = base.as_os_str().len() + 1;
+    let run_dir = if used < RUN_DIR_LENGTH {
+        base.join("p".repeat(RUN_DIR_LENGTH - used))
+    } else {
+        eprintln!(
+            "note: {} is longer than {RUN_DIR_LENGTH} bytes; the recordings depend on its length",
+            base.display()
+        );
+        base
+    };
+    for variant in Variant::ALL {
+        let (from_dir, to_dir) = (
+            out.join(variant.dir_name()),
+            run_dir.join(variant.dir_name()),
+        );
+        std::fs::create_dir_all(&to_dir).map_err(|e| format!("{}: {e}", to_dir.display()))?;
+        let entries =
+            std::fs::read_dir(&from_dir).map_err(|e| format!("{}: {e}", from_dir.display()))?;
+        for entry in entries {
+            let from = entry
+                .map_err(|e| format!("{}: {e}", from_dir.display()))?
+                .path();
+            let to = to_dir.join(from.file_name().unwrap_or_default());
+            let bytes = std::fs::read(&from).map_err(|e| format!("{}: {e}", from.display()))?;
+            if std::fs::read(&to).ok().as_deref() == Some(&bytes[..]) {
+                continue;
+            }
+            // Copied then renamed: another test process running the old copy keeps its file.
+            let partial = to.with_extension(format!("partial-{}", std::process::id()));
+            std::fs::copy(&from, &partial)
+                .and_then(|_| std::fs::rename(&partial, &to))
+                .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))?;
+        }
+    }
+    Ok(run_dir)
 }
 
 fn build_uncached() -> Result<PathBuf, String> {
@@ -254,6 +304,24 @@ pub fn record(program: &CorpusProgram) -> Result<Recorded, String> {
     cell.get_or_init(|| record_uncached(program)).clone()
 }
 
+/// The canonical length of the directory the corpus programs run from ([`build`]).
+const RUN_DIR_LENGTH: usize = 160;
+
+/// The environment variable that pads the recorded programs' environment by N bytes, to
+/// record the corpus at another sampling phase (see `tests/README.md`).
+pub const ENV_PAD_VARIABLE: &str = "PGO_AGENT_CORPUS_ENV_PAD";
+
+/// The recorded program's environment: empty, so the recordings do not depend on the shell
+/// or harness running the tests; [`ENV_PAD_VARIABLE`] adds one entry of its length.
+fn tracee_environment() -> Vec<std::ffi::OsString> {
+    let pad = std::env::var(ENV_PAD_VARIABLE)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok());
+    pad.map(|n| format!("PAD={}", "x".repeat(n)).into())
+        .into_iter()
+        .collect()
+}
+
 fn record_uncached(program: &CorpusProgram) -> Result<Recorded, String> {
     let dir = corpus_dir()
         .join("recordings")
@@ -264,6 +332,7 @@ fn record_uncached(program: &CorpusProgram) -> Result<Recorded, String> {
     argv.extend(program.args.iter().cloned());
     let options = RecordOptions {
         period: TEST_PERIOD,
+        environment: Some(tracee_environment()),
         ..RecordOptions::default()
     };
     let outcome =

@@ -10,6 +10,7 @@ use super::context_shape::{compress_recursion, trim_context};
 use super::disjoint::find_disjoint_ranges;
 use super::flat::{probe_counts, update_body_max};
 use super::missing_frames::MissingFrameInferrer;
+use super::profiled_functions::ProfiledFunctions;
 use super::GenerateOptions;
 use crate::dwarf::discriminator::base_discriminator;
 use crate::probe::{InlineNodeId, ProbeKind, PseudoProbe};
@@ -109,11 +110,13 @@ pub fn generate_cs_probe_trie<B: BinaryView>(
     let inferrer = opts.infer_missing_frames.then(|| {
         MissingFrameInferrer::new(binary, counters).with_max_search_depth(opts.max_search_depth)
     });
+    let profiled = ProfiledFunctions::of_set(binary, counters);
     let mut keys: Vec<&Vec<u64>> = counters.contexts.keys().collect();
     keys.sort();
     for key in keys {
         let cc = &counters.contexts[key];
-        populate_body_with_probes(&mut trie, binary, key, cc, opts, inferrer.as_ref());
+        let infer = inferrer.as_ref();
+        populate_body_with_probes(&mut trie, binary, key, cc, opts, infer, &profiled);
         populate_boundary_with_probes(&mut trie, binary, key, cc, opts, inferrer.as_ref());
     }
     trie
@@ -126,10 +129,11 @@ fn populate_body_with_probes<B: BinaryView>(
     cc: &ContextCounters,
     opts: &GenerateOptions,
     infer: Option<&MissingFrameInferrer>,
+    profiled: &ProfiledFunctions,
 ) {
     let ranges = find_disjoint_ranges(&cc.ranges);
     let mut frame_samples: HashMap<InlineNodeId, BTreeSet<TrieNodeId>> = HashMap::new();
-    for (probe, c) in probe_counts(binary, &ranges).into_values() {
+    for (probe, c) in probe_counts(binary, &ranges, profiled).into_values() {
         if probe.kind != ProbeKind::Block || c == 0 {
             continue;
         }

@@ -7,6 +7,7 @@ use unwinder::ContextCounters;
 
 use super::binary_view::{BinaryView, BinaryViewExt};
 use super::disjoint::find_disjoint_ranges;
+use super::profiled_functions::ProfiledFunctions;
 use super::GenerateOptions;
 use crate::binary::FrameLocation;
 use crate::dwarf::discriminator::{base_discriminator, duplication_factor};
@@ -73,7 +74,8 @@ impl FlatProfiles {
 
 /// Range counters plus zero-count ranges covering every function a range starts in (every
 /// function with `--fill-zero-for-all-funcs`), made disjoint
-/// (`ProfileGenerator::preprocessRangeCounter`).
+/// (`ProfileGenerator::preprocessRangeCounter`). A probe binary's unprofiled functions
+/// then count nothing ([`probe_counts`]).
 fn preprocess_ranges<B: BinaryView>(
     binary: &B,
     counters: &ContextCounters,
@@ -86,29 +88,7 @@ fn preprocess_ranges<B: BinaryView>(
         }
     };
     if opts.fill_zero_for_all_funcs {
-        // llvm-profgen 19 decodes the probes of profiled functions only (a range starts, or
-        // a branch starts or ends, in them): other functions of a probe binary add nothing.
-        let profiled: Option<std::collections::HashSet<usize>> =
-            binary.has_pseudo_probes().then(|| {
-                let ends = counters.branches.keys().flat_map(|&(s, d)| [s, d]);
-                counters
-                    .ranges
-                    .keys()
-                    .map(|&(s, _)| s)
-                    .chain(ends)
-                    .filter_map(|a| binary.func_range_id_at(a).map(|(_, id)| id))
-                    .collect()
-            });
-        for range in binary.all_function_ranges() {
-            let keep = profiled.as_ref().is_none_or(|p| {
-                binary
-                    .func_range_id_at(range.0)
-                    .is_some_and(|(_, id)| p.contains(&id))
-            });
-            if keep {
-                zero(range);
-            }
-        }
+        binary.all_function_ranges().into_iter().for_each(&mut zero);
     } else {
         for &(start, _) in counters.ranges.keys() {
             binary
@@ -239,15 +219,21 @@ pub fn generate_flat_line<B: BinaryView>(
 pub(crate) type ProbeKey = (u64, u32, u32, u32, bool);
 
 /// `extractProbesFromRange` over already-disjoint ranges: every probe (block and call) at
-/// an instruction of a range gets the range's count; in address order.
+/// an instruction of a range gets the range's count; in address order. Only the probes of
+/// `profiled` functions exist for llvm-profgen (it decodes no others).
 pub(crate) fn probe_counts<'b, B: BinaryView>(
     binary: &'b B,
     ranges: &BTreeMap<(u64, u64), u64>,
+    profiled: &ProfiledFunctions,
 ) -> BTreeMap<ProbeKey, (&'b PseudoProbe, u64)> {
     let mut counts: HashMap<ProbeKey, (&PseudoProbe, u64)> = HashMap::new();
     for (&(b, e), &c) in ranges {
         for (addr, _) in binary.instructions_in(b, e) {
-            for p in binary.probes_at(addr) {
+            let probes = binary.probes_at(addr);
+            if probes.is_empty() || !profiled.contains(binary, addr) {
+                continue;
+            }
+            for p in probes {
                 let key = (
                     p.address,
                     p.node,
@@ -272,7 +258,8 @@ pub fn generate_flat_probe<B: BinaryView>(
     let fs = binary.uses_fs_discriminator();
     let mut profiles = FlatProfiles::default();
     let ranges = preprocess_ranges(binary, counters, opts);
-    for (probe, c) in probe_counts(binary, &ranges).into_values() {
+    let profiled = ProfiledFunctions::of_counters(binary, counters);
+    for (probe, c) in probe_counts(binary, &ranges, &profiled).into_values() {
         let frames = binary.probe_inline_context(probe, true);
         if frames.is_empty() {
             continue;

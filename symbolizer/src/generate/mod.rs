@@ -21,6 +21,7 @@ pub mod missing_frames;
 pub mod nested;
 pub mod post;
 pub mod preinline;
+pub mod profiled_functions;
 pub mod size_tracker;
 
 #[cfg(test)]
@@ -31,13 +32,14 @@ mod tests;
 pub use binary_view::{BinaryView, BinaryViewExt, BranchClass};
 pub use missing_frames::MissingFrameInferrer;
 pub use preinline::PreInlineOptions;
+pub use profiled_functions::ProfiledFunctions;
 pub use size_tracker::SizeTracker;
 
 use std::collections::BTreeMap;
 
 use unwinder::{ContextCounters, CounterKind, CounterSet};
 
-use crate::profile::{ContextTrie, SampleContext, SampleProfile};
+use crate::profile::{ContextTrie, SampleContext, SampleProfile, ThresholdRule};
 
 /// llvm-profgen options that affect generation (defaults as llvm-profgen 19).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,12 +69,14 @@ pub struct GenerateOptions {
     pub preinliner: bool,
     /// `--gen-cs-nested-profile` (default true).
     pub nested_profile: bool,
+    /// `--generate-merged-base-profiles`: nested profiles also merge every inlined context
+    /// into its function's top-level profile.
+    pub merged_base_profiles: bool,
     /// Pre-inliner thresholds and limits.
     pub preinline: PreInlineOptions,
-    /// `--profile-summary-hot-count`: overrides the hot count threshold.
-    pub summary_hot_count: Option<u64>,
-    /// `--profile-summary-cold-count`: overrides the cold count threshold.
-    pub summary_cold_count: Option<u64>,
+    /// The summary's hot and cold count thresholds (`--profile-summary-cutoff-hot/-cold`,
+    /// `--profile-summary-hot-count/-cold-count`).
+    pub thresholds: ThresholdRule,
     /// `--leading-ip-only`: line-based body counts are the SUM of the instructions' counts
     /// at a location, without duplication factors (else the MAX × duplication factor).
     pub leading_ip_only: bool,
@@ -94,9 +98,9 @@ impl Default for GenerateOptions {
             max_search_depth: missing_frames::DEFAULT_MAX_SEARCH_DEPTH,
             preinliner: true,
             nested_profile: true,
+            merged_base_profiles: false,
             preinline: PreInlineOptions::default(),
-            summary_hot_count: None,
-            summary_cold_count: None,
+            thresholds: ThresholdRule::default(),
             merge_cold_context_given: false,
             leading_ip_only: false,
             fill_zero_for_all_funcs: false,

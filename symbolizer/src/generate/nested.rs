@@ -7,13 +7,15 @@
 //! the child (and as much of the body count at that site) is removed, the body entry
 //! disappearing when its count reaches 0. A child whose parent context has no profile
 //! becomes (or merges into) a top-level profile of its function. The result is keyed by
-//! function name; context attributes survive on the nested profiles.
+//! function name; context attributes survive on the nested profiles. With
+//! `--generate-merged-base-profiles` every nested child is also merged into its
+//! function's top-level profile.
 
 use std::collections::BTreeMap;
 
 use super::size_tracker::call_site_hash;
 use crate::guid::function_guid;
-use crate::profile::{FunctionSamples, LineLocation, SampleContext};
+use crate::profile::{FunctionSamples, LineLocation, SampleContext, CONTEXT_DUPLICATED_INTO_BASE};
 
 struct FrameNode {
     func: String,
@@ -22,9 +24,13 @@ struct FrameNode {
     prof: Option<FunctionSamples>,
 }
 
-/// Converts `profiles` (full contexts) to nested top-level profiles keyed by name.
+/// Converts `profiles` (full contexts) to nested top-level profiles keyed by name. With
+/// `merged_base_profiles` (`--generate-merged-base-profiles`) a child nested into its
+/// parent is also merged into its function's top-level profile, and the nested copy is
+/// marked [`CONTEXT_DUPLICATED_INTO_BASE`] (the summary then counts it once).
 pub fn convert_cs_to_nested(
     profiles: BTreeMap<SampleContext, FunctionSamples>,
+    merged_base_profiles: bool,
 ) -> BTreeMap<SampleContext, FunctionSamples> {
     let mut nodes = vec![FrameNode {
         func: String::new(),
@@ -56,44 +62,50 @@ pub fn convert_cs_to_nested(
         nodes[node].prof = Some(fs);
     }
     let mut out = BTreeMap::new();
-    // Post-order without recursion: (node, expanded).
-    let mut stack: Vec<(usize, bool)> = vec![(0, false)];
-    while let Some((n, expanded)) = stack.pop() {
+    // Depth first, as LLVM recurses: each child is folded into its parent as soon as its
+    // own subtree is done, so profiles merge into a base profile in LLVM's order (the
+    // first merge decides the base's attributes). Stack of (node, parent, expanded).
+    let mut stack: Vec<(usize, usize, bool)> = vec![(0, 0, false)];
+    while let Some((n, parent, expanded)) = stack.pop() {
         if !expanded {
-            stack.push((n, true));
+            stack.push((n, parent, true));
             for c in nodes[n].children.values().rev() {
-                stack.push((*c, false));
+                stack.push((*c, n, false));
             }
             continue;
         }
-        // All children of `n` are converted: fold them into `n` in hash order.
-        let kids: Vec<usize> = nodes[n].children.values().copied().collect();
-        for c in kids {
-            let Some(mut child) = nodes[c].prof.take() else {
-                continue;
-            };
-            let func = nodes[c].func.clone();
-            let site = nodes[c].callsite;
-            child.context = SampleContext::from_name(func.clone());
-            match nodes[n].prof.as_mut() {
-                Some(parent) => {
-                    let total = child.total;
-                    parent
-                        .callsites
-                        .entry(site)
-                        .or_default()
-                        .entry(func.clone())
-                        .or_insert(child);
-                    parent.add_total_samples(total);
-                    let removed = remove_called_target_and_body_sample(parent, site, &func);
-                    parent.total = parent.total.saturating_sub(removed);
+        if n == 0 {
+            continue;
+        }
+        let Some(mut child) = nodes[n].prof.take() else {
+            continue;
+        };
+        let func = nodes[n].func.clone();
+        let site = nodes[n].callsite;
+        child.context = SampleContext::from_name(func.clone());
+        let into_base = match nodes[parent].prof.as_mut() {
+            Some(parent) => {
+                let total = child.total;
+                let nested = parent
+                    .callsites
+                    .entry(site)
+                    .or_default()
+                    .entry(func.clone())
+                    .or_insert_with(|| child.clone());
+                if merged_base_profiles {
+                    nested.attributes |= CONTEXT_DUPLICATED_INTO_BASE;
                 }
-                None => {
-                    out.entry(SampleContext::from_name(func))
-                        .or_insert_with(|| FunctionSamples::new(SampleContext::default()))
-                        .merge(&child);
-                }
+                parent.add_total_samples(total);
+                let removed = remove_called_target_and_body_sample(parent, site, &func);
+                parent.total = parent.total.saturating_sub(removed);
+                merged_base_profiles
             }
+            None => true,
+        };
+        if into_base {
+            out.entry(SampleContext::from_name(func))
+                .or_insert_with(|| FunctionSamples::new(SampleContext::default()))
+                .merge(&child);
         }
     }
     out
@@ -159,7 +171,7 @@ mod tests {
         op.total = 7;
         op.attributes = 3;
         m.insert(orphan, op);
-        let out = convert_cs_to_nested(m);
+        let out = convert_cs_to_nested(m, false);
         let names: Vec<String> = out.keys().map(|c| c.to_string()).collect();
         assert_eq!(names, vec!["baz", "main"]);
         let main = &out[&SampleContext::from_name("main")];
@@ -178,6 +190,42 @@ mod tests {
         assert_eq!(nested_foo.context, SampleContext::from_name("foo"));
         let baz = &out[&SampleContext::from_name("baz")];
         assert_eq!((baz.total, baz.attributes), (7, 3));
+    }
+
+    #[test]
+    fn merged_base_profiles_duplicate_nested_children_into_their_bases() {
+        let mut m = BTreeMap::new();
+        let main = ctx(&[("main", 0)]);
+        let mut mp = FunctionSamples::new(main.clone());
+        mp.total = 100;
+        mp.add_body_samples(LineLocation::new(8, 0), 40);
+        mp.add_called_target_samples(LineLocation::new(8, 0), "foo", 30);
+        m.insert(main, mp);
+        let foo_in_main = ctx(&[("main", 8), ("foo", 0)]);
+        let mut fp = FunctionSamples::new(foo_in_main.clone());
+        fp.total = 50;
+        fp.attributes = 2;
+        fp.add_body_samples(LineLocation::new(1, 0), 50);
+        m.insert(foo_in_main, fp);
+        let foo = ctx(&[("foo", 0)]);
+        let mut base = FunctionSamples::new(foo.clone());
+        base.total = 9;
+        base.add_body_samples(LineLocation::new(1, 0), 9);
+        m.insert(foo, base);
+
+        let plain = convert_cs_to_nested(m.clone(), false);
+        assert_eq!(plain[&SampleContext::from_name("foo")].total, 9);
+        let merged = convert_cs_to_nested(m, true);
+        let main = &merged[&SampleContext::from_name("main")];
+        // 100 + 50 nested - 30 call target removed from the body.
+        assert_eq!(main.total, 120);
+        assert_eq!(main.body[&LineLocation::new(8, 0)].count, 10);
+        let nested = &main.callsites[&LineLocation::new(8, 0)]["foo"];
+        assert_eq!((nested.total, nested.attributes), (50, 2 | 4));
+        // The base: [foo] (9) and the copy of [main:8 @ foo] (50).
+        let base = &merged[&SampleContext::from_name("foo")];
+        assert_eq!(base.total, 59);
+        assert_eq!(base.body[&LineLocation::new(1, 0)].count, 59);
     }
 
     #[test]

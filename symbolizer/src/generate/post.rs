@@ -13,9 +13,7 @@ use crate::profile::{ContextTrie, FunctionSamples, ProfileSummary, SampleContext
 /// Non-CS: trimming (when asked) and the ambiguous-profile filter.
 pub fn post_process_flat(profile: &mut SampleProfile, opts: &GenerateOptions) {
     if opts.trim_cold_profile {
-        let cold = opts
-            .summary_cold_count
-            .unwrap_or_else(|| ProfileSummary::compute(profile).cold_count_threshold());
+        let cold = opts.thresholds.cold(&ProfileSummary::compute(profile));
         profile.profiles.retain(|_, f| f.total >= cold);
     }
     profile.filter_ambiguous_profiles();
@@ -43,12 +41,10 @@ pub fn post_process_cs(
     // Thresholds from the context-less merge (`computeSummaryAndThreshold`); the
     // context-less summary of the flat CS map is the same computation.
     let summary = ProfileSummary::compute(&profile);
-    let hot = opts
-        .summary_hot_count
-        .unwrap_or_else(|| summary.hot_count_threshold());
+    let hot = opts.thresholds.hot(&summary);
     let mut merge = opts.merge_cold_context;
     if opts.preinliner {
-        let thresholds = PreInlineThresholds::from_summary(&summary, opts.summary_cold_count);
+        let thresholds = PreInlineThresholds::from_summary(&summary, &opts.thresholds);
         let flat = std::mem::take(&mut profile.profiles);
         profile.profiles = PreInliner::new(flat, sizes, &opts.preinline, thresholds).run();
         profile.is_preinlined = true;
@@ -68,7 +64,7 @@ pub fn post_process_cs(
     }
     if opts.nested_profile {
         let flat = std::mem::take(&mut profile.profiles);
-        profile.profiles = convert_cs_to_nested(flat);
+        profile.profiles = convert_cs_to_nested(flat, opts.merged_base_profiles);
         profile.is_cs = false;
     }
     profile.filter_ambiguous_profiles();

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use super::size_tracker::{call_site_hash, SizeTracker};
 use crate::guid::function_guid;
 use crate::profile::{
-    ContextFrame, FunctionSamples, LineLocation, ProfileSummary, SampleContext,
+    ContextFrame, FunctionSamples, LineLocation, ProfileSummary, SampleContext, ThresholdRule,
     CONTEXT_SHOULD_BE_INLINED, CONTEXT_WAS_INLINED,
 };
 
@@ -71,17 +71,18 @@ impl Default for PreInlineOptions {
 /// Hot/cold thresholds the pre-inliner reads from the context-less summary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PreInlineThresholds {
-    /// `getColdCountThreshold` (with `--profile-summary-cold-count`).
+    /// `getColdCountThreshold` (with `--profile-summary-cutoff-cold` or
+    /// `--profile-summary-cold-count`).
     pub cold_count: u64,
     /// Min count of the 10% cutoff (the hotness normalisation bound).
     pub p10_count: u64,
 }
 
 impl PreInlineThresholds {
-    /// From a summary, with an optional cold-count override.
-    pub fn from_summary(summary: &ProfileSummary, cold_override: Option<u64>) -> Self {
+    /// From a summary, with the cold threshold by `rule`.
+    pub fn from_summary(summary: &ProfileSummary, rule: &ThresholdRule) -> Self {
         PreInlineThresholds {
-            cold_count: cold_override.unwrap_or_else(|| summary.cold_count_threshold()),
+            cold_count: rule.cold(summary),
             p10_count: summary.entry_for(100000).map_or(0, |e| e.min_count),
         }
     }

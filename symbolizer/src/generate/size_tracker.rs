@@ -12,9 +12,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use unwinder::{CounterKind, CounterSet};
+use unwinder::CounterSet;
 
 use super::binary_view::BinaryView;
+use super::profiled_functions::ProfiledFunctions;
 use crate::guid::function_guid;
 use crate::profile::LineLocation;
 
@@ -114,35 +115,14 @@ impl SizeTracker {
     /// then `computeSizeForProfiledFunctions`).
     pub fn build<B: BinaryView>(binary: &B, counters: &CounterSet) -> SizeTracker {
         let mut tracker = SizeTracker::default();
-        // One representative address per profiled function, by function id.
-        let mut profiled: BTreeMap<usize, u64> = BTreeMap::new();
-        let mut note = |addr: u64| {
-            if let Some((_, id)) = binary.func_range_id_at(addr) {
-                profiled.entry(id).or_insert(addr);
-            }
-        };
-        for (key, c) in &counters.contexts {
-            // Only address-based context keys (probe CS) contribute their stack addresses.
-            if counters.kind == CounterKind::ProbeContext {
-                for a in key {
-                    note(*a);
-                }
-            }
-            for (start, _) in c.ranges.keys() {
-                note(*start);
-            }
-            for (src, dst) in c.branches.keys() {
-                note(*src);
-                note(*dst);
-            }
-        }
+        let profiled = ProfiledFunctions::of_set(binary, counters);
         let optimized_away = if binary.has_pseudo_probes() {
             probe_contexts_by_top_level(binary)
         } else {
             HashMap::new()
         };
-        for addr in profiled.values() {
-            for (start, end) in binary.function_ranges_at(*addr).to_vec() {
+        for addr in profiled.addresses() {
+            for (start, end) in binary.function_ranges_at(addr).to_vec() {
                 if end == 0 {
                     continue;
                 }
@@ -160,7 +140,7 @@ impl SizeTracker {
                     tracker.add_instruction(&stack, size);
                 }
             }
-            if let Some(name) = binary.function_name_at(*addr) {
+            if let Some(name) = binary.function_name_at(addr) {
                 if let Some(paths) = optimized_away.get(name) {
                     for path in paths {
                         tracker.mark_known(path);

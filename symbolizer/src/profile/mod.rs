@@ -16,4 +16,4 @@ pub use context_trie::{ContextTrie, TrieNodeId};
 pub use function_samples::{BodySample, CalleeMap, FunctionSamples};
 pub use location::LineLocation;
 pub use sample_profile::SampleProfile;
-pub use summary::{ProfileSummary, SummaryEntry, DEFAULT_CUTOFFS};
+pub use summary::{ProfileSummary, SummaryEntry, ThresholdRule, DEFAULT_CUTOFFS};

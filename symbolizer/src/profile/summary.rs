@@ -18,6 +18,53 @@ pub const HOT_CUTOFF: u32 = 990000;
 /// The cutoff whose minimum count is the cold threshold (`--profile-summary-cutoff-cold`).
 pub const COLD_CUTOFF: u32 = 999999;
 
+/// How the hot and cold count thresholds come from a summary: the minimum count at a
+/// cutoff (`--profile-summary-cutoff-hot/-cold`, per million) unless a count is given
+/// (`--profile-summary-hot-count/-cold-count`), as LLVM's `getHotCountThreshold` and
+/// `getColdCountThreshold`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThresholdRule {
+    /// The hot cutoff, per million (at most the last of [`DEFAULT_CUTOFFS`]).
+    pub cutoff_hot: u32,
+    /// The cold cutoff, per million (at most the last of [`DEFAULT_CUTOFFS`]).
+    pub cutoff_cold: u32,
+    /// A hot count threshold that overrides the cutoff's.
+    pub hot_count: Option<u64>,
+    /// A cold count threshold that overrides the cutoff's.
+    pub cold_count: Option<u64>,
+}
+
+impl Default for ThresholdRule {
+    fn default() -> ThresholdRule {
+        ThresholdRule {
+            cutoff_hot: HOT_CUTOFF,
+            cutoff_cold: COLD_CUTOFF,
+            hot_count: None,
+            cold_count: None,
+        }
+    }
+}
+
+impl ThresholdRule {
+    /// The hot count threshold of `summary`.
+    pub fn hot(&self, summary: &ProfileSummary) -> u64 {
+        self.hot_count.unwrap_or_else(|| {
+            summary
+                .entry_for(self.cutoff_hot)
+                .map_or(0, |e| e.min_count)
+        })
+    }
+
+    /// The cold count threshold of `summary`.
+    pub fn cold(&self, summary: &ProfileSummary) -> u64 {
+        self.cold_count.unwrap_or_else(|| {
+            summary
+                .entry_for(self.cutoff_cold)
+                .map_or(0, |e| e.min_count)
+        })
+    }
+}
+
 /// One detailed-summary entry: counts ≥ `min_count` (`num_counts` of them) make up
 /// `cutoff` per million of the total.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,16 +173,9 @@ impl ProfileSummary {
         self.detailed.iter().find(|e| e.cutoff >= cutoff)
     }
 
-    /// Hot count threshold (min count at the 990000 cutoff).
+    /// Hot count threshold with the default rule (min count at the 990000 cutoff).
     pub fn hot_count_threshold(&self) -> u64 {
-        self.entry_for(HOT_CUTOFF).map(|e| e.min_count).unwrap_or(0)
-    }
-
-    /// Cold count threshold (min count at the 999999 cutoff).
-    pub fn cold_count_threshold(&self) -> u64 {
-        self.entry_for(COLD_CUTOFF)
-            .map(|e| e.min_count)
-            .unwrap_or(0)
+        ThresholdRule::default().hot(self)
     }
 }
 

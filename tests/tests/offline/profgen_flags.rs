@@ -898,3 +898,109 @@ fn preinliner_size_limits_match_llvm_profgen() {
     }
     assert!(changed, "no pre-inliner limit changed a profile");
 }
+
+/// `--generate-merged-base-profiles` (nested CS profiles: every inlined context also merged
+/// into its function's base profile) and the summary cutoffs `--profile-summary-cutoff-hot`
+/// / `-cold` (the hot and cold count thresholds of trimming, cold-context merging and the
+/// pre-inliner), in text and extbinary, against llvm-profgen-19. A cutoff above the largest
+/// the summary computes is refused (llvm-profgen stops with a fatal error).
+#[test]
+fn merged_base_profiles_and_summary_cutoffs_match_llvm_profgen() {
+    if !corpus::tools_available("merged base profiles and cutoffs", TOOLS) {
+        return;
+    }
+    let (mut merged_changed, mut cutoff_changed) = (false, false);
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("inline_tail", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+        ("virtual_calls", Variant::Probe),
+    ] {
+        let input = Input::record(name, variant, "merged_base");
+        let default = input.same_profile("default", &["--format=text"]);
+        let merged_flag = "--generate-merged-base-profiles";
+        for (stem, flags) in [
+            ("merged", &[][..]),
+            ("merged.nopreinline", &["--csspgo-preinliner=false"][..]),
+        ] {
+            let text = [&["--format=text", merged_flag], flags].concat();
+            let merged = input.same_profile(stem, &text);
+            merged_changed |= merged != default;
+            let (theirs, ours) =
+                input.run_both(&format!("{stem}.extbin"), &[&[merged_flag], flags].concat());
+            assert_same(
+                &format!("{} {merged_flag}: extbinary", input.what),
+                &canonical(&ours),
+                &canonical(&theirs),
+            );
+            assert_same(
+                &format!("{} {merged_flag}: extbinary section flags", input.what),
+                &section_flags(&ours),
+                &section_flags(&theirs),
+            );
+        }
+        for (stem, flags) in [
+            (
+                "trim",
+                &[
+                    "--trim-cold-profile",
+                    "--profile-summary-cutoff-cold=900000",
+                ][..],
+            ),
+            (
+                "flat.trim",
+                &[
+                    "--ignore-stack-samples",
+                    "--trim-cold-profile",
+                    "--profile-summary-cutoff-cold=500000",
+                ][..],
+            ),
+            (
+                "merge",
+                &[
+                    "--csspgo-preinliner=false",
+                    "--csprof-merge-cold-context",
+                    "--profile-summary-cutoff-hot=500000",
+                ][..],
+            ),
+            ("preinline", &["--profile-summary-cutoff-cold=200000"][..]),
+            (
+                "hot.count.wins",
+                &[
+                    "--profile-summary-cutoff-hot=10000",
+                    "--profile-summary-hot-count=1",
+                ][..],
+            ),
+        ] {
+            let with = input.same_profile(
+                &format!("cutoff.{stem}"),
+                &[&["--format=text"], flags].concat(),
+            );
+            cutoff_changed |= with != default;
+        }
+    }
+    assert!(
+        merged_changed,
+        "{} changed no profile",
+        "--generate-merged-base-profiles"
+    );
+    assert!(cutoff_changed, "no summary cutoff changed a profile");
+
+    let too_large = daemon::parse_args(
+        [
+            "pgo-agent",
+            "convert",
+            "--perfscript=x",
+            "--binary=y",
+            "--profile-summary-cutoff-hot=1000000",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .expect_err("a cutoff above 999999 is refused");
+    let message = too_large.to_string();
+    assert!(
+        message.contains("--profile-summary-cutoff-hot") && message.contains("999999"),
+        "{message}"
+    );
+}

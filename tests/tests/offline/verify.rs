@@ -507,6 +507,7 @@ fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
     // Record the old build and convert its samples (CS default and flat).
     let options = recorder::RecordOptions {
         period: corpus::TEST_PERIOD,
+        environment: Some(Vec::new()),
         ..Default::default()
     };
     let outcome = recorder::record(&[s(&old_binary)], &options).expect("records");
