@@ -176,152 +176,249 @@ pub fn run_daemon(
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
 
     let mut session = open_session(config)?;
-    let mode = session.plan.mode;
-    let (route_by, input) = match mode {
-        SamplingMode::CpuClock => (
-            RouteBy::LeadingIp,
-            ShardInput::LeadingIp {
-                has_callchain: true,
-            },
-        ),
-        _ => (RouteBy::BranchStack, ShardInput::Lbr(PerfContent::LbrStack)),
-    };
-    let workers_n = config.aggregation.unwind_workers;
-    let restored = restore_states(&state_dir, input, workers_n);
-    let router = scan_into_router(config, &mut session, route_by, control, &state_dir)?;
-
-    // The MemProf spool (optional, `[heap] spool_dir`): its own thread.
-    let heap_stop = Arc::new(AtomicBool::new(false));
-    let heap_spool = match heap_spool::HeapSpoolSettings::from_config(config, &state_dir) {
-        Some(s) => Some(heap_spool::spawn(s, heap_stop.clone())?),
-        None => None,
-    };
-    // The ClickHouse sink (optional): workers hand it each closed window.
-    let sink = crate::sink::start(&config.sink, &state_dir, start)?;
-
-    // Fed samples go back to the readers through the recycler (no allocation per sample,
-    // no cross-thread free).
-    let recycler = collector::live::SampleRecycler::default();
-    let debug_files = config.output.debug_file_finder(&state_dir);
-    // Fresh reads: the HTTP store asks the workers what they hold now.
-    let (query_txs, query_rxs) = live::query_channels(workers_n);
-    let workers = spawn_workers(
+    let side_tasks = SideTasks::start(config, &state_dir, start)?;
+    let pipeline = Pipeline::start(
         config,
-        WorkerSettings {
-            input,
-            options: UnwindOptions {
-                stack_repair: config.aggregation.stack_repair,
-                ..UnwindOptions::default()
-            },
-            windows: WindowSettings {
-                window_secs: config.aggregation.window_secs,
-                retained_windows: config.aggregation.retained_windows,
-            },
-            max_samples_per_window: config.aggregation.max_samples_per_binary_per_window,
-            memory_budget_bytes: config.aggregation.memory_budget_bytes / workers_n as u64,
-            state_dir: state_dir.clone(),
-            coalesce_samples: worker::COALESCE_SAMPLES,
-            debug_files: debug_files.clone(),
-        },
-        restored,
-        query_rxs,
-        sink.as_ref().map(|s| s.0.clone()),
-        &recycler,
-    )?;
-
-    let (batch_tx, batch_rx) = bounded(config.collector.channel_capacity_batches);
-    let (ctl_tx, ctl_rx) = bounded::<RouterCtl>(16);
-    let counters = http::LiveCounters::default();
-    let router_handle = {
-        let (worker_txs, routing) = (workers.txs.clone(), counters.routing.clone());
-        std::thread::Builder::new()
-            .name("pgo-router".into())
-            .spawn(move || router_loop(router, batch_rx, ctl_rx, worker_txs, start, &routing))?
-    };
-    let WorkerThreads {
-        txs: worker_txs,
-        handles: worker_handles,
-    } = workers;
-    drop(worker_txs);
-
-    let stats = counters.readers.clone();
-    let http_server = match &args.listen {
-        Some(listen) => Some(http::start(
-            listen,
-            config,
-            state_dir.clone(),
-            debug_files,
-            mode,
-            counters,
-            Some(live::WorkerQueries::new(query_txs, live::QUERY_TIMEOUT)),
-        )?),
-        None => None,
-    };
-    let stop_readers = Arc::new(AtomicBool::new(false));
-    let reader_handles = spawn_readers(
-        config,
+        args,
+        control,
         &mut session,
-        batch_tx,
-        &stats,
-        &stop_readers,
-        &recycler,
+        &state_dir,
+        start,
+        &side_tasks,
     )?;
     tracing::info!("sampling {} CPUs", session.streams.len());
 
     supervise(
-        config, args, control, &session, &ctl_tx, &stats, start, started,
+        config,
+        args,
+        control,
+        &session,
+        &pipeline.ctl_tx,
+        &pipeline.stats,
+        start,
+        started,
     );
 
     // Shutdown: stop sampling, drain the rings, final flush.
     session.disable();
-    stop_readers.store(true, Ordering::Release);
-    for h in reader_handles {
-        let _ = h.join();
-    }
-    drop(ctl_tx);
-    let router_stats = router_handle
-        .join()
-        .map_err(|_| anyhow::anyhow!("router thread panicked"))?;
-    let mut binaries = Vec::new();
-    let mut worker_stats = Vec::new();
-    if let Some(server) = http_server {
-        server.stop();
-    }
-    for h in worker_handles {
-        let (b, s) = h
-            .join()
-            .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
-        binaries.extend(b);
-        worker_stats.push(s);
-    }
-    heap_stop.store(true, Ordering::SeqCst);
-    if let Some(h) = heap_spool {
-        let _ = h.join();
-    }
-    if let Some((handle, thread)) = sink {
-        drop(handle);
-        if let Ok(s) = thread.join() {
-            tracing::info!(
-                "sink: {} windows delivered, {} left in the spool, {} dropped",
-                s.windows_delivered,
-                s.windows_left,
-                s.windows_dropped
-            );
-        }
-    }
+    let stats = pipeline.stats.clone();
+    let (router, workers, mut binaries) = pipeline.stop()?;
+    side_tasks.stop();
     binaries.sort_by_key(|b| std::cmp::Reverse(b.samples));
     Ok(RunSummary {
-        mode: mode.name(),
+        mode: session.plan.mode.name(),
         report: session.report.clone(),
         readers: stats.snapshot(),
-        router: router_stats,
-        workers: worker_stats,
+        router,
+        workers,
         binaries,
     })
 }
 
-/// Opens the sampling plan's perf events on every online CPU (disabled) and logs the
-/// startup report: which mode and why.
+/// The threads beside the sampling pipeline: the MemProf spool (`[heap] spool_dir`) and the
+/// ClickHouse sink (`[sink.clickhouse]`), each optional.
+struct SideTasks {
+    heap_stop: Arc<AtomicBool>,
+    heap_spool: Option<std::thread::JoinHandle<()>>,
+    sink: Option<(
+        crate::sink::SinkHandle,
+        std::thread::JoinHandle<crate::sink::SinkStats>,
+    )>,
+}
+
+impl SideTasks {
+    fn start(config: &Config, state_dir: &Path, start: Instant) -> anyhow::Result<SideTasks> {
+        let heap_stop = Arc::new(AtomicBool::new(false));
+        let heap_spool = match heap_spool::HeapSpoolSettings::from_config(config, state_dir) {
+            Some(s) => Some(heap_spool::spawn(s, heap_stop.clone())?),
+            None => None,
+        };
+        // Workers hand the sink each closed window.
+        let sink = crate::sink::start(&config.sink, state_dir, start)?;
+        Ok(SideTasks {
+            heap_stop,
+            heap_spool,
+            sink,
+        })
+    }
+
+    /// The sink's handle for the workers, when there is a sink.
+    fn sink_handle(&self) -> Option<crate::sink::SinkHandle> {
+        self.sink.as_ref().map(|s| s.0.clone())
+    }
+
+    /// Stops the spool and the sink (after the workers' last windows reached it).
+    fn stop(self) {
+        self.heap_stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.heap_spool {
+            let _ = h.join();
+        }
+        if let Some((handle, thread)) = self.sink {
+            drop(handle);
+            if let Ok(s) = thread.join() {
+                tracing::info!(
+                    "sink: {} windows delivered, {} left in the spool, {} dropped",
+                    s.windows_delivered,
+                    s.windows_left,
+                    s.windows_dropped
+                );
+            }
+        }
+    }
+}
+
+/// The sampling pipeline's threads: per-CPU readers → router → workers, and the HTTP
+/// server reading from the workers.
+struct Pipeline {
+    stop_readers: Arc<AtomicBool>,
+    reader_handles: Vec<std::thread::JoinHandle<()>>,
+    stats: Arc<ReaderStats>,
+    ctl_tx: Sender<RouterCtl>,
+    router_handle: std::thread::JoinHandle<RouterStats>,
+    http_server: Option<http::HttpServer>,
+    worker_handles: Vec<std::thread::JoinHandle<(Vec<BinarySummary>, WorkerStats)>>,
+}
+
+impl Pipeline {
+    /// Restores the workers' states, scans the running processes into the router, and
+    /// starts the workers, the router, the HTTP server (with `args.listen`) and the readers.
+    /// Window times count from `start`.
+    fn start(
+        config: &Config,
+        args: &RunArgs,
+        control: &RunControl,
+        session: &mut LiveSession,
+        state_dir: &Path,
+        start: Instant,
+        side_tasks: &SideTasks,
+    ) -> anyhow::Result<Pipeline> {
+        let mode = session.plan.mode;
+        let (route_by, input) = match mode {
+            SamplingMode::CpuClock => (
+                RouteBy::LeadingIp,
+                ShardInput::LeadingIp {
+                    has_callchain: true,
+                },
+            ),
+            _ => (RouteBy::BranchStack, ShardInput::Lbr(PerfContent::LbrStack)),
+        };
+        let workers_n = config.aggregation.unwind_workers;
+        let restored = restore_states(state_dir, input, workers_n);
+        let router = scan_into_router(config, session, route_by, control, state_dir)?;
+
+        // Fed samples go back to the readers through the recycler (no allocation per
+        // sample, no cross-thread free).
+        let recycler = collector::live::SampleRecycler::default();
+        let debug_files = config.output.debug_file_finder(state_dir);
+        // Fresh reads: the HTTP store asks the workers what they hold now.
+        let (query_txs, query_rxs) = live::query_channels(workers_n);
+        let settings = worker_settings(config, input, state_dir, &debug_files);
+        let workers = spawn_workers(
+            config,
+            settings,
+            restored,
+            query_rxs,
+            side_tasks.sink_handle(),
+            &recycler,
+        )?;
+
+        let (batch_tx, batch_rx) = bounded(config.collector.channel_capacity_batches);
+        let (ctl_tx, ctl_rx) = bounded::<RouterCtl>(16);
+        let counters = http::LiveCounters::default();
+        let router_handle = {
+            let (worker_txs, routing) = (workers.txs.clone(), counters.routing.clone());
+            std::thread::Builder::new()
+                .name("pgo-router".into())
+                .spawn(move || router_loop(router, batch_rx, ctl_rx, worker_txs, start, &routing))?
+        };
+        let WorkerThreads {
+            txs: worker_txs,
+            handles: worker_handles,
+        } = workers;
+        drop(worker_txs);
+
+        let stats = counters.readers.clone();
+        let http_server = match &args.listen {
+            Some(listen) => Some(http::start(
+                listen,
+                config,
+                state_dir.to_path_buf(),
+                debug_files,
+                mode,
+                counters,
+                Some(live::WorkerQueries::new(query_txs, live::QUERY_TIMEOUT)),
+            )?),
+            None => None,
+        };
+        let stop_readers = Arc::new(AtomicBool::new(false));
+        let reader_handles =
+            spawn_readers(config, session, batch_tx, &stats, &stop_readers, &recycler)?;
+        Ok(Pipeline {
+            stop_readers,
+            reader_handles,
+            stats,
+            ctl_tx,
+            router_handle,
+            http_server,
+            worker_handles,
+        })
+    }
+
+    /// Drains the readers (the events are disabled), then the router (its last batches and
+    /// a final flush), stops the HTTP server and joins the workers: the router's and each
+    /// worker's counters and the binaries written.
+    fn stop(self) -> anyhow::Result<(RouterStats, Vec<WorkerStats>, Vec<BinarySummary>)> {
+        self.stop_readers.store(true, Ordering::Release);
+        for h in self.reader_handles {
+            let _ = h.join();
+        }
+        drop(self.ctl_tx);
+        let router_stats = self
+            .router_handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("router thread panicked"))?;
+        if let Some(server) = self.http_server {
+            server.stop();
+        }
+        let mut binaries = Vec::new();
+        let mut worker_stats = Vec::new();
+        for h in self.worker_handles {
+            let (b, s) = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+            binaries.extend(b);
+            worker_stats.push(s);
+        }
+        Ok((router_stats, worker_stats, binaries))
+    }
+}
+
+/// The workers' settings from the config.
+fn worker_settings(
+    config: &Config,
+    input: ShardInput,
+    state_dir: &Path,
+    debug_files: &symbolizer::debug_file::DebugFileFinder,
+) -> WorkerSettings {
+    let a = &config.aggregation;
+    WorkerSettings {
+        input,
+        options: UnwindOptions {
+            stack_repair: a.stack_repair,
+            ..UnwindOptions::default()
+        },
+        windows: WindowSettings {
+            window_secs: a.window_secs,
+            retained_windows: a.retained_windows,
+        },
+        max_samples_per_window: a.max_samples_per_binary_per_window,
+        memory_budget_bytes: a.memory_budget_bytes / a.unwind_workers as u64,
+        state_dir: state_dir.to_path_buf(),
+        coalesce_samples: worker::COALESCE_SAMPLES,
+        debug_files: debug_files.clone(),
+    }
+}
+
 fn open_session(config: &Config) -> anyhow::Result<LiveSession> {
     let cpus = collector::live::online_cpus();
     let session = LiveSession::open(

@@ -153,19 +153,21 @@ impl DwarfInfo {
     ) -> Result<DwarfInfo, SymbolizerError> {
         let sections = DebugSections::load(file, path)?;
         let dwarf = sections.dwarf().map_err(|e| dwarf_error(path, e, None))?;
-        let split_files = match split {
-            Some(split) => SplitFiles::open(&dwarf, path, split)?,
-            None => SplitFiles::default(),
-        };
-        let split_sections = split_files.sections()?;
-        let split_units = split_sections.units()?;
+        // Declared before the units, which borrow from them.
+        let (split_files, split_sections, split_units);
+        let mut units = UnitSet::read(&dwarf, path)?;
+        if let Some(split) = split {
+            split_files = SplitFiles::open(&units, path, split)?;
+            split_sections = split_files.sections()?;
+            split_units = split_sections.units()?;
+            units.attach_split_units(&split_units)?;
+        }
         let lines = owner.and_then(|owner| {
             Some(Arc::new(LineSource {
                 debug_line: sections.keep(gimli::SectionId::DebugLine, owner)?,
                 endian: sections.endian(),
             }))
         });
-        let units = UnitSet::read_split(&dwarf, path, split.map(|_| &split_units))?;
         let missing_split_units = units.missing_split_units();
         Loader {
             units,

@@ -16,7 +16,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::sections::{DebugSections, Slice};
-use super::unit_set::dwarf_error;
+use super::unit_set::{dwarf_error, units_of, UnitSet};
 use crate::error::SymbolizerError;
 
 /// Where split units are looked for (llvm-profgen's `--dwp`).
@@ -62,32 +62,20 @@ pub(crate) fn dwo_path(
 }
 
 impl SplitFiles {
-    /// Maps the package, else the `.dwo` files, of the skeleton units of `dwarf` (read from
-    /// `path`); nothing when no unit is a skeleton.
+    /// Maps the package, else the `.dwo` files, of the skeleton units of `units` (read
+    /// from `path`); nothing when no unit is a skeleton.
     pub(crate) fn open(
-        dwarf: &gimli::Dwarf<Slice<'_>>,
+        units: &UnitSet<'_, '_>,
         path: &Path,
         split: &SplitDwarf,
     ) -> Result<SplitFiles, SymbolizerError> {
         let mut dwo_paths: Vec<PathBuf> = Vec::new();
         let mut skeletons = 0usize;
-        let mut headers = dwarf.units();
-        loop {
-            let header = match headers.next() {
-                Ok(Some(h)) => h,
-                Ok(None) => break,
-                Err(e) => return Err(dwarf_error(path, e, None)),
-            };
-            let offset = header.offset().0;
-            let unit = dwarf
-                .unit(header)
-                .map_err(|e| dwarf_error(path, e, Some(offset)))?;
-            if unit.dwo_id.is_some() {
-                skeletons += 1;
-                if let Some(p) = dwo_path(dwarf, &unit) {
-                    if !dwo_paths.contains(&p) {
-                        dwo_paths.push(p);
-                    }
+        for unit in units.skeletons() {
+            skeletons += 1;
+            if let Some(p) = dwo_path(units.dwarf(), unit) {
+                if !dwo_paths.contains(&p) {
+                    dwo_paths.push(p);
                 }
             }
         }
@@ -204,22 +192,13 @@ impl<'s> SplitUnits<'s> {
                 (*path, dwarf)
             }
         };
-        let mut headers = dwarf.units();
-        loop {
-            let header = match headers.next() {
-                Ok(Some(h)) => h,
-                Ok(None) => return Ok(None),
-                Err(e) => return Err(dwarf_error(path, e, None)),
-            };
-            let offset = header.offset().0;
-            let mut unit = dwarf
-                .unit(header)
-                .map_err(|e| dwarf_error(path, e, Some(offset)))?;
-            if unit.dwo_id == Some(id) {
-                unit.copy_relocated_attributes(skeleton);
-                return Ok(Some((dwarf, unit)));
-            }
-        }
+        let found = units_of(&dwarf, path)
+            .find(|unit| unit.as_ref().map_or(true, |u| u.dwo_id == Some(id)))
+            .transpose()?;
+        Ok(found.map(|mut unit| {
+            unit.copy_relocated_attributes(skeleton);
+            (dwarf, unit)
+        }))
     }
 }
 

@@ -142,52 +142,70 @@ pub(crate) fn dwarf_error(
     }
 }
 
+/// The units of `dwarf` in section order, each parsed from its header (errors name `path`
+/// and the unit's offset; the first error ends the walk).
+pub(crate) fn units_of<'a, 'd>(
+    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    path: &'a Path,
+) -> impl Iterator<Item = Result<gimli::Unit<Slice<'d>>, SymbolizerError>> + 'a {
+    let mut headers = dwarf.units();
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let header = match headers.next() {
+            Ok(Some(h)) => h,
+            Ok(None) => return None,
+            Err(e) => {
+                failed = true;
+                return Some(Err(dwarf_error(path, e, None)));
+            }
+        };
+        let offset = header.offset().0;
+        let unit = dwarf
+            .unit(header)
+            .map_err(|e| dwarf_error(path, e, Some(offset)));
+        failed = unit.is_err();
+        Some(unit)
+    })
+}
+
 impl<'a, 'd> UnitSet<'a, 'd> {
     /// Parses every unit header of `dwarf` (errors name `path` and the unit's offset).
     pub(crate) fn read(
         dwarf: &'a gimli::Dwarf<Slice<'d>>,
         path: &Path,
     ) -> Result<Self, SymbolizerError> {
-        Self::read_split(dwarf, path, None)
-    }
-
-    /// [`UnitSet::read`], with the split unit of each skeleton unit from `split`.
-    pub(crate) fn read_split(
-        dwarf: &'a gimli::Dwarf<Slice<'d>>,
-        path: &Path,
-        split: Option<&SplitUnits<'d>>,
-    ) -> Result<Self, SymbolizerError> {
-        let mut units = Vec::new();
-        let mut splits = Vec::new();
-        let mut missing_split = 0;
-        let mut headers = dwarf.units();
-        loop {
-            let header = match headers.next() {
-                Ok(Some(h)) => h,
-                Ok(None) => break,
-                Err(e) => return Err(dwarf_error(path, e, None)),
-            };
-            let offset = header.offset().0;
-            let unit = dwarf
-                .unit(header)
-                .map_err(|e| dwarf_error(path, e, Some(offset)))?;
-            let found = match split {
-                Some(split) if unit.dwo_id.is_some() => {
-                    let found = split.find(dwarf, &unit)?;
-                    missing_split += usize::from(found.is_none());
-                    found.map(Box::new)
-                }
-                _ => None,
-            };
-            units.push(unit);
-            splits.push(found);
-        }
+        let units: Vec<_> = units_of(dwarf, path).collect::<Result<_, _>>()?;
+        let split = units.iter().map(|_| None).collect();
         Ok(UnitSet {
             dwarf,
             units,
-            split: splits,
-            missing_split,
+            split,
+            missing_split: 0,
         })
+    }
+
+    /// The skeleton units (those with a DWO id).
+    pub(crate) fn skeletons(&self) -> impl Iterator<Item = &gimli::Unit<Slice<'d>>> {
+        self.units.iter().filter(|u| u.dwo_id.is_some())
+    }
+
+    /// Takes the split unit of each skeleton unit from `split`; a skeleton whose split unit
+    /// is in no file counts as missing.
+    pub(crate) fn attach_split_units(
+        &mut self,
+        split: &SplitUnits<'d>,
+    ) -> Result<(), SymbolizerError> {
+        for (unit, slot) in self.units.iter().zip(&mut self.split) {
+            if unit.dwo_id.is_some() {
+                let found = split.find(self.dwarf, unit)?;
+                self.missing_split += usize::from(found.is_none());
+                *slot = found.map(Box::new);
+            }
+        }
+        Ok(())
     }
 
     /// Skeleton units whose split unit was not found.
