@@ -190,6 +190,11 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
     pub use_md5: bool,
+    /// extbinary: whether the written summary of a flat CS profile merges the contexts of
+    /// each function (LLVM's default) or counts each context on its own (`=false`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub profile_summary_contextless: Option<bool>,
     /// Print the wall time of each phase of the conversion on stderr when it ends.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_bool)]
@@ -419,6 +424,7 @@ impl ConvertArgs {
             show_detailed_warning: self.show_detailed_warning,
             generate: self.generate_options(),
             use_md5: self.use_md5,
+            profile_summary_contextless: self.profile_summary_contextless,
             populate_profile_symbol_list: self.populate_profile_symbol_list,
             profile_density_threshold: self.profile_density_threshold,
             profile_density_cutoff_hot: self.profile_density_cutoff_hot,

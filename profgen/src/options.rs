@@ -107,6 +107,9 @@ pub struct ConvertOptions {
     pub use_md5: bool,
     /// extbinary: write the profile symbol list (`--populate-profile-symbol-list`).
     pub populate_profile_symbol_list: bool,
+    /// extbinary: `--profile-summary-contextless` when given (the written summary of a CS
+    /// profile over merged contexts, LLVM's default, or over each context).
+    pub profile_summary_contextless: Option<bool>,
     /// Warn when the profile density is below this.
     pub profile_density_threshold: f64,
     /// The share of samples, in millionths, whose functions make the profile density.

@@ -55,6 +55,7 @@ pub(crate) fn write_profile(
             let options = exporter::format::extbinary::WriteOptions {
                 symbol_list: symbols.as_ref(),
                 use_md5: options.use_md5,
+                contextless_summary: options.profile_summary_contextless,
             };
             exporter::format::extbinary::write_with(profile, &options, out)
         }

@@ -155,8 +155,15 @@ impl ProfileSummary {
     /// merge (the default of `--profile-summary-contextless` for CS), else over the
     /// top-level profiles with their inlined callees.
     pub fn compute(profile: &SampleProfile) -> ProfileSummary {
+        ProfileSummary::compute_with(profile, None)
+    }
+
+    /// [`ProfileSummary::compute`] with `--profile-summary-contextless` given: `true` merges
+    /// the contexts of a CS profile (LLVM's default for CS; other profiles are keyed by
+    /// function already), `false` counts each context's profile on its own.
+    pub fn compute_with(profile: &SampleProfile, contextless: Option<bool>) -> ProfileSummary {
         let mut b = Builder::default();
-        if profile.is_cs {
+        if profile.is_cs && contextless.unwrap_or(true) {
             for fs in profile.context_less().values() {
                 b.add_record(fs, false);
             }

@@ -1004,3 +1004,45 @@ fn merged_base_profiles_and_summary_cutoffs_match_llvm_profgen() {
         "{message}"
     );
 }
+
+/// `--profile-summary-contextless` (LLVM's): the summary an extbinary flat CS profile
+/// carries merges each function's contexts (the default for CS) or, with `=false`, counts
+/// each context on its own; `llvm-profdata show --detailed-summary` of both tools' files
+/// are the same.
+#[test]
+fn summary_contextless_matches_llvm_profgen() {
+    if !corpus::tools_available("profile-summary-contextless", TOOLS) {
+        return;
+    }
+    let flat_cs = ["--csspgo-preinliner=false", "--gen-cs-nested-profile=false"];
+    let mut changed = false;
+    for (name, variant) in [
+        ("recursion", Variant::Probe),
+        ("inline_tail", Variant::Lines),
+    ] {
+        let input = Input::record(name, variant, "summary_contextless");
+        let mut summaries = Vec::new();
+        for value in ["true", "false"] {
+            let flag = format!("--profile-summary-contextless={value}");
+            let (theirs, ours) = input.run_both(
+                &format!("contextless.{value}"),
+                &[&flat_cs[..], &[&flag]].concat(),
+            );
+            let summary =
+                |p: &Path| profdata_stdout(&["show", "--sample", "--detailed-summary"], p);
+            let theirs = summary(&theirs);
+            assert!(theirs.contains("Detailed summary"), "{theirs}");
+            assert_same(
+                &format!("{} {flag}: detailed summary", input.what),
+                &summary(&ours),
+                &theirs,
+            );
+            summaries.push(theirs);
+        }
+        changed |= summaries[0] != summaries[1];
+    }
+    assert!(
+        changed,
+        "--profile-summary-contextless=false changed no summary"
+    );
+}

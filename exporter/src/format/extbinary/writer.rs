@@ -40,6 +40,9 @@ pub struct WriteOptions<'a> {
     /// bytes of its `MD5Hash`, in the order of the names, the NameTable section flagged
     /// `SecFlagMD5Name | SecFlagFixedLengthMD5` (and never `SecFlagUniqSuffix`).
     pub use_md5: bool,
+    /// `--profile-summary-contextless` when given: whether the summary of a CS profile
+    /// merges its contexts (LLVM's default for CS, `None`) or counts each context.
+    pub contextless_summary: Option<bool>,
 }
 
 /// Writes `profile` as extbinary to `out` with the sections and name table `options` ask
@@ -151,7 +154,7 @@ pub fn to_bytes_with_symbol_list(profile: &SampleProfile, symbols: &BTreeSet<Str
         profile,
         &WriteOptions {
             symbol_list: Some(symbols),
-            use_md5: false,
+            ..WriteOptions::default()
         },
     )
 }
@@ -195,7 +198,10 @@ pub fn to_bytes_with(profile: &SampleProfile, options: &WriteOptions<'_>) -> Vec
         &mut out,
         0,
         flags,
-        &summary_bytes(&ProfileSummary::compute(profile)),
+        &summary_bytes(&ProfileSummary::compute_with(
+            profile,
+            options.contextless_summary,
+        )),
     );
 
     // NameTable: the names in index order, as strings or as their MD5 hashes.
@@ -478,8 +484,8 @@ mod tests {
     #[test]
     fn md5_name_table_holds_each_name_hash_in_name_order() {
         let options = WriteOptions {
-            symbol_list: None,
             use_md5: true,
+            ..WriteOptions::default()
         };
         let bytes = to_bytes_with(&flat_line_profile(), &options);
         let at = 18 + 32;
