@@ -28,6 +28,19 @@ pub const PROGRAM_NAMES: &[&str] = &[
     "shlib_user",
 ];
 
+/// The compile flags `tests/programs/build.sh` gives both variants (the probe variant adds
+/// `-fpseudo-probe-for-profiling`).
+pub const CORPUS_CFLAGS: &[&str] = &[
+    "-O2",
+    "-g",
+    "-fdebug-info-for-profiling",
+    "-fno-omit-frame-pointer",
+    "-mno-omit-leaf-frame-pointer",
+];
+
+/// The link flags `tests/programs/build.sh` gives a PIE program.
+pub const PIE_LINK_FLAGS: &[&str] = &["-fPIE", "-pie", "-Wl,--as-needed", "-Wl,--build-id"];
+
 /// The shared library built with the corpus (loaded by `shlib_user`).
 pub const SHARED_LIBRARY: &str = "libpgoshared.so";
 

@@ -51,16 +51,11 @@ fn build_split(name: &str, dir: &Path, extra: &[&str]) -> (PathBuf, Vec<PathBuf>
     run_ok(
         Command::new("clang-19")
             .current_dir(dir)
-            .args([
-                "-O2",
-                "-g",
-                "-fdebug-info-for-profiling",
-                "-fno-omit-frame-pointer",
-                "-mno-omit-leaf-frame-pointer",
-                "-gsplit-dwarf",
-            ])
+            .args(corpus::CORPUS_CFLAGS)
+            .arg("-gsplit-dwarf")
             .args(extra)
-            .args(["-fPIE", "-pie", "-Wl,--as-needed", "-Wl,--build-id", "-o"])
+            .args(corpus::PIE_LINK_FLAGS)
+            .arg("-o")
             .arg(name)
             .arg(&source),
     );

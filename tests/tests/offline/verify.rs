@@ -457,19 +457,10 @@ const CHANGES: [(&str, &str); 2] = [
 /// Compiles `source` as `tests/programs/build.sh` compiles a probe PIE.
 fn compile(source: &Path, output: &Path) {
     let out = Command::new("clang-19")
-        .args([
-            "-O2",
-            "-g",
-            "-fdebug-info-for-profiling",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-            "-fpseudo-probe-for-profiling",
-            "-fPIE",
-            "-pie",
-            "-Wl,--as-needed",
-            "-Wl,--build-id",
-            "-o",
-        ])
+        .args(corpus::CORPUS_CFLAGS)
+        .arg("-fpseudo-probe-for-profiling")
+        .args(corpus::PIE_LINK_FLAGS)
+        .arg("-o")
         .arg(output)
         .arg(source)
         .output()
