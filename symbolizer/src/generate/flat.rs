@@ -88,7 +88,20 @@ fn preprocess_ranges<B: BinaryView>(
         }
     };
     if opts.fill_zero_for_all_funcs {
-        binary.all_function_ranges().into_iter().for_each(&mut zero);
+        // In a probe binary only the profiled functions' probes count: the others' zero
+        // ranges would add nothing but the decoding of their code (each profiled function is
+        // covered by its own zero range, so no address's count or coverage changes).
+        let profiled = binary
+            .has_pseudo_probes()
+            .then(|| ProfiledFunctions::of_counters(binary, counters));
+        for range in binary.all_function_ranges() {
+            if profiled
+                .as_ref()
+                .is_none_or(|p| p.contains(binary, range.0))
+            {
+                zero(range);
+            }
+        }
     } else {
         for &(start, _) in counters.ranges.keys() {
             binary

@@ -221,6 +221,29 @@ fn flat_probe_profile_nests_inlinees() {
     assert!(!p.profiles.contains_key(&SampleContext::from_name("foo")));
 }
 
+/// Zero-count ranges in main that begin together and end apart leave llvm-profgen's
+/// disjoint-range walk in a zero gap up to the next range (in baz), across foo. foo's probes
+/// count only when foo is profiled: llvm-profgen decodes no other function's probes.
+#[test]
+fn flat_probe_profile_counts_no_probe_of_an_unprofiled_function() {
+    let mut b = probe_binary();
+    b.insts.insert(0x30, 4);
+    b.funcs.insert("baz".into(), vec![(0x30, 0x34)]);
+    let mut cs = CounterSet::new(CounterKind::Flat);
+    let counters = cs.context_mut(&[]);
+    counters.ranges.insert((0x10, 0x14), 0);
+    counters.ranges.insert((0x10, 0x16), 0);
+    counters.ranges.insert((0x30, 0x30), 0);
+    let names = |cs: &CounterSet| -> Vec<String> {
+        let p = generate_profile(&b, cs, &flat_cs_options());
+        p.profiles.keys().map(|c| c.to_string()).collect()
+    };
+    assert_eq!(names(&cs), vec!["main"]);
+    // A branch into foo makes it profiled: the gap's zero count reaches its probes.
+    cs.context_mut(&[]).branches.insert((0x1c, 0x20), 0);
+    assert_eq!(names(&cs), vec!["foo", "main"]);
+}
+
 #[test]
 fn cold_contexts_merge_into_base_profiles() {
     let b = probe_binary();
