@@ -237,3 +237,41 @@ impl recorder::RecordControl for Control {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_entries_need_a_name_and_an_equals_sign() {
+        assert_eq!(parse_env_entry("A=b=c").unwrap(), "A=b=c");
+        assert_eq!(parse_env_entry("EMPTY=").unwrap(), "EMPTY=");
+        assert!(parse_env_entry("=x").unwrap_err().contains("`=x`"));
+        assert!(parse_env_entry("NOVALUE").is_err());
+    }
+
+    #[test]
+    fn the_tracee_environment_is_inherited_cleared_or_overridden() {
+        assert_eq!(tracee_environment(false, &[]), None);
+        let set = ["PGO_AGENT_A=1".to_string(), "PATH=/x".to_string()];
+        assert_eq!(
+            tracee_environment(true, &set),
+            Some(vec![
+                OsString::from("PGO_AGENT_A=1"),
+                OsString::from("PATH=/x")
+            ])
+        );
+        // Inherited, with PATH overridden (once, at the end) and the new entry added.
+        let env = tracee_environment(false, &set).unwrap();
+        let paths: Vec<&OsString> = env
+            .iter()
+            .filter(|e| e.to_string_lossy().starts_with("PATH="))
+            .collect();
+        assert_eq!(paths, [&OsString::from("PATH=/x")]);
+        let kept = std::env::vars_os()
+            .filter(|(name, _)| name != "PATH" && name != "PGO_AGENT_A")
+            .count();
+        assert_eq!(env.len(), kept + 2);
+        assert_eq!(env.last(), Some(&OsString::from("PATH=/x")));
+    }
+}

@@ -441,3 +441,62 @@ fn sigterm_stops_record_and_writes_what_it_recorded() {
         .count() as u64;
     assert_eq!(perf_samples, reported);
 }
+
+/// `record --clear-env` records the same samples whatever the environment it is run from
+/// (the environment sits on the program's stack and changes the loader's work before
+/// `main`); without it, a longer environment changes them.
+#[test]
+fn clear_env_records_the_same_samples_from_any_environment() {
+    if !corpus::tools_available("clear_env_records", &["clang-19"]) {
+        return;
+    }
+    let program = corpus::program("recursion", Variant::Lines).expect("corpus builds");
+    let dir = e2e::support::scratch_dir("record", "clear_env");
+    let run = |stem: &str, clear: bool, pad: usize| {
+        let script = dir.join(format!("{stem}.perfscript"));
+        let mut args = vec!["record".to_string(), "--period".into(), "97".into()];
+        if clear {
+            args.push("--clear-env".into());
+        }
+        args.extend([
+            "--script".into(),
+            script.to_str().unwrap().into(),
+            "--".into(),
+        ]);
+        args.push(program.binary.to_str().unwrap().into());
+        let out = e2e::support::cli_child_command(&args)
+            .env("PGO_AGENT_TEST_PAD", "x".repeat(pad))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{stem}: {out:?}");
+        // The samples, without the process ids of the MMAP2 lines.
+        std::fs::read_to_string(&script)
+            .unwrap()
+            .lines()
+            .map(|l| match l.split_once(": [") {
+                Some((_, rest)) if l.starts_with("PERF_RECORD_MMAP2") => format!("mmap [{rest}"),
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let recordings = std::thread::scope(|s| {
+        let runs = [
+            ("short", true, 1),
+            ("long", true, 3000),
+            ("inherited", false, 3000),
+        ]
+        .map(|(stem, clear, pad)| s.spawn(move || run(stem, clear, pad)));
+        runs.map(|r| r.join().unwrap())
+    });
+    let [short, long, inherited] = recordings;
+    assert!(short.lines().count() > 100, "{short}");
+    assert!(
+        short == long,
+        "--clear-env recordings differ with the environment"
+    );
+    assert!(
+        inherited != long,
+        "a 3000-byte longer environment changed no sample without --clear-env"
+    );
+}
