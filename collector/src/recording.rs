@@ -36,6 +36,25 @@ pub struct EventDescription {
     pub user_stack: bool,
 }
 
+impl EventDescription {
+    /// Intel's precise taken-branch event with its branch stack and call chain, as `perf
+    /// record -e BR_INST_RETIRED.NEAR_TAKEN:uppp -c PERIOD -b -g` opens it (`PERF_TYPE_RAW`,
+    /// config 0x20c4, `precise_ip` 3); with `user_stack`, samples also carry the user
+    /// registers and stack words.
+    pub fn intel_taken_branches(sample_period: u64, user_stack: bool) -> EventDescription {
+        EventDescription {
+            name: "br_inst_retired.near_taken:uppp".into(),
+            attr_type: crate::live::attr::PERF_TYPE_RAW,
+            config: crate::live::attr::INTEL_NEAR_TAKEN,
+            sample_period,
+            precise_ip: 3,
+            callchain: true,
+            branch_stack: true,
+            user_stack,
+        }
+    }
+}
+
 /// A profiling session: the event description, the build ids, and the events in the order
 /// they were recorded (side-band events before the samples that depend on them).
 #[derive(Clone, Debug, PartialEq, Eq)]

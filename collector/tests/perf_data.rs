@@ -60,16 +60,7 @@ fn true_recording() -> Recording {
         }),
     };
     Recording {
-        event: EventDescription {
-            name: "br_inst_retired.near_taken:uppp".into(),
-            attr_type: 4,
-            config: 0x20c4,
-            sample_period: 1009,
-            precise_ip: 3,
-            callchain: true,
-            branch_stack: true,
-            user_stack: true,
-        },
+        event: EventDescription::intel_taken_branches(1009, true),
         build_ids: vec![BuildIdEntry {
             pid,
             build_id,

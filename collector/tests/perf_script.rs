@@ -113,16 +113,7 @@ fn hybrid_perf_script_of_our_perf_data_matches() {
         }));
     }
     let rec = collector::Recording {
-        event: collector::EventDescription {
-            name: "br_inst_retired.near_taken:uppp".into(),
-            attr_type: 4,
-            config: 0x20c4,
-            sample_period: 1009,
-            precise_ip: 3,
-            callchain: true,
-            branch_stack: true,
-            user_stack: false,
-        },
+        event: collector::EventDescription::intel_taken_branches(1009, false),
         build_ids: vec![],
         events,
         cmdline: vec![],

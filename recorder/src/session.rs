@@ -20,11 +20,6 @@ use collector::{
     UserStack,
 };
 
-/// `PERF_TYPE_RAW`: the event is a raw model-specific event code.
-const PERF_TYPE_RAW: u32 = 4;
-/// Intel's raw encoding of `BR_INST_RETIRED.NEAR_TAKEN` (event 0xC4, umask 0x20) on Skylake
-/// and later.
-const BR_INST_RETIRED_NEAR_TAKEN: u64 = 0x20c4;
 /// Linux syscall numbers after which executable mappings may have changed.
 const SYS_MMAP: u64 = 9;
 const SYS_MPROTECT: u64 = 10;
@@ -480,16 +475,7 @@ impl Session<'_> {
         };
         let truth = GroundTruth::build(totals, &images, &self.instructions, &self.edges);
         let recording = Recording {
-            event: EventDescription {
-                name: "br_inst_retired.near_taken:uppp".into(),
-                attr_type: PERF_TYPE_RAW,
-                config: BR_INST_RETIRED_NEAR_TAKEN,
-                sample_period: self.options.period,
-                precise_ip: 3,
-                callchain: true,
-                branch_stack: true,
-                user_stack: true,
-            },
+            event: EventDescription::intel_taken_branches(self.options.period, true),
             build_ids: self.build_ids,
             events: self.events,
             cmdline: args.to_vec(),
