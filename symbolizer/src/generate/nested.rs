@@ -83,26 +83,29 @@ pub fn convert_cs_to_nested(
         let func = nodes[n].func.clone();
         let site = nodes[n].callsite;
         child.context = SampleContext::from_name(func.clone());
+        // What goes into the function's top-level profile: the child itself when its
+        // parent context has no profile, a copy of it with merged base profiles.
         let into_base = match nodes[parent].prof.as_mut() {
             Some(parent) => {
                 let total = child.total;
+                let copy = merged_base_profiles.then(|| child.clone());
                 let nested = parent
                     .callsites
                     .entry(site)
                     .or_default()
                     .entry(func.clone())
-                    .or_insert_with(|| child.clone());
+                    .or_insert(child);
                 if merged_base_profiles {
                     nested.attributes |= CONTEXT_DUPLICATED_INTO_BASE;
                 }
                 parent.add_total_samples(total);
                 let removed = remove_called_target_and_body_sample(parent, site, &func);
                 parent.total = parent.total.saturating_sub(removed);
-                merged_base_profiles
+                copy
             }
-            None => true,
+            None => Some(child),
         };
-        if into_base {
+        if let Some(child) = into_base {
             out.entry(SampleContext::from_name(func))
                 .or_insert_with(|| FunctionSamples::new(SampleContext::default()))
                 .merge(&child);
