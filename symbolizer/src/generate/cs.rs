@@ -100,23 +100,24 @@ fn node_for_leaf_probe<B: BinaryView>(
     node
 }
 
-/// CS probe-based trie (`CSProfileGenerator::generateProbeBasedProfile`).
+/// CS probe-based trie (`CSProfileGenerator::generateProbeBasedProfile`), counting the
+/// probes of the `profiled` functions.
 pub fn generate_cs_probe_trie<B: BinaryView>(
     binary: &B,
     counters: &CounterSet,
+    profiled: &ProfiledFunctions,
     opts: &GenerateOptions,
 ) -> ContextTrie {
     let mut trie = ContextTrie::new();
     let inferrer = opts.infer_missing_frames.then(|| {
         MissingFrameInferrer::new(binary, counters).with_max_search_depth(opts.max_search_depth)
     });
-    let profiled = ProfiledFunctions::of_set(binary, counters);
     let mut keys: Vec<&Vec<u64>> = counters.contexts.keys().collect();
     keys.sort();
     for key in keys {
         let cc = &counters.contexts[key];
         let infer = inferrer.as_ref();
-        populate_body_with_probes(&mut trie, binary, key, cc, opts, infer, &profiled);
+        populate_body_with_probes(&mut trie, binary, key, cc, opts, infer, profiled);
         populate_boundary_with_probes(&mut trie, binary, key, cc, opts, inferrer.as_ref());
     }
     trie

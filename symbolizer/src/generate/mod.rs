@@ -132,8 +132,9 @@ pub fn generate_profile<B: BinaryView>(
             p
         }
         CounterKind::ProbeContext => {
-            let trie = cs::generate_cs_probe_trie(binary, counters, opts);
-            let sizes = context_sizes(binary, counters, opts);
+            let profiled = ProfiledFunctions::of_set(binary, counters);
+            let trie = cs::generate_cs_probe_trie(binary, counters, &profiled, opts);
+            let sizes = uses_context_cost(opts).then(|| SizeTracker::build(binary, &profiled));
             post::post_process_cs(trie, true, fs, opts, sizes.as_ref())
         }
         CounterKind::LineContext => {
@@ -182,16 +183,12 @@ fn finish_line_trie<B: BinaryView>(
             f.update_callsite_samples();
         }
     }
-    let sizes = context_sizes(binary, counters, opts);
+    let sizes = uses_context_cost(opts)
+        .then(|| SizeTracker::build(binary, &ProfiledFunctions::of_set(binary, counters)));
     post::post_process_cs(trie, false, fs, opts, sizes.as_ref())
 }
 
-/// The context-size tracker when the pre-inliner needs it (`TrackFuncContextSize`).
-fn context_sizes<B: BinaryView>(
-    binary: &B,
-    counters: &CounterSet,
-    opts: &GenerateOptions,
-) -> Option<SizeTracker> {
-    (opts.preinliner && opts.preinline.use_context_cost)
-        .then(|| SizeTracker::build(binary, counters))
+/// The pre-inliner runs and needs the context sizes (`TrackFuncContextSize`).
+fn uses_context_cost(opts: &GenerateOptions) -> bool {
+    opts.preinliner && opts.preinline.use_context_cost
 }

@@ -12,8 +12,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use unwinder::CounterSet;
-
 use super::binary_view::BinaryView;
 use super::profiled_functions::ProfiledFunctions;
 use crate::guid::function_guid;
@@ -111,11 +109,9 @@ impl SizeTracker {
         size.unwrap_or(0)
     }
 
-    /// Builds the tracker for the functions `counters` touch (`collectProfiledFunctions`,
-    /// then `computeSizeForProfiledFunctions`).
-    pub fn build<B: BinaryView>(binary: &B, counters: &CounterSet) -> SizeTracker {
+    /// Builds the tracker for the `profiled` functions (`computeSizeForProfiledFunctions`).
+    pub fn build<B: BinaryView>(binary: &B, profiled: &ProfiledFunctions) -> SizeTracker {
         let mut tracker = SizeTracker::default();
-        let profiled = ProfiledFunctions::of_set(binary, counters);
         let optimized_away = if binary.has_pseudo_probes() {
             probe_contexts_by_top_level(binary)
         } else {
