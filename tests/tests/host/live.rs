@@ -543,9 +543,9 @@ fn memory_budget_evicts_the_coldest_contexts_and_counts() {
     let (all, stats) = aggregate("budget-all", u64::MAX);
     let all = all.expect("aggregated");
     assert_eq!((stats.evicted_contexts, stats.evicted_binaries), (0, 0));
-    // How many contexts depends on where the period-97 sampling falls, which the loader's
-    // work on the environment and the binary's path shifts (4 from one checkout, 12 from
-    // another); two are enough to evict one and keep one.
+    // How many contexts depends on where the period-97 sampling falls (one phase for every
+    // checkout; `PGO_AGENT_CORPUS_ENV_PAD` moves it); two are enough to evict one and keep
+    // one.
     assert!(all.contexts.len() >= 2, "{}", all.contexts.len());
     let bytes: u64 = all
         .contexts
