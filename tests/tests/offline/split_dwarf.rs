@@ -72,6 +72,19 @@ fn build_split(name: &str, dir: &Path, extra: &[&str]) -> (PathBuf, Vec<PathBuf>
     (dir.join(name).canonicalize().unwrap(), dwo)
 }
 
+/// `llvm-dwp-19 -e binary -o package`: the DWARF package of `binary`'s `.dwo` files.
+fn make_package(binary: &Path, package: &Path) {
+    llvm(
+        "llvm-dwp-19",
+        &[
+            "-e",
+            binary.to_str().unwrap(),
+            "-o",
+            package.to_str().unwrap(),
+        ],
+    );
+}
+
 /// One split build, recorded: runs both tools on its recording.
 struct Split {
     what: String,
@@ -209,15 +222,7 @@ fn split_dwarf_matches_llvm_profgen() {
             // The package elsewhere, given with --dwp; the .dwo files gone.
             let package = dir.join("package").join(format!("{name}.dwp"));
             std::fs::create_dir_all(package.parent().unwrap()).unwrap();
-            llvm(
-                "llvm-dwp-19",
-                &[
-                    "-e",
-                    binary.to_str().unwrap(),
-                    "-o",
-                    package.to_str().unwrap(),
-                ],
-            );
+            make_package(&binary, &package);
             for f in &dwo {
                 std::fs::remove_file(f).unwrap();
             }
@@ -270,15 +275,7 @@ fn corrupt_package_is_an_error_naming_it() {
     let dir = scratch_dir("split_dwarf", "corrupt");
     let (binary, _) = build_split("inlined_calls", &dir, &[]);
     let package = dir.join("inlined_calls.good.dwp");
-    llvm(
-        "llvm-dwp-19",
-        &[
-            "-e",
-            binary.to_str().unwrap(),
-            "-o",
-            package.to_str().unwrap(),
-        ],
-    );
+    make_package(&binary, &package);
     let bytes = std::fs::read(&package).unwrap();
     let program = corpus::program("inlined_calls", Variant::Lines).expect("corpus builds");
     let rec = corpus::record(&program).expect("recorder runs");
