@@ -25,6 +25,11 @@ impl Progress {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
         );
+        Progress::named(bar, path)
+    }
+
+    /// `bar`, labelled with the file name of `path`, starting now.
+    fn named(bar: ProgressBar, path: &Path) -> Progress {
         bar.set_message(
             path.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -51,15 +56,7 @@ impl Progress {
             ProgressStyle::with_template("{spinner} {msg}: {human_pos} events ({per_sec})")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
-        bar.set_message(
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
-        Progress {
-            bar,
-            started: Instant::now(),
-        }
+        Progress::named(bar, path)
     }
 
     /// Counts events of a [`Progress::for_events`] bar.
