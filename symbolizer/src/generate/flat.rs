@@ -75,11 +75,13 @@ impl FlatProfiles {
 /// Range counters plus zero-count ranges covering every function a range starts in (every
 /// function with `--fill-zero-for-all-funcs`), made disjoint
 /// (`ProfileGenerator::preprocessRangeCounter`). A probe binary's unprofiled functions
-/// then count nothing ([`probe_counts`]).
+/// then count nothing ([`probe_counts`]): given its `profiled` functions, only theirs are
+/// zero-filled.
 fn preprocess_ranges<B: BinaryView>(
     binary: &B,
     counters: &ContextCounters,
     opts: &GenerateOptions,
+    profiled: Option<&ProfiledFunctions>,
 ) -> BTreeMap<(u64, u64), u64> {
     let mut ranges = counters.ranges.clone();
     let mut zero = |(s, e): (u64, u64)| {
@@ -91,14 +93,8 @@ fn preprocess_ranges<B: BinaryView>(
         // In a probe binary only the profiled functions' probes count: the others' zero
         // ranges would add nothing but the decoding of their code (each profiled function is
         // covered by its own zero range, so no address's count or coverage changes).
-        let profiled = binary
-            .has_pseudo_probes()
-            .then(|| ProfiledFunctions::of_counters(binary, counters));
         for range in binary.all_function_ranges() {
-            if profiled
-                .as_ref()
-                .is_none_or(|p| p.contains(binary, range.0))
-            {
+            if profiled.is_none_or(|p| p.contains(binary, range.0)) {
                 zero(range);
             }
         }
@@ -187,7 +183,7 @@ pub fn generate_flat_line<B: BinaryView>(
 ) -> SampleProfile {
     let fs = binary.uses_fs_discriminator();
     let mut profiles = FlatProfiles::default();
-    for ((b, e), c) in preprocess_ranges(binary, counters, opts) {
+    for ((b, e), c) in preprocess_ranges(binary, counters, opts, None) {
         for (addr, size) in binary.instructions_in(b, e) {
             let frames = binary.inline_frames(addr);
             let Some(leaf) = frames.last() else {
@@ -270,8 +266,8 @@ pub fn generate_flat_probe<B: BinaryView>(
 ) -> SampleProfile {
     let fs = binary.uses_fs_discriminator();
     let mut profiles = FlatProfiles::default();
-    let ranges = preprocess_ranges(binary, counters, opts);
     let profiled = ProfiledFunctions::of_counters(binary, counters);
+    let ranges = preprocess_ranges(binary, counters, opts, Some(&profiled));
     for (probe, c) in probe_counts(binary, &ranges, &profiled).into_values() {
         let frames = binary.probe_inline_context(probe, true);
         if frames.is_empty() {
