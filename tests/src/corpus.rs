@@ -321,7 +321,7 @@ pub fn record(program: &CorpusProgram) -> Result<Recorded, String> {
 const RUN_DIR_LENGTH: usize = 160;
 
 /// The environment variable that pads the recorded programs' environment by N bytes, to
-/// record the corpus at another sampling phase (see `tests/README.md`).
+/// record the corpus at another sampling phase (see `tests/programs/README.md`).
 pub const ENV_PAD_VARIABLE: &str = "PGO_AGENT_CORPUS_ENV_PAD";
 
 /// The recorded program's environment: empty, so the recordings do not depend on the shell
