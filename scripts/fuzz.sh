@@ -28,8 +28,8 @@ TARGETS=("$@"); [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=("${ALL_TARGETS[@]}")
 
 need_corpus() {
     if [[ ! -x "$CORPUS_BIN/probe/loop_count" ]]; then
-        echo "building the corpus programs (cargo test -p e2e --test offline generate::)" >&2
-        (cd "$ROOT" && cargo test -p e2e --release --test offline generate:: -- --list >/dev/null)
+        echo "building the corpus programs (cargo test -p e2e --test e2e offline::generate::)" >&2
+        (cd "$ROOT" && cargo test -p e2e --release --test e2e offline::generate:: -- --list >/dev/null)
         (cd "$ROOT" && cargo test -p e2e --release --lib corpus >/dev/null) || true
     fi
     [[ -x "$CORPUS_BIN/probe/loop_count" ]] || { echo "no corpus in $CORPUS_BIN: run the e2e tests once" >&2; exit 1; }

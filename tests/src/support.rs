@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use crate::corpus;
@@ -349,10 +349,20 @@ pub fn read_text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Held by every test that samples this host (perf events, uprobes, a running daemon, the
-/// ptrace recorder beside them): side by side such tests see each other's processes and
-/// compete for the CPUs their timing assumes, so they run one at a time.
-pub fn machine_lock() -> MutexGuard<'static, ()> {
-    static MACHINE: Mutex<()> = Mutex::new(());
-    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+/// The machine, shared by the end-to-end tests: [`machine_lock`] and [`machine_share`].
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Taken first by every test that samples this host (perf events, uprobes, a running
+/// daemon, ClickHouse): side by side with any other test they would see its processes
+/// (a daemon samples every process of the host, its memory grows with theirs) and compete
+/// for the CPUs their timing assumes, so they run alone. Linux's `RwLock` lets no new
+/// reader in while a writer waits, so they are not starved.
+pub fn machine_lock() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Taken first by every test that only reads and writes files (corpus recordings,
+/// conversions, llvm-profgen): they run side by side, never beside a [`machine_lock`] test.
+pub fn machine_share() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }

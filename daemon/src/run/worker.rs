@@ -167,7 +167,7 @@ pub const BUDGET_CHECK_SAMPLES: u64 = 4096;
 /// daemon's whole RSS: a flush briefly holds more copies of a binary's counters (the merged
 /// windows, the rendered profile's context map and strings), the size estimate is
 /// approximate, and the rest of the daemon (rings, queues, loaded binaries, allocator
-/// slack) needs room too. tests/tests/host/service.rs checks the bound; bench/README.md ("Memory
+/// slack) needs room too. tests/tests/e2e/host/service.rs checks the bound; bench/README.md ("Memory
 /// budget") gives the peak RSS it measures for several shares.
 pub const COUNTER_SHARE_OF_BUDGET: u64 = 16;
 
@@ -841,7 +841,7 @@ mod tests {
             )
         })
         .with_recycler(recycler.clone());
-        // (A binary with code is not marked: the replay test in tests/tests/host/live.rs would
+        // (A binary with code is not marked: the replay test in tests/tests/e2e/host/live.rs would
         // lose its samples. Loading this test's own executable takes too long here.)
         let path = libc_path();
         for group in 0..2 {

@@ -8,8 +8,8 @@
 //! [`SizeTracker`]), cold-context trimming/merging, and the conversion to a nested profile
 //! ([`nested`]).
 //!
-//! Checked against llvm-profgen-19 on the corpus (tests/tests/offline/generate.rs,
-//! tests/tests/offline/conformance.rs): identical canonical text for all four profile kinds, with
+//! Checked against llvm-profgen-19 on the corpus (tests/tests/e2e/offline/generate.rs,
+//! tests/tests/e2e/offline/conformance.rs): identical canonical text for all four profile kinds, with
 //! the default flags and with `--csspgo-preinliner=false --gen-cs-nested-profile=false`.
 
 pub mod binary_view;

@@ -3,7 +3,7 @@
  * frame set-up and tear-down). `sort_tiny SECONDS [N]` sorts rounds of N elements (3000 by
  * default) for that long, at least one round: qsort with the callback cmp_int, then an
  * insertion sort of N/4 calling less(). It prints a checksum and the CPU seconds it used.
- * Built by tests/tests/live.rs with e2e::support::build_program (clang-19 -O2, frame
+ * Built by tests/tests/e2e/host/live.rs with e2e::support::build_program (clang-19 -O2, frame
  * pointers, pseudo probes, PIE). */
 #include <stdio.h>
 #include <stdlib.h>

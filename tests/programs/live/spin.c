@@ -1,7 +1,7 @@
 /* spin: a long-running program for the live daemon tests. `spin SECONDS` runs for that
  * long; hot_loop runs 10x the iterations of cold_work (the same serial
  * multiply chain), so a sampling profiler must attribute
- * the most samples to hot_loop. Built by tests/tests/live.rs:
+ * the most samples to hot_loop. Built by tests/tests/e2e/host/live.rs:
  *   clang-19 -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
  *            -fpseudo-probe-for-profiling -fPIE -pie -Wl,--build-id -o spin spin.c */
 #include <stdlib.h>

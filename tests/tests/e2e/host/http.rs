@@ -4,7 +4,7 @@
 //!   (`convert --skip-symbolization` output + the daemon's JSON metadata): every route,
 //!   formats byte-equal to `convert`, ETag/304, gzip, content-disposition, JSON 404/400,
 //!   bearer token, rate limit; pprof decoded by an independent decoder (Python protobuf,
-//!   tests/tests/host/decode_pprof.py) and the flame graph both name the hot function.
+//!   tests/tests/e2e/host/decode_pprof.py) and the flame graph both name the hot function.
 //! * A real daemon (`run_daemon` with `--listen 127.0.0.1:PORT`, cpu-clock mode) sampling
 //!   `tests/programs/live/spin.c` built with pseudo probes: a real Prometheus (Debian
 //!   package `prometheus`, installed by `.ci/run`) scrapes it on loopback; `promtool check
@@ -53,7 +53,6 @@ struct Fixture {
 }
 
 fn fixture() -> Option<Fixture> {
-    let _serial = e2e::support::machine_lock();
     if !corpus::tools_available("http", &["clang-19"]) {
         return None;
     }
@@ -306,7 +305,7 @@ async fn profile_formats(state: &AppState, fx: &Fixture) {
     );
 
     // pprof, decoded by an independent decoder (Python protobuf, profile.proto's
-    // messages declared in tests/tests/host/decode_pprof.py).
+    // messages declared in tests/tests/e2e/host/decode_pprof.py).
     let (s, h, b) = get(state, &format!("{uri}?format=pprof"), &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
@@ -315,7 +314,7 @@ async fn profile_formats(state: &AppState, fx: &Fixture) {
     );
     let pb = fx.state.join("profile.pb");
     std::fs::write(&pb, &b).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host/decode_pprof.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/host/decode_pprof.py");
     let python = ["python3", "/usr/bin/python3"].into_iter().find(|p| {
         Command::new(p)
             .args(["-c", "import google.protobuf"])
@@ -483,7 +482,7 @@ async fn token_and_rate_limit(state: &AppState) {
 
 #[test]
 fn live_daemon_prometheus_and_pull() {
-    let _serial = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !e2e::support::can_sample(
         "live_daemon_prometheus_and_pull",
         &["clang-19", "llvm-profdata-19"],
@@ -737,7 +736,7 @@ fn range_samples(text: &str) -> u64 {
 
 #[test]
 fn fresh_profile_served_within_seconds_with_the_default_config() {
-    let _serial = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     let test = "fresh_profile_served_within_seconds_with_the_default_config";
     if !e2e::support::can_sample(test, &["clang-19"]) {
         return;

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use daemon::run::persist::{read_state, PersistedState};
@@ -25,7 +24,7 @@ use e2e::corpus;
 use e2e::http::http_get_ok;
 use e2e::support::{build_id_hex, free_port};
 
-const UNIT: &str = include_str!("../../../systemd/pgo-agent.service");
+const UNIT: &str = include_str!("../../../../systemd/pgo-agent.service");
 
 fn can_sample(test: &str) -> bool {
     e2e::support::can_sample(test, &["clang-19"])
@@ -35,29 +34,23 @@ fn work_dir(name: &str) -> PathBuf {
     e2e::support::scratch_dir("service", name)
 }
 
-/// The set-up of a test that runs the daemon: the machine held, a scratch directory with
-/// an empty `state/` in it.
+/// The set-up of a test that runs the daemon: a scratch directory with an empty `state/`
+/// in it.
 struct Fixture {
     dir: PathBuf,
     state: PathBuf,
-    _machine: MutexGuard<'static, ()>,
 }
 
 impl Fixture {
     /// `None` (after a SKIPPED message) when `test` cannot sample here.
     fn new(test: &str, name: &str) -> Option<Fixture> {
-        let machine = e2e::support::machine_lock();
         if !can_sample(test) {
             return None;
         }
         let dir = work_dir(name);
         let state = dir.join("state");
         std::fs::create_dir_all(&state).unwrap();
-        Some(Fixture {
-            dir,
-            state,
-            _machine: machine,
-        })
+        Some(Fixture { dir, state })
     }
 
     /// [`write_config`] in the scratch directory.
@@ -203,6 +196,7 @@ fn verify_all_states(dir: &Path) -> BTreeMap<String, PersistedState> {
 
 #[test]
 fn unit_verifies_and_rates_at_most_2() {
+    let _machine = e2e::support::machine_lock();
     if corpus::find_tool("systemd-analyze").is_none() {
         eprintln!("SKIPPED unit_verifies_and_rates_at_most_2: no systemd-analyze");
         return;
@@ -295,7 +289,7 @@ fn unit_capabilities() -> Vec<String> {
 /// priority; `[log] level` and `RUST_LOG` choose what is logged.
 #[test]
 fn logs_carry_journald_priorities_and_follow_the_level() {
-    let _guard = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_sample("logs_carry_journald_priorities_and_follow_the_level") {
         return;
     }
@@ -340,6 +334,7 @@ fn logs_carry_journald_priorities_and_follow_the_level() {
 
 #[test]
 fn install_script_stages_binary_unit_and_config() {
+    let _machine = e2e::support::machine_lock();
     let root = work_dir("install");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let exe = std::env::current_exe().unwrap();
@@ -381,6 +376,7 @@ fn install_script_stages_binary_unit_and_config() {
 
 #[test]
 fn sigkill_at_random_points_never_loses_a_completed_flush() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = Fixture::new(
         "sigkill_at_random_points_never_loses_a_completed_flush",
         "crash",
@@ -499,6 +495,7 @@ fn sigkill_at_random_points_never_loses_a_completed_flush() {
 /// Restoring a damaged or foreign file: set aside with a reason, counted, empty start.
 #[test]
 fn corrupt_and_foreign_state_files_are_set_aside() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = Fixture::new("corrupt_and_foreign_state_files_are_set_aside", "corrupt") else {
         return;
     };
@@ -560,6 +557,7 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
 
 #[test]
 fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = Fixture::new(
         "disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving",
         "diskfull",
@@ -710,6 +708,7 @@ fn many_paths_source(depth: usize, width: usize) -> String {
 
 #[test]
 fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = Fixture::new(
         "memory_budget_evicts_the_coldest_contexts_and_bounds_rss",
         "memory",
@@ -779,6 +778,7 @@ fn memory_budget_evicts_the_coldest_contexts_and_bounds_rss() {
 /// most the budget, the rest is counted as over budget.
 #[test]
 fn per_binary_sample_budget_throttles() {
+    let _machine = e2e::support::machine_lock();
     let Some(fx) = Fixture::new("per_binary_sample_budget_throttles", "throttle") else {
         return;
     };
@@ -818,6 +818,7 @@ fn per_binary_sample_budget_throttles() {
 /// stays under 128 MiB.
 #[test]
 fn clang_compiles_count_stripped_libraries_within_128_mib() {
+    let _machine = e2e::support::machine_lock();
     let test = "clang_compiles_count_stripped_libraries_within_128_mib";
     let Some(fx) = Fixture::new(test, "clang") else {
         return;
@@ -935,7 +936,7 @@ fn setpriv_wrapper(caps: &str) -> Vec<String> {
 
 #[test]
 fn unprivileged_user_with_the_units_capabilities_samples() {
-    let _g = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_sample("unprivileged_user_with_the_units_capabilities_samples") {
         return;
     }

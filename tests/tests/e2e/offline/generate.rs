@@ -340,20 +340,24 @@ fn run_all(mode: Mode) {
 
 #[test]
 fn flat_line_profiles_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(Mode::FlatLine);
 }
 
 #[test]
 fn flat_probe_profiles_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(Mode::FlatProbe);
 }
 
 #[test]
 fn cs_probe_profiles_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(Mode::CsProbe);
 }
 
 #[test]
 fn cs_line_profiles_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(Mode::CsLine);
 }

@@ -877,7 +877,6 @@ fn stripped_binaries_are_counted_not_dropped() {
 /// [`assert_symbolized_through`] `route` for the probe and the line-table build, the
 /// machine held (skipped when the shared run cannot run here).
 fn both_builds_symbolized_through(test: &str, route: Route) {
-    let _machine = e2e::support::machine_lock();
     let Some(fx) = fixture(test) else {
         return;
     };
@@ -888,16 +887,19 @@ fn both_builds_symbolized_through(test: &str, route: Route) {
 
 #[test]
 fn debug_file_in_debug_dirs() {
+    let _machine = e2e::support::machine_lock();
     both_builds_symbolized_through("debug_file_in_debug_dirs", Route::DebugDirs);
 }
 
 #[test]
 fn debug_file_by_gnu_debuglink() {
+    let _machine = e2e::support::machine_lock();
     both_builds_symbolized_through("debug_file_by_gnu_debuglink", Route::GnuDebuglink);
 }
 
 #[test]
 fn debug_file_from_debuginfod() {
+    let _machine = e2e::support::machine_lock();
     both_builds_symbolized_through("debug_file_from_debuginfod", Route::Debuginfod);
 }
 

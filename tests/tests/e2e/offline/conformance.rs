@@ -179,6 +179,7 @@ fn inlinee_calls_below_their_targets(profile: &str) -> Vec<String> {
 /// equal llvm-profgen 19's with the same flag.
 #[test]
 fn context_and_total_flags_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("conformance flags", TOOLS) {
         return;
     }
@@ -320,6 +321,7 @@ enum Check {
 /// stdout/stderr (`--show-mmap-events`, `--show-detailed-warning`) the same lines.
 #[test]
 fn input_and_output_flags_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("conformance input/output flags", TOOLS) {
         return;
     }
@@ -534,6 +536,7 @@ fn symbol_list(profile: &Path) -> String {
 /// program and build, CS (nested and flat) and flat, with default and other thresholds.
 #[test]
 fn density_report_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("density report", TOOLS) {
         return;
     }
@@ -613,6 +616,7 @@ e2e::corpus_tests!(conformance; loop_count, recursion, inline_tail, inlined_call
 /// of the same file.
 #[test]
 fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
         return;
     }
@@ -681,6 +685,7 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
 /// carry no event name in llvm-profgen's reading.
 #[test]
 fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
         return;
     }
@@ -858,6 +863,7 @@ fn compare_listing(ours: &str, theirs: &str, what: &str) -> usize {
 /// 0, as llvm-profgen 19 does. No profile is written.
 #[test]
 fn disassembly_listing_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("disassembly listing", TOOLS) {
         return;
     }
@@ -957,6 +963,7 @@ fn disassembly_listing_matches_llvm_profgen() {
 /// stdout equals llvm-profgen 19's, and the profile is unchanged by the flag.
 #[test]
 fn probe_desc_report_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("probe desc report", TOOLS) {
         return;
     }

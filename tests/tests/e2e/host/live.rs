@@ -171,7 +171,7 @@ fn binary_samples_per_function(summary: &RunSummary, path: &Path) -> BTreeMap<St
 
 #[test]
 fn live_program_started_after_the_daemon() {
-    let _g = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_sample("live_program_started_after_the_daemon") {
         return;
     }
@@ -195,7 +195,7 @@ fn live_program_started_after_the_daemon() {
 
 #[test]
 fn live_program_started_before_the_daemon() {
-    let _g = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_sample("live_program_started_before_the_daemon") {
         return;
     }
@@ -216,6 +216,7 @@ fn live_program_started_before_the_daemon() {
 /// after the scan, a comm filter rejected every sample of it (CI saw it once, racing).
 #[test]
 fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
+    let _machine = e2e::support::machine_lock();
     use std::io::Write;
     use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
@@ -223,7 +224,6 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    let _g = e2e::support::machine_lock();
     if !can_sample("a_child_that_execs_right_after_the_startup_scan_is_sampled") {
         return;
     }
@@ -304,8 +304,8 @@ fn a_child_that_execs_right_after_the_startup_scan_is_sampled() {
 /// outlives its jobs), and its root serves the file.
 #[test]
 fn short_runs_in_a_private_mount_namespace_are_resolved() {
+    let _machine = e2e::support::machine_lock();
     let name = "short_runs_in_a_private_mount_namespace_are_resolved";
-    let _g = e2e::support::machine_lock();
     if !can_sample(name) {
         return;
     }
@@ -370,7 +370,7 @@ fn short_runs_in_a_private_mount_namespace_are_resolved() {
 
 #[test]
 fn loss_is_counted_and_the_daemon_keeps_running() {
-    let _g = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_sample("loss_is_counted_and_the_daemon_keeps_running") {
         return;
     }
@@ -400,6 +400,7 @@ fn loss_is_counted_and_the_daemon_keeps_running() {
 /// aggregated like the daemon's LBR mode: the counters equal `convert`'s.
 #[test]
 fn replayed_lbr_records_equal_convert() {
+    let _machine = e2e::support::machine_lock();
     if !corpus::tools_available("replayed_lbr_records_equal_convert", &["clang-19"]) {
         return;
     }
@@ -489,6 +490,7 @@ fn replayed_lbr_records_equal_convert() {
 /// for any evicts the binary (`evicted_binaries`).
 #[test]
 fn memory_budget_evicts_the_coldest_contexts_and_counts() {
+    let _machine = e2e::support::machine_lock();
     if !corpus::tools_available(
         "memory_budget_evicts_the_coldest_contexts_and_counts",
         &["clang-19"],
@@ -620,10 +622,10 @@ fn live_counters(
 /// counters), and clang-19 compiles the program with the converted profile.
 #[test]
 fn cpu_clock_perf_data_and_script_convert_as_the_daemon_counts() {
+    let _machine = e2e::support::machine_lock();
     // Not beside a daemon of another test: while a build-id reader samples, the kernel
     // flags perf's own inode-form MMAP2 records as build-id form, and perf 6.1's `perf
     // script` aborts on them (util/build-id.c).
-    let _g = e2e::support::machine_lock();
     if !corpus::tools_available(
         "cpu_clock_perf_data_and_script_convert_as_the_daemon_counts",
         &["clang-19", "perf"],
@@ -1005,7 +1007,7 @@ fn sort_tiny_instructions() -> BTreeMap<String, u64> {
 /// record` measures on the same sorting round.
 #[test]
 fn prologue_samples_of_tiny_functions_are_repaired_live() {
-    let _g = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_sample("prologue_samples_of_tiny_functions_are_repaired_live") {
         return;
     }

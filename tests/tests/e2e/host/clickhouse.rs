@@ -320,6 +320,7 @@ fn init(server: &Server) {
 
 #[test]
 fn pull_from_clickhouse_equals_convert_of_all() {
+    let _machine = e2e::support::machine_lock();
     if !available("clickhouse pull") {
         return;
     }
@@ -462,6 +463,7 @@ fn pull_equals_convert(server: &Server, h: &Halves, dir: &Path, tag: &str) {
 
 #[test]
 fn outage_and_retries_never_lose_or_double_count() {
+    let _machine = e2e::support::machine_lock();
     if !available("clickhouse outage") {
         return;
     }
@@ -548,6 +550,7 @@ fn outage_and_retries_never_lose_or_double_count() {
 
 #[test]
 fn full_spool_drops_the_oldest_windows_and_counts_them() {
+    let _machine = e2e::support::machine_lock();
     if !available("clickhouse spool full") {
         return;
     }
@@ -583,6 +586,7 @@ fn full_spool_drops_the_oldest_windows_and_counts_them() {
 
 #[test]
 fn init_creates_distributed_tables_and_pull_reads_them() {
+    let _machine = e2e::support::machine_lock();
     if !available("clickhouse distributed") {
         return;
     }

@@ -188,6 +188,7 @@ fn unsplit_profiles(name: &str, out: &Path) -> Vec<String> {
 
 #[test]
 fn split_dwarf_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("split-dwarf", TOOLS) {
         return;
     }
@@ -269,6 +270,7 @@ fn split_dwarf_matches_llvm_profgen() {
 /// at the path `--dwp` gives falls back to the `.dwo` files, as in llvm-profgen 19.
 #[test]
 fn corrupt_package_is_an_error_naming_it() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("split-dwarf-corrupt", TOOLS) {
         return;
     }

@@ -50,6 +50,7 @@ fn serve(rt: &tokio::runtime::Runtime, state_dir: &Path) -> SocketAddr {
 
 #[test]
 fn pull_and_merge_of_halves_equal_convert_of_all() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("pull_merge", &["clang-19"]) {
         return;
     }

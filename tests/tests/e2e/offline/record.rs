@@ -252,6 +252,7 @@ macro_rules! corpus_tests {
         $(
             #[test]
             fn $test() {
+                let _machine = e2e::support::machine_share();
                 check_program(stringify!($test), $name, $variant);
             }
         )*
@@ -338,11 +339,13 @@ fn check_loop_truth(variant: Variant) {
 
 #[test]
 fn ground_truth_loop_count_probe() {
+    let _machine = e2e::support::machine_share();
     check_loop_truth(Variant::Probe);
 }
 
 #[test]
 fn ground_truth_loop_count_lines() {
+    let _machine = e2e::support::machine_share();
     check_loop_truth(Variant::Lines);
 }
 
@@ -351,6 +354,7 @@ fn ground_truth_loop_count_lines() {
 /// report says), readable by our reader and by perf.
 #[test]
 fn sigterm_stops_record_and_writes_what_it_recorded() {
+    let _machine = e2e::support::machine_share();
     use std::io::BufRead;
     if !corpus::tools_available("sigterm_stops_record", &["clang-19", "perf"]) {
         return;
@@ -447,6 +451,7 @@ fn sigterm_stops_record_and_writes_what_it_recorded() {
 /// `main`); without it, a longer environment changes them.
 #[test]
 fn clear_env_records_the_same_samples_from_any_environment() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("clear_env_records", &["clang-19"]) {
         return;
     }

@@ -183,21 +183,25 @@ fn run_all(variants: &[Variant], ignore_stack: bool) {
 
 #[test]
 fn probe_context_sensitive_counters_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(&[Variant::Probe], false);
 }
 
 #[test]
 fn line_context_sensitive_counters_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(&[Variant::Lines], false);
 }
 
 #[test]
 fn flat_counters_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     run_all(&Variant::ALL, true);
 }
 
 #[test]
 fn lbr_only_counters_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("unsymbolized", &["clang-19", "llvm-profgen-19"]) {
         return;
     }
@@ -218,6 +222,7 @@ fn lbr_only_counters_match_llvm_profgen() {
 /// (For probe builds, which llvm-profgen 19 cannot read back, the profile from the samples.)
 #[test]
 fn llvm_profgen_unsymbolized_profiles_round_trip_to_its_symbolized_output() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available(
         "unsymbolized round trip",
         &["clang-19", "llvm-profgen-19", "llvm-profdata-19"],

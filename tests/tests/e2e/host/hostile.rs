@@ -198,7 +198,7 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn hostile_process_does_not_stop_the_daemon() {
-    let _serial = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_run("hostile_process_does_not_stop_the_daemon") {
         return;
     }
@@ -273,7 +273,7 @@ fn hostile_process_does_not_stop_the_daemon() {
 /// `too_large`, logged with the limit, and the daemon goes on.
 #[test]
 fn binary_over_max_binary_bytes_is_skipped() {
-    let _serial = e2e::support::machine_lock();
+    let _machine = e2e::support::machine_lock();
     if !can_run("binary_over_max_binary_bytes_is_skipped") {
         return;
     }

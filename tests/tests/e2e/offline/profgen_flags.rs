@@ -134,6 +134,7 @@ const SHAPES: &[(&str, &[&str])] = &[
 /// ignored); on a line-table binary it changes nothing.
 #[test]
 fn use_dwarf_correlation_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("use-dwarf-correlation", TOOLS) {
         return;
     }
@@ -176,6 +177,7 @@ fn use_dwarf_correlation_matches_llvm_profgen() {
 /// default infers.
 #[test]
 fn max_search_depth_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("max-search-depth", TOOLS) {
         return;
     }
@@ -209,6 +211,7 @@ fn max_search_depth_matches_llvm_profgen() {
 /// binary inlined.
 #[test]
 fn csspgo_replay_preinline_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("csspgo-replay-preinline", TOOLS) {
         return;
     }
@@ -250,6 +253,7 @@ fn csspgo_replay_preinline_matches_llvm_profgen() {
 /// the flag is ignored, as by llvm-profgen.
 #[test]
 fn use_md5_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("use-md5", TOOLS) {
         return;
     }
@@ -305,6 +309,7 @@ fn use_md5_matches_llvm_profgen() {
 /// refused with a message naming the flag.
 #[test]
 fn llvm_sample_profile_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("llvm-sample-profile", TOOLS) {
         return;
     }
@@ -424,6 +429,7 @@ fn top_level_names(text: &str) -> std::collections::BTreeSet<String> {
 /// `--skip-symbolization`, and an unsymbolized profile of line contexts.
 #[test]
 fn time_profgen_prints_phase_report() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("time-profgen", TOOLS) {
         return;
     }
@@ -617,6 +623,7 @@ fn kernel_input(name: &str, variant: Variant, shift: u64, image: Option<&str>) -
 /// own addresses and moved by 256 MiB (which only the kernel line can place).
 #[test]
 fn kernel_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("kernel", TOOLS) {
         return;
     }
@@ -730,6 +737,7 @@ fn kernel_perf_data_reads_every_process(name: &str, variant: Variant, script: &I
 /// threshold for contexts the binary already inlined is multiplied by N (100 by default).
 #[test]
 fn previous_inlining_multiplier_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("previous-inlining multiplier", TOOLS) {
         return;
     }
@@ -752,6 +760,7 @@ fn previous_inlining_multiplier_matches_llvm_profgen() {
 /// `--profile-summary-cold-count`, each against llvm-profgen-19.
 #[test]
 fn pid_offset_and_cold_flags_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("pid, offset and cold flags", TOOLS) {
         return;
     }
@@ -821,6 +830,7 @@ fn pid_offset_and_cold_flags_match_llvm_profgen() {
 /// nested and flat); a probe-based profile is refused by both tools.
 #[test]
 fn binary_format_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("binary format", TOOLS) {
         return;
     }
@@ -874,6 +884,7 @@ fn binary_format_matches_llvm_profgen() {
 /// `--sort-profiled-scc-member`.
 #[test]
 fn preinliner_size_limits_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("pre-inliner size limits", TOOLS) {
         return;
     }
@@ -906,6 +917,7 @@ fn preinliner_size_limits_match_llvm_profgen() {
 /// the summary computes is refused (llvm-profgen stops with a fatal error).
 #[test]
 fn merged_base_profiles_and_summary_cutoffs_match_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("merged base profiles and cutoffs", TOOLS) {
         return;
     }
@@ -1011,6 +1023,7 @@ fn merged_base_profiles_and_summary_cutoffs_match_llvm_profgen() {
 /// are the same.
 #[test]
 fn summary_contextless_matches_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("profile-summary-contextless", TOOLS) {
         return;
     }

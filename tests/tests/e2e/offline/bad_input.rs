@@ -122,6 +122,7 @@ fn perf_data_feature(bytes: &[u8], bit: u32) -> usize {
 
 #[test]
 fn convert_rejects_malformed_input() {
+    let _machine = e2e::support::machine_share();
     let (data, binary) = fixture();
     let out = scratch("out.prof");
     let (data, bin, out) = (s(&data), s(&binary), s(&out));
@@ -314,6 +315,7 @@ fn malformed_text_inputs(bin: &str, out: &str) -> Vec<Case> {
 /// what it skipped, how many of each kind, naming the input; nothing is dropped unsaid.
 #[test]
 fn convert_says_what_it_skips() {
+    let _machine = e2e::support::machine_share();
     let (_, binary) = fixture();
     let out = scratch("skips.prof");
     // Three hybrid samples: a good one, one whose branch stack ends at a malformed entry
@@ -353,6 +355,7 @@ fn convert_says_what_it_skips() {
 /// message and also returns it as its source.
 #[test]
 fn convert_error_names_its_cause_once() {
+    let _machine = e2e::support::machine_share();
     let (_, binary) = fixture();
     let args: Vec<String> = [
         "convert",
@@ -382,6 +385,7 @@ fn convert_error_names_its_cause_once() {
 
 #[test]
 fn heap_rejects_malformed_raw_profiles() {
+    let _machine = e2e::support::machine_share();
     let (_, binary) = fixture();
     let bin = s(&binary);
     let out = scratch("heap.yaml");
@@ -524,6 +528,7 @@ async fn http_rejects_malformed_requests_with_4xx() {
 
 #[test]
 fn convert_rejects_bad_debug_files() {
+    let _machine = e2e::support::machine_share();
     let (data, binary) = fixture();
     let (data, bin) = (s(&data), s(&binary));
     let out = scratch("debug-out.prof");

@@ -101,6 +101,7 @@ fn check_aggregate(clang: &str, version: u64, tag: &str, extra: &[&str]) -> (Pat
 
 #[test]
 fn clang19_v4_runs_aggregate_to_the_sum() {
+    let _machine = e2e::support::machine_share();
     if !tools_available("clang19_v4_runs_aggregate_to_the_sum", &["clang++-19"]) {
         return;
     }
@@ -109,6 +110,7 @@ fn clang19_v4_runs_aggregate_to_the_sum() {
 
 #[test]
 fn clang22_v5_runs_aggregate_to_the_sum() {
+    let _machine = e2e::support::machine_share();
     if !tools_available("clang22_v5_runs_aggregate_to_the_sum", &["clang++-22"]) {
         return;
     }
@@ -117,6 +119,7 @@ fn clang22_v5_runs_aggregate_to_the_sum() {
 
 #[test]
 fn histogram_builds_parse_for_v4_and_v5() {
+    let _machine = e2e::support::machine_share();
     let hist = [
         "-mllvm",
         "-memprof-histogram",
@@ -228,6 +231,7 @@ fn check_yaml_through_clang22(tag: &str, binary: &Path, profile: &HeapProfile) {
 
 #[test]
 fn yaml_from_clang19_and_clang22_profiles_drives_clang22_memprof_use() {
+    let _machine = e2e::support::machine_share();
     let test = "yaml_from_clang19_and_clang22_profiles_drives_clang22_memprof_use";
     if !tools_available(test, &["clang++-22", "llvm-profdata-22"]) {
         return;
@@ -242,6 +246,7 @@ fn yaml_from_clang19_and_clang22_profiles_drives_clang22_memprof_use() {
 
 #[test]
 fn corrupt_raw_files_are_rejected_and_leave_the_aggregate_intact() {
+    let _machine = e2e::support::machine_share();
     let test = "corrupt_raw_files_are_rejected_and_leave_the_aggregate_intact";
     if !tools_available(test, &["clang++-22"]) {
         return;

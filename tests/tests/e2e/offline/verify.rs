@@ -179,6 +179,7 @@ fn name_uses(profile: &SampleProfile) -> std::collections::BTreeMap<String, usiz
 
 #[test]
 fn corpus_profiles_pass_stale_dropped_and_consistency() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
@@ -221,6 +222,7 @@ fn corpus_profiles_pass_stale_dropped_and_consistency() {
 
 #[test]
 fn unmodified_profile_passes_every_check() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
@@ -263,6 +265,7 @@ fn unmodified_profile_passes_every_check() {
 
 #[test]
 fn removed_function_is_reported_dropped() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
@@ -303,6 +306,7 @@ fn removed_function_is_reported_dropped() {
 
 #[test]
 fn perturbed_count_fails_consistency() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
@@ -393,6 +397,7 @@ fn perturbed_count_fails_consistency() {
 /// A call-site perturbation in the exact (CS) relations: one call target counted twice.
 #[test]
 fn perturbed_call_target_fails_consistency() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
@@ -475,6 +480,7 @@ fn compile(source: &Path, output: &Path) {
 
 #[test]
 fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }
@@ -543,6 +549,7 @@ fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
 /// exact relations, which extbinary's pre-inlined summary flag selects).
 #[test]
 fn extbinary_profiles_verify_like_their_text() {
+    let _machine = e2e::support::machine_share();
     if !corpus::tools_available("verify", TOOLS) {
         return;
     }

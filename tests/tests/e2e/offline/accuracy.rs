@@ -220,16 +220,19 @@ fn check(name: &str) {
 
 #[test]
 fn interp_probe_accuracy() {
+    let _machine = e2e::support::machine_share();
     check("interp");
 }
 
 #[test]
 fn recursion_probe_accuracy() {
+    let _machine = e2e::support::machine_share();
     check("recursion");
 }
 
 #[test]
 fn unroll_probe_accuracy() {
+    let _machine = e2e::support::machine_share();
     check("unroll");
 }
 
@@ -241,6 +244,7 @@ fn unroll_probe_accuracy() {
 /// `--no-stack-repair` gives llvm-profgen-19's figure exactly.
 #[test]
 fn recursion_repaired_stacks_beat_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     check_repair("recursion");
 }
 
@@ -249,6 +253,7 @@ fn recursion_repaired_stacks_beat_llvm_profgen() {
 /// caller in the frame-pointer chain.
 #[test]
 fn virtual_calls_repaired_stacks_beat_llvm_profgen() {
+    let _machine = e2e::support::machine_share();
     check_repair("virtual_calls");
 }
 
