@@ -13,11 +13,12 @@ use exporter::format::unsymbolized::{line_context_name, write_unsymbolized};
 use service::store::NamesReport;
 use symbolizer::debug_file::DebugFileFinder;
 use symbolizer::generate::GenerateOptions;
-use symbolizer::{LazyCode, LoadOptions, ProfiledBinary};
+use symbolizer::{LazyCode, LoadOptions, ProfiledBinary, SharedBytes};
 use unwinder::shard::{BinaryShard, ShardInput, ShardStats};
 use unwinder::window::WindowSettings;
 use unwinder::{CounterKind, CounterSet, UnwindOptions};
 
+use super::debug_fetches::BackgroundFetches;
 use super::persist::{self, PersistedState, StateHeader};
 use super::router::SampleGroup;
 use crate::atomic_file::write_atomic;
@@ -58,6 +59,10 @@ pub struct WorkerSettings {
     pub coalesce_samples: usize,
     /// Finds the debug files of binaries that lack symbols or DWARF.
     pub debug_files: DebugFileFinder,
+    /// The debuginfod fetches `debug_files` starts in the background (`None`: no
+    /// debuginfod server): a binary whose debug file is being fetched is loaded without it
+    /// and loaded again once the fetch is over (`Worker::settle_debug_fetches`).
+    pub debug_fetches: Option<Arc<BackgroundFetches>>,
 }
 
 /// The daemon's [`WorkerSettings::coalesce_samples`]: 4096 LBR samples, about 4 MiB.
@@ -76,6 +81,7 @@ impl WorkerSettings {
             state_dir,
             coalesce_samples: COALESCE_SAMPLES,
             debug_files: DebugFileFinder::default(),
+            debug_fetches: None,
         }
     }
 }
@@ -136,6 +142,14 @@ struct Entry {
     dirty: bool,
     /// Daemon times (seconds) of the first and the latest samples fed since start.
     fed_secs: Option<(u64, u64)>,
+}
+
+/// A binary loaded while its debug file was being fetched: what it is loaded again from.
+struct AwaitedDebugFile {
+    /// The file's bytes (the map the binary holds, shared).
+    bytes: SharedBytes,
+    /// The path it was loaded as (`.gnu_debuglink` candidates are beside it).
+    path: String,
 }
 
 /// Counters of a worker.
@@ -201,6 +215,8 @@ pub struct Worker {
     max_binary_bytes: u64,
     /// Where fed samples go back to the readers (see [`Worker::with_recycler`]).
     recycler: Option<SampleRecycler>,
+    /// Binaries loaded while their debug files were being fetched.
+    awaiting: HashMap<BuildId, AwaitedDebugFile>,
 }
 
 fn kind_name(kind: CounterKind) -> &'static str {
@@ -227,6 +243,7 @@ impl Worker {
             sink_sent: HashMap::new(),
             max_binary_bytes: DEFAULT_MAX_BINARY_BYTES,
             recycler: None,
+            awaiting: HashMap::new(),
         }
     }
 
@@ -306,6 +323,7 @@ impl Worker {
             WorkItem::Samples(g) => self.feed(g),
             WorkItem::Flush { now_secs } => {
                 self.feed_pending();
+                self.settle_debug_fetches(None);
                 let started = std::time::Instant::now();
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
@@ -363,9 +381,15 @@ impl Worker {
             self.stats.unloadable_samples += g.samples.len() as u64;
             return;
         }
+        if self.awaiting.contains_key(&id) {
+            self.settle_debug_fetches(Some(&id));
+        }
         if !self.entries.contains_key(&id) {
             match self.load(g) {
-                Ok(mut e) => {
+                Ok((mut e, awaited)) => {
+                    if let Some(awaited) = awaited {
+                        self.awaiting.insert(id.clone(), awaited);
+                    }
                     if let Some(r) = self.restored.remove(&id) {
                         let windows = r.windows.windows().cloned().collect();
                         self.merge_restored(&id, &mut e, windows);
@@ -581,7 +605,9 @@ impl Worker {
         }
     }
 
-    fn load(&self, g: &SampleGroup) -> anyhow::Result<Entry> {
+    /// Loads the binary of `g`; with what to load it from again when its debug file is
+    /// being fetched.
+    fn load(&self, g: &SampleGroup) -> anyhow::Result<(Entry, Option<AwaitedDebugFile>)> {
         let bytes = g
             .binary
             .bytes
@@ -600,6 +626,7 @@ impl Worker {
         }
         // Named by the mapped path: `.gnu_debuglink` candidates are beside it. The binary
         // keeps the map (shared, not copied) and decodes the functions samples reach.
+        let kept = bytes.clone();
         let (binary, lookup, _) = ProfiledBinary::from_shared_bytes_with_lookup(
             Path::new(&g.binary.path),
             bytes,
@@ -607,6 +634,15 @@ impl Worker {
             &LOAD_OPTIONS,
         )
         .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
+        let awaited = self
+            .settings
+            .debug_fetches
+            .as_ref()
+            .filter(|f| f.in_flight(&g.binary.build_id))
+            .map(|_| AwaitedDebugFile {
+                bytes: kept,
+                path: g.binary.path.clone(),
+            });
         let names = NamesReport::of(&binary, lookup.as_ref());
         if !binary.name_source().has_names() {
             tracing::warn!(
@@ -623,7 +659,90 @@ impl Worker {
         unsafe {
             libc::malloc_trim(0);
         }
-        self.entry_for(Arc::new(binary), names, g.binary.path.clone())
+        let entry = self.entry_for(Arc::new(binary), names, g.binary.path.clone())?;
+        Ok((entry, awaited))
+    }
+
+    /// Loads again, with their debug files, the binaries whose debuginfod fetches are over
+    /// (all of them, or `only` that one): the counters so far move into the new aggregate,
+    /// which counts with the debug file's names from then on, and the names report says
+    /// where they come from. A fetch that found nothing updates the report only.
+    pub fn settle_debug_fetches(&mut self, only: Option<&BuildId>) {
+        let Some(fetches) = self.settings.debug_fetches.clone() else {
+            return;
+        };
+        let settled: Vec<BuildId> = match only {
+            Some(id) => vec![id.clone()],
+            None => self.awaiting.keys().cloned().collect(),
+        };
+        for id in settled {
+            if fetches.in_flight(&id) {
+                continue;
+            }
+            if let Some(awaited) = self.awaiting.remove(&id) {
+                self.reload_with_debug_file(&id, awaited);
+            }
+        }
+    }
+
+    fn reload_with_debug_file(&mut self, id: &BuildId, awaited: AwaitedDebugFile) {
+        let AwaitedDebugFile { bytes, path } = awaited;
+        if !self.entries.contains_key(id) {
+            return; // evicted meanwhile
+        }
+        let (binary, lookup) = match ProfiledBinary::from_shared_bytes_with_lookup(
+            Path::new(&path),
+            bytes,
+            &self.settings.debug_files,
+            &LOAD_OPTIONS,
+        ) {
+            Ok((binary, lookup, _)) => (binary, lookup),
+            Err(e) => {
+                tracing::warn!("{path} ({id}): loading it again failed: {e}");
+                return;
+            }
+        };
+        if lookup.as_ref().is_none_or(|l| l.found.is_none()) {
+            // Still without names: the report says what the fetch found.
+            if let Some(old) = self.entries.get_mut(id) {
+                old.names = NamesReport::of(&old.binary, lookup.as_ref());
+                old.dirty = true;
+            }
+            return;
+        }
+        let names = NamesReport::of(&binary, lookup.as_ref());
+        let mut fresh = match self.entry_for(Arc::new(binary), names, path.clone()) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                tracing::warn!("{path} ({id}): loading it again failed: {e:#}");
+                return;
+            }
+        };
+        let Some(mut old) = self.entries.remove(id) else {
+            return;
+        };
+        match fresh.shard.adopt(old.shard) {
+            Ok(()) => {
+                tracing::info!(
+                    "{path} ({id}): its debug file arrived ({}); counted with its names",
+                    fresh.names.debug_file.as_deref().unwrap_or("?")
+                );
+                fresh.path = old.path;
+                fresh.dirty = true;
+                fresh.fed_secs = old.fed_secs;
+                self.entries.insert(id.clone(), fresh);
+            }
+            Err(shard) => {
+                tracing::warn!(
+                    "{path} ({id}): with its debug file it would count {} counters, not {}; \
+                     kept without it",
+                    kind_name(fresh.shard.kind()),
+                    kind_name(shard.kind())
+                );
+                old.shard = *shard;
+                self.entries.insert(id.clone(), old);
+            }
+        }
     }
 
     fn entry_for(
@@ -704,6 +823,7 @@ impl Worker {
     /// next flush would write to each `<build-id>.json`).
     pub fn live_summaries(&mut self) -> Vec<BinarySummary> {
         self.feed_pending();
+        self.settle_debug_fetches(None);
         self.summaries()
     }
 
@@ -714,6 +834,7 @@ impl Worker {
         if let Some(g) = self.pending.remove(build_id) {
             self.feed_now(g);
         }
+        self.settle_debug_fetches(Some(build_id));
         let e = self.entries.get(build_id)?;
         let mut bytes = Vec::new();
         match write_profile(&mut bytes, e) {
