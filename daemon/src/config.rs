@@ -151,10 +151,18 @@ pub struct AggregationConfig {
     /// drops them as llvm-profgen does.
     #[serde(default = "default_stack_repair")]
     pub stack_repair: bool,
+    /// Bytes the loaded binaries may hold in what they decode on demand (instructions,
+    /// probes, line tables); past it, the least recently sampled binaries give theirs back.
+    #[serde(default = "default_decoded_budget_bytes")]
+    pub decoded_budget_bytes: u64,
 }
 
 fn default_stack_repair() -> bool {
     true
+}
+
+fn default_decoded_budget_bytes() -> u64 {
+    64 << 20
 }
 
 fn default_max_binary_bytes() -> u64 {

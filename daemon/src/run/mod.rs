@@ -427,6 +427,7 @@ fn worker_settings(
         },
         max_samples_per_window: a.max_samples_per_binary_per_window,
         memory_budget_bytes: a.memory_budget_bytes / a.unwind_workers as u64,
+        decoded_budget_bytes: a.decoded_budget_bytes / a.unwind_workers as u64,
         state_dir: state_dir.to_path_buf(),
         coalesce_samples: worker::COALESCE_SAMPLES,
         debug_files: match &debug_fetches {
