@@ -151,10 +151,18 @@ pub struct AggregationConfig {
     /// drops them as llvm-profgen does.
     #[serde(default = "default_stack_repair")]
     pub stack_repair: bool,
+    /// Bytes the loaded binaries may hold in what they decode on demand (instructions,
+    /// probes, line tables); past it, the least recently sampled binaries give theirs back.
+    #[serde(default = "default_decoded_budget_bytes")]
+    pub decoded_budget_bytes: u64,
 }
 
 fn default_stack_repair() -> bool {
     true
+}
+
+fn default_decoded_budget_bytes() -> u64 {
+    64 << 20
 }
 
 fn default_max_binary_bytes() -> u64 {
@@ -206,20 +214,29 @@ impl OutputConfig {
     /// `output.state_dir`).
     pub fn debug_file_finder(&self, state_dir: &Path) -> symbolizer::debug_file::DebugFileFinder {
         let finder = symbolizer::debug_file::DebugFileFinder::new(self.debug_dirs.clone());
+        match self.debuginfod_client(state_dir) {
+            Some(client) => finder.with_remote(std::sync::Arc::new(client)),
+            None => finder,
+        }
+    }
+
+    /// The debuginfod client of this configuration (`debuginfod_urls`, else
+    /// `DEBUGINFOD_URLS`), caching under `<state_dir>/debuginfod`; `None` without servers.
+    pub fn debuginfod_client(
+        &self,
+        state_dir: &Path,
+    ) -> Option<crate::debuginfod::DebuginfodClient> {
         let urls = if self.debuginfod_urls.is_empty() {
             crate::debuginfod::urls_from_env()
         } else {
             self.debuginfod_urls.clone()
         };
-        match crate::debuginfod::DebuginfodClient::from_config(
+        crate::debuginfod::DebuginfodClient::from_config(
             &urls,
             state_dir.join("debuginfod"),
             self.debuginfod_cache_bytes,
             std::time::Duration::from_secs(self.debuginfod_timeout_secs),
-        ) {
-            Some(client) => finder.with_remote(std::sync::Arc::new(client)),
-            None => finder,
-        }
+        )
     }
 }
 

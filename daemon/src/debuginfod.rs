@@ -296,32 +296,40 @@ fn cache_hit(path: &Path) -> Option<PathBuf> {
     Some(path.to_path_buf())
 }
 
+impl DebuginfodClient {
+    /// What [`RemoteDebugSource::fetch_debuginfo`] answers without asking a server: the
+    /// cached file (its use renewed), a remembered miss, or `None` when only a server can
+    /// tell.
+    pub fn answer_from_cache(&self, id: &BuildId) -> Option<Result<Option<PathBuf>, String>> {
+        if id.is_empty() {
+            return Some(Ok(None));
+        }
+        if let Some(hit) = cache_hit(&self.cache_path(id)) {
+            return Some(Ok(Some(hit)));
+        }
+        self.remembered(id).map(|miss| match miss {
+            Miss::NotFound => Ok(None),
+            Miss::Refused(why) => Err(why),
+        })
+    }
+}
+
 impl RemoteDebugSource for DebuginfodClient {
     fn fetch_debuginfo(&self, id: &BuildId) -> Result<Option<PathBuf>, String> {
         if id.is_empty() {
             return Ok(None);
         }
-        let hex = id.to_hex();
-        let slot = self.cache_dir.join(&hex);
-        let path = slot.join("debuginfo");
-        let answer_remembered = |miss: Miss| match miss {
-            Miss::NotFound => Ok(None),
-            Miss::Refused(why) => Err(why),
-        };
-        if let Some(hit) = cache_hit(&path) {
-            return Ok(Some(hit));
-        }
-        if let Some(miss) = self.remembered(id) {
-            return answer_remembered(miss);
+        if let Some(answer) = self.answer_from_cache(id) {
+            return answer;
         }
         let _one_at_a_time = self.downloads.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread may have fetched it, or learnt it is missing, meanwhile.
-        if let Some(hit) = cache_hit(&path) {
-            return Ok(Some(hit));
+        if let Some(answer) = self.answer_from_cache(id) {
+            return answer;
         }
-        if let Some(miss) = self.remembered(id) {
-            return answer_remembered(miss);
-        }
+        let hex = id.to_hex();
+        let slot = self.cache_dir.join(&hex);
+        let path = slot.join("debuginfo");
         let mut failures = Vec::new();
         for url in &self.urls {
             match self.download(url, &hex, &slot) {

@@ -19,6 +19,13 @@ pub struct DecodedBytes {
     pub line_tables: u64,
 }
 
+impl DecodedBytes {
+    /// The bytes of the three caches together.
+    pub fn total(&self) -> u64 {
+        self.code + self.probes + self.line_tables
+    }
+}
+
 /// The bytes held now, over every binary of the process.
 pub fn decoded_bytes() -> DecodedBytes {
     DecodedBytes {

@@ -42,6 +42,7 @@ fn decoded_bytes_grow_with_queries_and_return_when_the_binary_goes() {
         DecodedBytes::default(),
         "nothing decoded at load"
     );
+    assert_eq!(binary.decoded_bytes(), DecodedBytes::default());
 
     let f = binary
         .functions()
@@ -65,6 +66,10 @@ fn decoded_bytes_grow_with_queries_and_return_when_the_binary_goes() {
         held.probes,
         (binary.probe_store().decoded() * std::mem::size_of::<symbolizer::PseudoProbe>()) as u64
     );
+
+    // One binary: its own figure is the process's.
+    assert_eq!(binary.decoded_bytes(), held);
+    assert_eq!(held.total(), held.code + held.probes + held.line_tables);
 
     drop(binary);
     assert_eq!(

@@ -178,6 +178,19 @@ impl BinaryShard {
         &mut self.windows
     }
 
+    /// Takes over the windows and statistics of `old`, a shard of the same binary
+    /// described by another layout (loaded again once its debug file arrived): this
+    /// shard counts on where `old` stopped. `Err(old)`, unchanged, when the two count
+    /// different kinds of counters.
+    pub fn adopt(&mut self, old: BinaryShard) -> Result<(), Box<BinaryShard>> {
+        if old.kind() != self.kind() {
+            return Err(Box::new(old));
+        }
+        self.windows = old.windows;
+        self.stats = old.stats;
+        Ok(())
+    }
+
     /// Every retained window merged, and the samples they hold.
     pub fn snapshot(&self) -> (CounterSet, u64) {
         self.windows.merged()
@@ -344,6 +357,52 @@ mod tests {
             (s.stats().offered, s.stats().over_budget, s.stats().not_code),
             (4, 1, 0)
         );
+    }
+
+    #[test]
+    fn adopted_counts_go_on_in_the_new_shard_and_another_kind_is_refused() {
+        let shard = |layout, has_callchain| {
+            BinaryShard::new(
+                layout,
+                load(),
+                ShardInput::LeadingIp { has_callchain },
+                UnwindOptions::default(),
+                WindowSettings::default(),
+                None,
+            )
+            .unwrap()
+        };
+        let at = |ip| Sample {
+            ip,
+            count: 1,
+            ..Sample::default()
+        };
+        let mut old = shard(layout(), false);
+        old.feed(&[mmap(1, 0x5000)], &[at(0x5004), at(0x5777)], 0)
+            .unwrap();
+        let mut fresh = shard(layout(), false);
+        fresh.adopt(old).map_err(|_| "same kind").unwrap();
+        fresh
+            .feed(&[mmap(1, 0x5000)], &[at(0x5004), at(0x5009)], 1)
+            .unwrap();
+        let (c, n) = fresh.snapshot();
+        assert_eq!(n, 3);
+        assert_eq!(c.contexts[&vec![]].ranges[&(0x1004, 0x1004)], 2);
+        assert_eq!(c.contexts[&vec![]].ranges[&(0x1009, 0x1009)], 1);
+        assert_eq!((fresh.stats().offered, fresh.stats().not_code), (4, 1));
+
+        // A line-table layout counts line contexts, not probe contexts: refused, and
+        // handed back with its counts.
+        let line_layout: Arc<dyn CodeLayout + Send + Sync> = Arc::new(FakeLayout::new(
+            &[(0x1000, Inst::Other), (0x1004, Inst::Other)],
+            &[0x1000],
+        ));
+        let mut line = shard(line_layout, true);
+        let probe = shard(layout(), true);
+        assert_ne!(line.kind(), probe.kind());
+        let refused = line.adopt(fresh).expect_err("another kind");
+        assert_eq!(refused.snapshot().1, 3);
+        assert!(line.adopt(probe).is_err());
     }
 
     #[test]

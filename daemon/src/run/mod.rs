@@ -13,6 +13,7 @@
 //! `--duration-secs`): disable the events, drain the rings, final flush, exit. SIGHUP:
 //! re-read the config file's `[filters]`.
 
+pub mod debug_fetches;
 pub mod filters;
 pub mod heap_spool;
 pub mod http;
@@ -36,6 +37,7 @@ use collector::live::{
     SampleRate, SamplingMode,
 };
 use crossbeam_channel::{bounded, Receiver, Sender};
+use symbolizer::debug_file::DebugFileFinder;
 use unwinder::shard::ShardInput;
 use unwinder::window::WindowSettings;
 use unwinder::{PerfContent, UnwindOptions};
@@ -309,10 +311,21 @@ impl Pipeline {
         // Fed samples go back to the readers through the recycler (no allocation per
         // sample, no cross-thread free).
         let recycler = collector::live::SampleRecycler::default();
-        let debug_files = config.output.debug_file_finder(state_dir);
+        // One debuginfod client (one cache, one download at a time) for the HTTP store,
+        // which waits for a fetch, and the workers, which never do.
+        let debuginfod = config.output.debuginfod_client(state_dir).map(Arc::new);
+        let finder = || DebugFileFinder::new(config.output.debug_dirs.clone());
+        let debug_files = match &debuginfod {
+            Some(client) => finder().with_remote(client.clone()),
+            None => finder(),
+        };
+        let debug_fetches = match debuginfod {
+            Some(client) => Some(debug_fetches::BackgroundFetches::start(client)?),
+            None => None,
+        };
         // Fresh reads: the HTTP store asks the workers what they hold now.
         let (query_txs, query_rxs) = live::query_channels(workers_n);
-        let settings = worker_settings(config, input, state_dir, &debug_files);
+        let settings = worker_settings(config, input, state_dir, finder(), debug_fetches);
         let workers = spawn_workers(
             config,
             settings,
@@ -398,7 +411,8 @@ fn worker_settings(
     config: &Config,
     input: ShardInput,
     state_dir: &Path,
-    debug_files: &symbolizer::debug_file::DebugFileFinder,
+    debug_dirs_only: DebugFileFinder,
+    debug_fetches: Option<Arc<debug_fetches::BackgroundFetches>>,
 ) -> WorkerSettings {
     let a = &config.aggregation;
     WorkerSettings {
@@ -413,9 +427,14 @@ fn worker_settings(
         },
         max_samples_per_window: a.max_samples_per_binary_per_window,
         memory_budget_bytes: a.memory_budget_bytes / a.unwind_workers as u64,
+        decoded_budget_bytes: a.decoded_budget_bytes / a.unwind_workers as u64,
         state_dir: state_dir.to_path_buf(),
         coalesce_samples: worker::COALESCE_SAMPLES,
-        debug_files: debug_files.clone(),
+        debug_files: match &debug_fetches {
+            Some(fetches) => debug_dirs_only.with_remote(fetches.clone()),
+            None => debug_dirs_only,
+        },
+        debug_fetches,
     }
 }
 

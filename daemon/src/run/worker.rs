@@ -13,11 +13,12 @@ use exporter::format::unsymbolized::{line_context_name, write_unsymbolized};
 use service::store::NamesReport;
 use symbolizer::debug_file::DebugFileFinder;
 use symbolizer::generate::GenerateOptions;
-use symbolizer::{LazyCode, LoadOptions, ProfiledBinary};
+use symbolizer::{LazyCode, LoadOptions, ProfiledBinary, SharedBytes};
 use unwinder::shard::{BinaryShard, ShardInput, ShardStats};
 use unwinder::window::WindowSettings;
 use unwinder::{CounterKind, CounterSet, UnwindOptions};
 
+use super::debug_fetches::BackgroundFetches;
 use super::persist::{self, PersistedState, StateHeader};
 use super::router::SampleGroup;
 use crate::atomic_file::write_atomic;
@@ -48,6 +49,9 @@ pub struct WorkerSettings {
     pub max_samples_per_window: u64,
     /// This worker's share of the memory budget.
     pub memory_budget_bytes: u64,
+    /// This worker's share of `decoded_budget_bytes`: what its binaries may hold in code,
+    /// probes and line tables decoded on demand ([`Worker::enforce_decoded_budget`]).
+    pub decoded_budget_bytes: u64,
     /// Where aggregates are written.
     pub state_dir: PathBuf,
     /// Consecutive groups of the same binary and process (same mappings, same window) are
@@ -58,6 +62,10 @@ pub struct WorkerSettings {
     pub coalesce_samples: usize,
     /// Finds the debug files of binaries that lack symbols or DWARF.
     pub debug_files: DebugFileFinder,
+    /// The debuginfod fetches `debug_files` starts in the background (`None`: no
+    /// debuginfod server): a binary whose debug file is being fetched is loaded without it
+    /// and loaded again once the fetch is over (`Worker::settle_debug_fetches`).
+    pub debug_fetches: Option<Arc<BackgroundFetches>>,
 }
 
 /// The daemon's [`WorkerSettings::coalesce_samples`]: 4096 LBR samples, about 4 MiB.
@@ -73,9 +81,11 @@ impl WorkerSettings {
             windows: WindowSettings::default(),
             max_samples_per_window: u64::MAX,
             memory_budget_bytes: u64::MAX,
+            decoded_budget_bytes: u64::MAX,
             state_dir,
             coalesce_samples: COALESCE_SAMPLES,
             debug_files: DebugFileFinder::default(),
+            debug_fetches: None,
         }
     }
 }
@@ -136,6 +146,20 @@ struct Entry {
     dirty: bool,
     /// Daemon times (seconds) of the first and the latest samples fed since start.
     fed_secs: Option<(u64, u64)>,
+    /// The file's bytes (the map the binary holds, shared): what it is loaded again from.
+    source: SharedBytes,
+    /// The worker's feed count when its samples were last fed (least recently sampled
+    /// binaries give their decoded code back first).
+    last_fed: u64,
+}
+
+/// Why a binary is loaded again ([`Worker::reload`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reload {
+    /// Its debuginfod fetch is over.
+    DebugFetchOver,
+    /// Its decoded code is given back (`decoded_budget_bytes`).
+    DecodedBudget,
 }
 
 /// Counters of a worker.
@@ -155,6 +179,8 @@ pub struct WorkerStats {
     pub evicted_contexts: u64,
     /// Binaries evicted (all their contexts, or a restored aggregate not sampled since).
     pub evicted_binaries: u64,
+    /// Binaries that gave their decoded code back to stay within `decoded_budget_bytes`.
+    pub evicted_decoded: u64,
 }
 
 /// Default [`Worker::set_max_binary_bytes`]: 1 GiB (the router reads no larger file).
@@ -201,6 +227,10 @@ pub struct Worker {
     max_binary_bytes: u64,
     /// Where fed samples go back to the readers (see [`Worker::with_recycler`]).
     recycler: Option<SampleRecycler>,
+    /// Binaries loaded while their debug files were being fetched.
+    awaiting: HashSet<BuildId>,
+    /// Groups fed so far (the clock of [`Entry::last_fed`]).
+    feeds: u64,
 }
 
 fn kind_name(kind: CounterKind) -> &'static str {
@@ -227,6 +257,8 @@ impl Worker {
             sink_sent: HashMap::new(),
             max_binary_bytes: DEFAULT_MAX_BINARY_BYTES,
             recycler: None,
+            awaiting: HashSet::new(),
+            feeds: 0,
         }
     }
 
@@ -306,6 +338,7 @@ impl Worker {
             WorkItem::Samples(g) => self.feed(g),
             WorkItem::Flush { now_secs } => {
                 self.feed_pending();
+                self.settle_debug_fetches(None);
                 let started = std::time::Instant::now();
                 if let Err(e) = self.flush(now_secs) {
                     self.stats.write_failures += 1;
@@ -363,9 +396,20 @@ impl Worker {
             self.stats.unloadable_samples += g.samples.len() as u64;
             return;
         }
+        if self.awaiting.contains(&id) {
+            self.settle_debug_fetches(Some(&id));
+        }
         if !self.entries.contains_key(&id) {
             match self.load(g) {
                 Ok(mut e) => {
+                    if self
+                        .settings
+                        .debug_fetches
+                        .as_ref()
+                        .is_some_and(|f| f.in_flight(&id))
+                    {
+                        self.awaiting.insert(id.clone());
+                    }
                     if let Some(r) = self.restored.remove(&id) {
                         let windows = r.windows.windows().cloned().collect();
                         self.merge_restored(&id, &mut e, windows);
@@ -404,9 +448,12 @@ impl Worker {
         }
         let first = entry.fed_secs.map_or(g.now_secs, |(first, _)| first);
         entry.fed_secs = Some((first, g.now_secs));
+        self.feeds += 1;
+        entry.last_fed = self.feeds;
         self.fed_since_budget_check += g.samples.len() as u64;
         if self.fed_since_budget_check >= BUDGET_CHECK_SAMPLES {
             self.enforce_memory_budget();
+            self.enforce_decoded_budget();
         }
     }
 
@@ -478,9 +525,10 @@ impl Worker {
         let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
         let bytes = super::router::map_binary(&file)
             .with_context(|| format!("mapping {}", path.display()))?;
+        let source: SharedBytes = Arc::new(bytes);
         let (binary, lookup, _) = ProfiledBinary::from_shared_bytes_with_lookup(
             path,
-            Arc::new(bytes),
+            source.clone(),
             &self.settings.debug_files,
             &LOAD_OPTIONS,
         )
@@ -491,7 +539,7 @@ impl Worker {
             path.display()
         );
         let names = NamesReport::of(&binary, lookup.as_ref());
-        self.entry_for(Arc::new(binary), names, state.path.clone())
+        self.entry_for(Arc::new(binary), names, state.path.clone(), source)
     }
 
     /// Keeps the counters within the worker's memory budget: past it, the coldest
@@ -600,6 +648,7 @@ impl Worker {
         }
         // Named by the mapped path: `.gnu_debuglink` candidates are beside it. The binary
         // keeps the map (shared, not copied) and decodes the functions samples reach.
+        let source = bytes.clone();
         let (binary, lookup, _) = ProfiledBinary::from_shared_bytes_with_lookup(
             Path::new(&g.binary.path),
             bytes,
@@ -623,7 +672,130 @@ impl Worker {
         unsafe {
             libc::malloc_trim(0);
         }
-        self.entry_for(Arc::new(binary), names, g.binary.path.clone())
+        self.entry_for(Arc::new(binary), names, g.binary.path.clone(), source)
+    }
+
+    /// Loads again, with their debug files, the binaries whose debuginfod fetches are over
+    /// (all of them, or `only` that one): the counters so far move into the new aggregate,
+    /// which counts with the debug file's names from then on, and the names report says
+    /// where they come from. A fetch that found nothing updates the report only.
+    pub fn settle_debug_fetches(&mut self, only: Option<&BuildId>) {
+        let Some(fetches) = self.settings.debug_fetches.clone() else {
+            return;
+        };
+        let settled: Vec<BuildId> = match only {
+            Some(id) => vec![id.clone()],
+            None => self.awaiting.iter().cloned().collect(),
+        };
+        for id in settled {
+            if !fetches.in_flight(&id) && self.awaiting.remove(&id) {
+                self.reload(&id, Reload::DebugFetchOver);
+            }
+        }
+    }
+
+    /// Keeps what the binaries decoded on demand within this worker's share of
+    /// `decoded_budget_bytes`: past it, the least recently sampled binaries are loaded
+    /// again from their bytes, which gives back everything they decoded (their counters
+    /// stay), until the rest fits. The binary sampled last is kept whatever it holds.
+    /// Counted in `pgo_agent_memory_evictions_total{what="decoded"}`.
+    pub fn enforce_decoded_budget(&mut self) {
+        let budget = self.settings.decoded_budget_bytes;
+        let mut held: Vec<(u64, u64, BuildId)> = self
+            .entries
+            .iter()
+            .map(|(id, e)| (e.last_fed, e.binary.decoded_bytes().total(), id.clone()))
+            .collect();
+        let mut total: u64 = held.iter().map(|h| h.1).sum();
+        if total <= budget {
+            return;
+        }
+        held.sort_unstable();
+        held.pop(); // the binary sampled last
+        let mut evicted = 0u64;
+        for (_, bytes, id) in held {
+            if total <= budget {
+                break;
+            }
+            if bytes > 0 && self.reload(&id, Reload::DecodedBudget) {
+                total = total.saturating_sub(bytes);
+                evicted += 1;
+            }
+        }
+        self.stats.evicted_decoded += evicted;
+        service::metrics::count_evictions("decoded", evicted);
+        tracing::debug!(
+            "decoded budget: {evicted} binaries gave their decoded code back; ~{} KiB of {} KiB held",
+            total >> 10,
+            budget >> 10
+        );
+    }
+
+    /// Loads the binary of entry `id` again from its bytes, with the debug file the lookup
+    /// finds now; the new aggregate takes over the counters and statistics. After a
+    /// debuginfod fetch that found nothing, only the names report changes. Returns whether
+    /// the entry was replaced.
+    fn reload(&mut self, id: &BuildId, why: Reload) -> bool {
+        let Some(old) = self.entries.get(id) else {
+            return false; // evicted meanwhile
+        };
+        let (path, source) = (old.path.clone(), old.source.clone());
+        let (binary, lookup) = match ProfiledBinary::from_shared_bytes_with_lookup(
+            Path::new(&path),
+            source.clone(),
+            &self.settings.debug_files,
+            &LOAD_OPTIONS,
+        ) {
+            Ok((binary, lookup, _)) => (binary, lookup),
+            Err(e) => {
+                tracing::warn!("{path} ({id}): loading it again failed: {e}");
+                return false;
+            }
+        };
+        if why == Reload::DebugFetchOver && lookup.as_ref().is_none_or(|l| l.found.is_none()) {
+            // Still without names: the report says what the fetch found.
+            if let Some(old) = self.entries.get_mut(id) {
+                old.names = NamesReport::of(&old.binary, lookup.as_ref());
+                old.dirty = true;
+            }
+            return false;
+        }
+        let names = NamesReport::of(&binary, lookup.as_ref());
+        let mut fresh = match self.entry_for(Arc::new(binary), names, path.clone(), source) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                tracing::warn!("{path} ({id}): loading it again failed: {e:#}");
+                return false;
+            }
+        };
+        let Some(mut old) = self.entries.remove(id) else {
+            return false;
+        };
+        match fresh.shard.adopt(old.shard) {
+            Ok(()) => {
+                if why == Reload::DebugFetchOver {
+                    tracing::info!(
+                        "{path} ({id}): its debug file arrived ({}); counted with its names",
+                        fresh.names.debug_file.as_deref().unwrap_or("?")
+                    );
+                }
+                fresh.dirty = true;
+                fresh.fed_secs = old.fed_secs;
+                fresh.last_fed = old.last_fed;
+                self.entries.insert(id.clone(), fresh);
+                true
+            }
+            Err(shard) => {
+                tracing::warn!(
+                    "{path} ({id}): loaded again it would count {} counters, not {}; kept as it is",
+                    kind_name(fresh.shard.kind()),
+                    kind_name(shard.kind())
+                );
+                old.shard = *shard;
+                self.entries.insert(id.clone(), old);
+                false
+            }
+        }
     }
 
     fn entry_for(
@@ -631,6 +803,7 @@ impl Worker {
         binary: Arc<ProfiledBinary>,
         names: NamesReport,
         path: String,
+        source: SharedBytes,
     ) -> anyhow::Result<Entry> {
         let layout: Arc<dyn unwinder::CodeLayout + Send + Sync> = binary.clone();
         let shard = BinaryShard::new(
@@ -648,6 +821,8 @@ impl Worker {
             path,
             dirty: false,
             fed_secs: None,
+            source,
+            last_fed: 0,
         })
     }
 
@@ -704,6 +879,7 @@ impl Worker {
     /// next flush would write to each `<build-id>.json`).
     pub fn live_summaries(&mut self) -> Vec<BinarySummary> {
         self.feed_pending();
+        self.settle_debug_fetches(None);
         self.summaries()
     }
 
@@ -714,6 +890,7 @@ impl Worker {
         if let Some(g) = self.pending.remove(build_id) {
             self.feed_now(g);
         }
+        self.settle_debug_fetches(Some(build_id));
         let e = self.entries.get(build_id)?;
         let mut bytes = Vec::new();
         match write_profile(&mut bytes, e) {
@@ -820,7 +997,7 @@ fn rejection_reason(err: &anyhow::Error) -> &'static str {
 mod tests {
     use super::*;
     use crate::run::router::{map_binary, BinaryRef};
-    use collector::{LbrEntry, Sample};
+    use collector::{LbrEntry, Mmap2Event, Sample};
     use unwinder::PerfContent;
 
     /// The C library this test process maps (stripped on Debian: no symbol table).
@@ -828,6 +1005,131 @@ mod tests {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let line = maps.lines().find(|l| l.contains("/libc.so")).unwrap();
         PathBuf::from(line[line.find('/').unwrap()..].trim())
+    }
+
+    /// The executable mapping of the first library of this process whose path contains
+    /// `name`, as an MMAP2 event of pid 1, and the address in its middle (in `.text`).
+    fn exec_mapping(name: &str) -> (PathBuf, Mmap2Event, u64) {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.contains(name) && l.split_whitespace().nth(1) == Some("r-xp"))
+            .unwrap_or_else(|| panic!("no executable mapping of {name}"));
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (start, end) = f[0].split_once('-').unwrap();
+        let (start, end) = (
+            u64::from_str_radix(start, 16).unwrap(),
+            u64::from_str_radix(end, 16).unwrap(),
+        );
+        let path = PathBuf::from(f[5]);
+        let event = Mmap2Event {
+            pid: 1,
+            tid: 1,
+            addr: start,
+            len: end - start,
+            pgoff: u64::from_str_radix(f[2], 16).unwrap(),
+            prot: 5,
+            filename: f[5].to_string(),
+            ..Mmap2Event::default()
+        };
+        (path, event, start + (end - start) / 2)
+    }
+
+    /// One sample of pid 1 at `at` (no call chain), fed as a group of `binary`.
+    fn feed_at(w: &mut Worker, binary: &Arc<BinaryRef>, mapping: &Mmap2Event, at: u64) {
+        let sample = Sample {
+            pid: 1,
+            tid: 1,
+            ip: at,
+            count: 1,
+            ..Sample::default()
+        };
+        w.handle(WorkItem::Samples(SampleGroup {
+            binary: binary.clone(),
+            pid: 1,
+            mappings: vec![mapping.clone()],
+            samples: vec![sample],
+            now_secs: 0,
+        }));
+    }
+
+    fn binary_ref(path: &Path) -> Arc<BinaryRef> {
+        let bytes = std::fs::read(path).unwrap();
+        let id = symbolizer::elf_image::build_id_from_program_headers(&bytes).expect("a build id");
+        Arc::new(BinaryRef::new(
+            id,
+            path.to_string_lossy().into_owned(),
+            path.to_path_buf(),
+            map_binary(&std::fs::File::open(path).unwrap()).unwrap(),
+        ))
+    }
+
+    #[test]
+    fn least_recently_sampled_binaries_give_their_decoded_code_back() {
+        let mut w = Worker::new(WorkerSettings {
+            coalesce_samples: 1,
+            decoded_budget_bytes: 1,
+            ..WorkerSettings::unlimited(
+                ShardInput::LeadingIp {
+                    has_callchain: false,
+                },
+                std::env::temp_dir(),
+            )
+        });
+        let (libc, libc_map, libc_at) = exec_mapping("/libc.so");
+        let (ld, ld_map, ld_at) = exec_mapping("/ld-linux");
+        let (libc_ref, ld_ref) = (binary_ref(&libc), binary_ref(&ld));
+        let (libc_id, ld_id) = (libc_ref.build_id.clone(), ld_ref.build_id.clone());
+        let decoded = |w: &Worker, id: &BuildId| w.binary(id).unwrap().decoded_bytes().total();
+
+        feed_at(&mut w, &libc_ref, &libc_map, libc_at);
+        feed_at(&mut w, &ld_ref, &ld_map, ld_at);
+        assert!(decoded(&w, &libc_id) > 0 && decoded(&w, &ld_id) > 0);
+        let counted = w.counters(&libc_id).unwrap();
+        let stats = w.summaries();
+        let libc_stats = stats
+            .iter()
+            .find(|s| s.build_id == libc_id.to_hex())
+            .unwrap();
+        assert_eq!(libc_stats.offered, 1);
+        let stats_of =
+            |s: &BinarySummary| (s.offered, s.counted, s.samples, s.unwind_errors.clone());
+
+        // Over the budget: libc, sampled least recently, gives its code back; ld.so, sampled
+        // last, keeps it. libc's counters and statistics stay.
+        let ld_held = decoded(&w, &ld_id);
+        w.enforce_decoded_budget();
+        assert_eq!(decoded(&w, &libc_id), 0);
+        assert_eq!(decoded(&w, &ld_id), ld_held);
+        assert_eq!(w.stats().evicted_decoded, 1);
+        assert_eq!(w.counters(&libc_id).unwrap(), counted);
+        let after = w.summaries();
+        let libc_after = after
+            .iter()
+            .find(|s| s.build_id == libc_id.to_hex())
+            .unwrap();
+        assert_eq!(stats_of(libc_after), stats_of(libc_stats));
+
+        // Sampled again, libc decodes what it needs again and counts on.
+        feed_at(&mut w, &libc_ref, &libc_map, libc_at);
+        assert!(decoded(&w, &libc_id) > 0);
+        let again = w.summaries();
+        let libc_again = again
+            .iter()
+            .find(|s| s.build_id == libc_id.to_hex())
+            .unwrap();
+        assert_eq!(libc_again.offered, 2);
+        assert_eq!(
+            libc_again.counted + libc_again.unwind_errors.values().sum::<u64>(),
+            2,
+            "each sample counted or refused once: {libc_again:?}"
+        );
+
+        // Within the budget nothing is given back.
+        w.settings.decoded_budget_bytes = u64::MAX;
+        w.enforce_decoded_budget();
+        assert!(decoded(&w, &libc_id) > 0);
+        assert_eq!(w.stats().evicted_decoded, 1);
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct LazyCode {
     /// The second-to-last instruction's address (`None`: fewer than two instructions).
     second_last: OnceLock<Option<u64>>,
     decoded: AtomicUsize,
+    /// Bytes the decoded extents hold.
+    held_bytes: AtomicUsize,
     /// Give back the pages of each decoded extent ([`LazyCode::releasing_decoded_pages`]).
     release_pages: bool,
     /// Decode every extent a range spans ([`LazyCode::with_exact_ranges`]) instead of
@@ -112,13 +114,7 @@ pub struct LazyCode {
 
 impl Drop for LazyCode {
     fn drop(&mut self) {
-        let held: usize = self
-            .extents
-            .iter()
-            .filter_map(|e| e.decoded.get())
-            .map(|d| d.bytes())
-            .sum();
-        Cache::Code.sub(held);
+        Cache::Code.sub(self.held_bytes());
     }
 }
 
@@ -167,6 +163,7 @@ impl LazyCode {
             has_pseudo_probes,
             second_last: OnceLock::new(),
             decoded: AtomicUsize::new(0),
+            held_bytes: AtomicUsize::new(0),
             release_pages: false,
             exact_ranges: false,
             last_extent: AtomicUsize::new(0),
@@ -263,6 +260,11 @@ impl LazyCode {
         self.decoded.load(Ordering::Relaxed)
     }
 
+    /// Bytes the instructions decoded so far hold.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes.load(Ordering::Relaxed)
+    }
+
     /// True when the binary has no code to decode (no extent has bytes).
     pub fn is_empty(&self) -> bool {
         self.extents.is_empty()
@@ -312,6 +314,8 @@ impl LazyCode {
                 uncond: uncond.into_boxed_slice(),
             });
             Cache::Code.add(decoded.bytes());
+            self.held_bytes
+                .fetch_add(decoded.bytes(), Ordering::Relaxed);
             decoded
         })
     }

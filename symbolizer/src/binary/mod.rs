@@ -551,6 +551,17 @@ impl ProfiledBinary {
         self.dwarf.units_with_lines()
     }
 
+    /// Bytes held by what this binary decoded on demand (its share of
+    /// [`crate::decoded_bytes`]), given back when it is dropped.
+    pub fn decoded_bytes(&self) -> crate::DecodedBytes {
+        crate::DecodedBytes {
+            code: self.lazy.as_ref().map_or(0, |l| l.held_bytes() as u64),
+            probes: (self.probes.decoded() * std::mem::size_of::<crate::probe::PseudoProbe>())
+                as u64,
+            line_tables: self.dwarf.lazy_line_bytes() as u64,
+        }
+    }
+
     /// True when the binary has code to count samples in (decoded or to decode).
     pub fn has_code(&self) -> bool {
         match &self.lazy {

@@ -201,7 +201,8 @@ impl DwarfInfo {
     }
 
     /// Bytes of the line tables read on first use.
-    fn lazy_line_bytes(&self) -> usize {
+    /// Bytes held by the line tables read on first use (0 when read whole at load).
+    pub fn lazy_line_bytes(&self) -> usize {
         if self.lines.is_none() {
             return 0;
         }
