@@ -657,7 +657,19 @@ impl Worker {
         )
         .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
         let names = NamesReport::of(&binary, lookup.as_ref());
-        if !binary.name_source().has_names() {
+        let fetching = self
+            .settings
+            .debug_fetches
+            .as_ref()
+            .is_some_and(|f| f.in_flight(&g.binary.build_id));
+        if fetching {
+            tracing::info!(
+                "{} ({}): its debug file is being fetched from debuginfod; counted by \
+                 address until it arrives",
+                g.binary.path,
+                g.binary.build_id
+            );
+        } else if !binary.name_source().has_names() {
             tracing::warn!(
                 "{} ({}) has no symbols and no debug file was found: counted by \
                  address, served unsymbolized (tried: {})",
