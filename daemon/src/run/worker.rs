@@ -769,6 +769,13 @@ impl Worker {
             if let Some(old) = self.entries.get_mut(id) {
                 old.names = NamesReport::of(&old.binary, lookup.as_ref());
                 old.dirty = true;
+                if !old.binary.name_source().has_names() {
+                    tracing::warn!(
+                        "{path} ({id}) has no symbols and no debug file was found: counted \
+                         by address, served unsymbolized (tried: {})",
+                        old.names.tried.join("; ")
+                    );
+                }
             }
             return false;
         }
