@@ -155,8 +155,12 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_fetch_answers_at_once_and_the_file_arrives_later() {
+    /// A held server, the fetches through it, and the sender that releases its answers.
+    fn held() -> (
+        mpsc::Sender<Option<PathBuf>>,
+        Arc<HeldServer>,
+        Arc<BackgroundFetches>,
+    ) {
         let (release, answers) = mpsc::channel();
         let server = Arc::new(HeldServer {
             answers: Mutex::new(answers),
@@ -164,6 +168,12 @@ mod tests {
             requests: Mutex::new(0),
         });
         let fetches = BackgroundFetches::start(server.clone()).unwrap();
+        (release, server, fetches)
+    }
+
+    #[test]
+    fn a_fetch_answers_at_once_and_the_file_arrives_later() {
+        let (release, server, fetches) = held();
         let id = BuildId(vec![0xab; 20]);
 
         // The server holds its answer: the source does not wait for it.
@@ -185,13 +195,7 @@ mod tests {
 
     #[test]
     fn a_miss_is_answered_from_the_cache_once_known() {
-        let (release, answers) = mpsc::channel();
-        let server = Arc::new(HeldServer {
-            answers: Mutex::new(answers),
-            cache: Mutex::new(None),
-            requests: Mutex::new(0),
-        });
-        let fetches = BackgroundFetches::start(server.clone()).unwrap();
+        let (release, server, fetches) = held();
         let id = BuildId(vec![0xcd; 20]);
         assert_eq!(fetches.fetch_debuginfo(&id), Err(FETCHING.to_string()));
         release.send(None).unwrap();

@@ -611,19 +611,30 @@ fn density_report_matches_llvm_profgen() {
 e2e::corpus_tests!(conformance; loop_count, recursion, inline_tail, inlined_calls,
     virtual_calls, interp, unroll, shlib_user);
 
+/// The shared Skylake LBR recording (tests/fixtures/propeller_sample_1): its perf.data, its
+/// binary and an output directory `out`; `None` (after a SKIPPED message) without perf or
+/// llvm-profgen-19.
+fn skylake_recording(out: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
+        return None;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/propeller_sample_1");
+    Some((
+        fixture.join("perf.data"),
+        fixture.join("propeller_sample_1.bin.gen"),
+        out_dir(out, Variant::Lines),
+    ))
+}
+
 /// The real Intel Skylake LBR recording (tests/fixtures/propeller_sample_1): read as
 /// perf.data directly, our unsymbolized counters equal llvm-profgen-19's from `perf script`
 /// of the same file.
 #[test]
 fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
     let _machine = e2e::support::machine_share();
-    if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
+    let Some((data, binary, dir)) = skylake_recording("propeller_sample_1") else {
         return;
-    }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/propeller_sample_1");
-    let data = fixture.join("perf.data");
-    let binary = fixture.join("propeller_sample_1.bin.gen");
-    let dir = out_dir("propeller_sample_1", Variant::Lines);
+    };
     let script = dir.join("perf.script");
     let out = Command::new("perf")
         .args(["script", "-F", "ip,brstack", "--show-mmap-events", "-i"])
@@ -686,13 +697,9 @@ fn skylake_perf_data_matches_llvm_profgen_on_perf_script() {
 #[test]
 fn perf_event_filter_on_perf_data_matches_llvm_profgen() {
     let _machine = e2e::support::machine_share();
-    if !corpus::tools_available("skylake", &["perf", "llvm-profgen-19"]) {
+    let Some((data, binary, dir)) = skylake_recording("propeller_sample_1-perf-event") else {
         return;
-    }
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/propeller_sample_1");
-    let data = fixture.join("perf.data");
-    let binary = fixture.join("propeller_sample_1.bin.gen");
-    let dir = out_dir("propeller_sample_1-perf-event", Variant::Lines);
+    };
     let (b, d) = (binary.to_str().unwrap(), data.to_str().unwrap());
     let mut kept = String::new();
     for filter in ["cycles:u", "nope"] {
