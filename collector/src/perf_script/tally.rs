@@ -210,14 +210,18 @@ pub enum ParsedPiece {
 }
 
 impl ScriptTally<'_> {
+    /// Whether some text is kept in place in the script (it is read again when parsed).
+    pub(super) fn keeps_script(&self) -> bool {
+        self.pieces.iter().any(|p| match p {
+            ScriptPiece::Texts(t) => t.keeps_script(),
+            ScriptPiece::Mmap(_) => false,
+        })
+    }
+
     /// The tally without its borrow of the script, when no text is kept in place in it
     /// (the script may then be given back at once); else the tally itself.
     pub fn detached(self) -> Result<ScriptTally<'static>, Self> {
-        let keeps = self.pieces.iter().any(|p| match p {
-            ScriptPiece::Texts(t) => t.keeps_script(),
-            ScriptPiece::Mmap(_) => false,
-        });
-        if keeps {
+        if self.keeps_script() {
             return Err(self);
         }
         let pieces = self
