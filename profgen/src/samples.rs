@@ -6,7 +6,7 @@ use std::path::Path;
 
 use collector::perf_data::PerfDataReader;
 use collector::perf_script::{
-    event_filter, tally_script_parts, PerfScriptType, ScriptText, TALLY_PART_BYTES,
+    event_filter, tally_script_parts, PerfScriptType, ScriptText, TALLY_HELD_BYTES,
 };
 use collector::PerfEvent;
 use exporter::format::unsymbolized::read_unsymbolized;
@@ -212,10 +212,11 @@ fn counters_of_script<'b>(
     // copies of its distinct samples, or where they are in the text, until they are
     // unwound. The first part is read while the binary loads.
     let read = |n| progress.bytes_read(n);
-    let parts = tally_script_parts(&text, convert_threads(), TALLY_PART_BYTES, &read);
+    let parts = tally_script_parts(&text, convert_threads(), TALLY_HELD_BYTES, &read);
     let (first, parts) = match parts.map(|mut parts| (parts.next(), parts)) {
         Ok((Some(Ok(first)), parts)) => (first, parts),
         Ok((Some(Err(e)), _)) | Err(e) => {
+            progress.finish();
             binary()?;
             return Err(e.into());
         }

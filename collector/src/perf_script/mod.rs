@@ -24,7 +24,7 @@ pub use tally::{
     parse_tallied_into, parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece,
     ScriptTally, TalliedSample, TalliedText, TalliedTexts,
 };
-pub use tally_parts::{tally_script_parts, TallyParts, TALLY_PART_BYTES};
+pub use tally_parts::{tally_script_parts, TallyParts, TALLY_HELD_BYTES};
 pub use text::ScriptText;
 
 /// The value of `field` (`"Rss:"`, `"VmFlags:"`, ...) in `/proc/self/smaps` for the first

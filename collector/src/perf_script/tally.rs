@@ -143,6 +143,19 @@ impl<'a> TalliedTexts<'a> {
         self.texts.is_empty()
     }
 
+    /// The bytes held for these texts until they are parsed: the compact texts, the texts
+    /// kept in place (their pages are read again to parse them), and the texts' entries.
+    pub fn held_bytes(&self) -> usize {
+        let compact: usize = self.arenas.iter().map(Vec::len).sum();
+        let in_place: usize = self
+            .texts
+            .iter()
+            .filter(|t| t.arena == IN_SCRIPT)
+            .map(|t| t.end - t.start)
+            .sum();
+        compact + in_place + self.texts.len() * std::mem::size_of::<TalliedText>()
+    }
+
     /// The text of `texts[i]`, compact or as the script has it (its `count` that of all
     /// its occurrences).
     pub fn text(&self, i: usize) -> SampleText<'_> {
@@ -210,6 +223,17 @@ pub enum ParsedPiece {
 }
 
 impl ScriptTally<'_> {
+    /// The bytes held for the texts of every piece ([`TalliedTexts::held_bytes`]).
+    pub fn held_bytes(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                ScriptPiece::Texts(t) => t.held_bytes(),
+                ScriptPiece::Mmap(_) => 0,
+            })
+            .sum()
+    }
+
     /// Whether some text is kept in place in the script (it is read again when parsed).
     pub(super) fn keeps_script(&self) -> bool {
         self.pieces.iter().any(|p| match p {

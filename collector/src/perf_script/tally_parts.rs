@@ -3,15 +3,20 @@
 //!
 //! A tally holds about one copy of the distinct samples it has read (compact texts, or
 //! where they are in the script) until they are parsed. Read whole, a script of hardware
-//! samples (nearly every one distinct) is held whole. Read in parts of at most
-//! [`TALLY_PART_BYTES`] of script, each cut where the reading loop is at its top (just after
-//! a line starting with `" 0x"`, as between the scanning threads), each part's tally is
-//! handed on, parsed and unwound by the caller, and dropped before the next part is read.
-//! Counting is additive: a sample unwound once per part with each part's count sum counts
-//! as once with the whole sum, so the parts change no counter, only how often a sample
-//! repeated across parts is parsed. The parts come in input order, each with its MMAP
-//! events where the script has them: the samples after an MMAP event are unwound with the
-//! binary where that event put it, as in one tally.
+//! samples (nearly every one distinct) is held whole. Read in parts, each cut where the
+//! reading loop is at its top (just after a line starting with `" 0x"`, as between the
+//! scanning threads), each part's tally is handed on, parsed and unwound by the caller, and
+//! dropped before the next part is read. Counting is additive: a sample unwound once per
+//! part with each part's count sum counts as once with the whole sum, so the parts change
+//! no counter, only how often a sample repeated across parts is parsed. The parts come in
+//! input order, each with its MMAP events where the script has them: the samples after an
+//! MMAP event are unwound with the binary where that event put it, as in one tally.
+//!
+//! A part is sized to hold about a bound of bytes ([`TALLY_HELD_BYTES`]): the first reads
+//! that many bytes of script (a compact text is never longer than its text), each next one
+//! as many as held the bound in the part before, up to [`MAX_PART_GROWTH`] times the bound.
+//! A script that repeats its samples is then read in few parts, and parses few of them
+//! again.
 
 use std::ops::Range;
 
@@ -20,16 +25,16 @@ use super::tally::{cut_after_branch_line, merge_scans, scan_all, ScanOptions, Sc
 use super::text::ScriptText;
 use super::PerfScriptType;
 
-/// Bytes of script a part reads at most (more only when the script has no place to cut
-/// before): its tally holds at most about as many bytes of texts, as a compact text is
-/// never longer than the text it is made of.
+/// Bytes of texts a part is sized to hold ([`TallyParts`]).
 ///
-/// On the large-binary benchmark (`bench/convert_large_binary.md`: 51 MB of nearly
-/// distinct samples) `convert`'s peak RSS is 117 MiB read whole, 100 MiB in parts of
-/// 16 MiB, 82 MiB of 8 MiB and 75 MiB of 4 MiB, in the same time. A script that repeats
-/// 3 MB of samples 17 times takes 0.48 s whole, 0.57 s in parts of 16 MiB, 0.64 s of 8 MiB
-/// and 0.71 s of 4 MiB (each part parses its own distinct samples).
-pub const TALLY_PART_BYTES: usize = 8 << 20;
+/// A smaller bound holds less but parses a sample repeated across parts once per part:
+/// the choice is measured in `bench/convert_large_binary.md` ("Part size").
+pub const TALLY_HELD_BYTES: usize = 8 << 20;
+
+/// Most bytes of script a part reads, in bounds: a part after one that held little
+/// reads more, but not so much that a change of the samples makes it hold many times
+/// the bound.
+pub const MAX_PART_GROWTH: usize = 8;
 
 /// The tallies of a perf script's parts, in input order ([`tally_script_parts`]). The first
 /// error ends them. The pages of a mapped script's part are given back once it is read or,
@@ -41,6 +46,9 @@ pub struct TallyParts<'a, 'p> {
     name: &'a str,
     script_type: PerfScriptType,
     threads: usize,
+    /// The bytes of texts a part is sized to hold.
+    held_bound: usize,
+    /// Bytes of script the next part reads (but for a cut).
     part_bytes: usize,
     progress: &'p (dyn Fn(u64) + Sync),
     drop_read_pages: bool,
@@ -53,31 +61,41 @@ pub struct TallyParts<'a, 'p> {
     lines_before: u64,
 }
 
-/// The perf script `text` (errors name the file) read a part of at most `part_bytes` at a
-/// time on up to `threads` threads; `progress` is called from the scanning threads with a
-/// number of bytes scanned since its last call. The parts' tallies, one after the other,
-/// hold what [`super::tally_script`]'s one tally holds, split where the parts are cut; a
-/// script of at most `part_bytes` is one part, that very tally.
+/// The perf script `text` (errors name the file) read a part at a time, each sized to hold
+/// about `held_bound` bytes of texts, on up to `threads` threads; `progress` is called from
+/// the scanning threads with a number of bytes scanned since its last call. The parts'
+/// tallies, one after the other, hold what [`super::tally_script`]'s one tally holds, split
+/// where the parts are cut; a script of at most `held_bound` bytes is one part, that very
+/// tally.
 pub fn tally_script_parts<'a, 'p>(
     text: &'a ScriptText,
     threads: usize,
-    part_bytes: usize,
+    held_bound: usize,
     progress: &'p (dyn Fn(u64) + Sync),
 ) -> Result<TallyParts<'a, 'p>, PerfScriptError> {
     let (bytes, name) = (text.bytes(), text.name());
+    let held_bound = held_bound.max(1);
     Ok(TallyParts {
         script: text,
         text: bytes,
         name,
         script_type: detect_type(bytes, name)?,
         threads,
-        part_bytes: part_bytes.max(1),
+        held_bound,
+        part_bytes: held_bound,
         progress,
         drop_read_pages: text.is_mapped(),
         next: Some(0),
         previous: 0..0,
         lines_before: 0,
     })
+}
+
+/// The bytes of script the part after one that read `read` bytes holding `held` reads:
+/// as many as would hold `bound` at that rate, from `bound` to [`MAX_PART_GROWTH`] times it.
+fn next_part_bytes(bound: usize, read: usize, held: usize) -> usize {
+    let at_rate = (bound as u128 * read as u128 / held.max(1) as u128).min(usize::MAX as u128);
+    (at_rate as usize).clamp(bound, bound.saturating_mul(MAX_PART_GROWTH))
 }
 
 impl<'a> TallyParts<'a, '_> {
@@ -115,6 +133,7 @@ impl<'a> Iterator for TallyParts<'a, '_> {
         let tally = merge_scans(scan_all(self.text, start..end, &scan), self.lines_before);
         if let Ok(t) = &tally {
             self.lines_before += t.stats.lines;
+            self.part_bytes = next_part_bytes(self.held_bound, end - start, t.held_bytes());
             // The pages the scan kept behind it go now, unless texts kept in place are to
             // be read in them.
             self.previous = start..end;
@@ -246,6 +265,7 @@ mod tests {
         assert!(mapped.is_mapped());
         let owned = ScriptText::from_bytes("t", text.clone().into_bytes());
         for script in [&owned, &mapped] {
+            // Held bytes a part is sized for (the first part reads as many bytes).
             for (part_bytes, threads) in [(usize::MAX, 2), (4096, 1), (300, 2), (1, 1)] {
                 let parts = tally_script_parts(script, threads, part_bytes, &|_| {}).unwrap();
                 assert_eq!(parts.script_type(), PerfScriptType::Hybrid);
@@ -254,22 +274,19 @@ mod tests {
                 assert_eq!(
                     (pieces, stats, texts),
                     (&expected.0, &expected.1, &expected.2),
-                    "{part_bytes} bytes a part"
+                    "parts for {part_bytes} bytes"
                 );
-                // One part; two of a 6,944-byte script (cut after 4 KiB); one per
-                // branch-stack line, and the blank line after the last; or parts of 300
-                // bytes and up to a sample more.
-                let (len, longest) = (text.len(), sample(0).len() + mmap(0x9000).len());
-                assert_eq!(len, 6944);
+                // One part; two of a 6,944-byte script (cut after 4 KiB, then the rest);
+                // one per branch-stack line, and the blank line after the last (a part
+                // holds more than it reads); or parts of 300 bytes and more, as they held
+                // little.
+                assert_eq!(text.len(), 6944);
                 let n = *n as u64;
                 match part_bytes {
                     usize::MAX => assert_eq!(n, 1),
                     4096 => assert_eq!(n, 2),
                     1 => assert_eq!(n, texts + 2),
-                    _ => assert!(
-                        (len / (300 + longest)..=len / 300).contains(&(n as usize)),
-                        "{n} parts"
-                    ),
+                    _ => assert!((3..6944 / 300).contains(&n), "{n} parts"),
                 }
             }
         }
@@ -298,5 +315,23 @@ mod tests {
         let mut parts = tally_script_parts(&script, 2, 500, &|_| {}).unwrap();
         let err = parts.find_map(Result::err).unwrap();
         assert_eq!(err.to_string(), whole.to_string());
+    }
+
+    /// A part after one that held little reads more, at the rate it held, up to
+    /// `MAX_PART_GROWTH` times the bound; never less than the bound.
+    #[test]
+    fn parts_grow_as_the_part_before_held_little() {
+        const MIB: usize = 1 << 20;
+        // 8 MiB of script held 2 MiB: 32 MiB hold 8.
+        assert_eq!(next_part_bytes(8 * MIB, 8 * MIB, 2 * MIB), 32 * MIB);
+        // Held as much as it read, or more: the bound.
+        assert_eq!(next_part_bytes(8 * MIB, 8 * MIB, 8 * MIB), 8 * MIB);
+        assert_eq!(next_part_bytes(8 * MIB, 8 * MIB, 9 * MIB), 8 * MIB);
+        // Held almost nothing (or nothing): eight times the bound.
+        assert_eq!(next_part_bytes(8 * MIB, 8 * MIB, 1000), 64 * MIB);
+        assert_eq!(next_part_bytes(8 * MIB, 8 * MIB, 0), 64 * MIB);
+        assert_eq!(MAX_PART_GROWTH, 8);
+        // No overflow near the top.
+        assert_eq!(next_part_bytes(usize::MAX, usize::MAX, 1), usize::MAX);
     }
 }
