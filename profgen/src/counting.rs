@@ -6,14 +6,16 @@ use std::path::Path;
 
 use collector::perf_data::PerfDataError;
 use collector::perf_script::{
-    parse_tallied_into, parse_tallied_one, EntryTokenCache, PerfScriptStats, ScriptPiece,
-    ScriptTally, ScriptText, StackOnlyReader,
+    parse_tallied_into, parse_tallied_one, EntryTokenCache, PerfScriptError, PerfScriptStats,
+    ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
 };
 use collector::PerfEvent;
 use symbolizer::generate::cs::expand_line_context;
 use symbolizer::profile::SampleContext;
 use symbolizer::ProfiledBinary;
-use unwinder::{Aggregator, BinaryLoadInfo, CounterKind, CounterSet, PerfContent, UnwindOptions};
+use unwinder::{
+    Aggregator, BinaryLoadInfo, CodeLayout, CounterKind, CounterSet, PerfContent, UnwindOptions,
+};
 
 use crate::samples::print_mmap_event;
 use crate::ConvertError;
@@ -21,42 +23,126 @@ use crate::ConvertError;
 /// Distinct sample texts parsed, prepared and aggregated at a time.
 const FEED_BATCH: usize = 1 << 16;
 
-/// Unwinds the distinct samples of a perf script's tally: each is parsed, prepared and
-/// aggregated on the threads of `options` (what [`unwinder::unwind_repeated_samples`] does
-/// with the tally's samples in order, without holding them parsed).
-///
-/// The tally is not freed: both callers of [`crate::read_counters`] (`convert`, `verify`) exit
-/// soon after, and the exit returns the memory at once where freeing the texts and tables
-/// piece by piece took milliseconds (on a thread of its own, it delayed the exit: both
-/// took the memory-map lock).
-pub(crate) fn unwind_tally(
-    tally: ScriptTally<'_>,
-    binary: &ProfiledBinary,
+/// The counters of a perf script's samples, with what unwinding counted and what reading and
+/// parsing skipped.
+pub(crate) type ScriptCounters = (CounterSet, unwinder::UnwindStats, PerfScriptStats);
+
+/// Unwinds the distinct samples of the tallies of a perf script's parts, in input order
+/// ([`collector::perf_script::tally_script_parts`]): each part's samples are parsed, prepared
+/// and aggregated on the threads of `options` (what [`unwinder::unwind_repeated_samples`]
+/// does with the samples in order, without holding them parsed), then the part is dropped
+/// and the next one read. The first error of the script's reading is the one reported
+/// (after an unwinding error too, the rest of the script is read for one), as when the
+/// script was read whole first; an unwinding error names `path`.
+pub(crate) fn unwind_tallies<'a>(
+    mut parts: impl Iterator<Item = Result<ScriptTally<'a>, PerfScriptError>>,
+    layout: &dyn CodeLayout,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
     show_mmap_events: bool,
-) -> Result<(CounterSet, unwinder::UnwindStats, PerfScriptStats), unwinder::UnwindError> {
-    let tally = std::mem::ManuallyDrop::new(tally);
-    let script_type = tally.script_type;
+    path: &Path,
+) -> Result<ScriptCounters, ConvertError> {
+    match unwind_parts(&mut parts, layout, load, options, show_mmap_events) {
+        Ok(counted) => Ok(counted),
+        Err(PartsStop::Read(e)) => Err(e.into()),
+        Err(PartsStop::Unwind(source)) => match parts.find_map(Result::err) {
+            Some(e) => Err(e.into()),
+            None => Err(ConvertError::Unwind {
+                path: path.to_path_buf(),
+                source,
+            }),
+        },
+    }
+}
+
+/// Why [`unwind_parts`] stopped.
+enum PartsStop {
+    Read(PerfScriptError),
+    Unwind(unwinder::UnwindError),
+}
+
+impl From<unwinder::UnwindError> for PartsStop {
+    fn from(e: unwinder::UnwindError) -> PartsStop {
+        PartsStop::Unwind(e)
+    }
+}
+
+/// [`unwind_tallies`] up to the first error.
+///
+/// The parts are held until one tells the samples' content (the first sample with a branch
+/// stack, when `options` does not say): the aggregator needs it from the first sample on.
+/// The last part is not freed: both callers of [`crate::read_counters`] (`convert`,
+/// `verify`) exit soon after, and the exit returns the memory at once.
+fn unwind_parts<'a>(
+    parts: &mut impl Iterator<Item = Result<ScriptTally<'a>, PerfScriptError>>,
+    layout: &dyn CodeLayout,
+    load: &BinaryLoadInfo,
+    options: &UnwindOptions,
+    show_mmap_events: bool,
+) -> Result<ScriptCounters, PartsStop> {
     // What reading skipped, then what parsing each distinct text drops (times its
     // occurrences).
-    let mut script_stats = tally.stats;
-    let content = match options.content {
-        Some(c) => Some(c),
-        // The first samples with a branch stack tell (parsed here once more below).
-        None => tally.pieces.iter().find_map(|piece| {
+    let mut script_stats = PerfScriptStats::default();
+    let mut waiting: Vec<ScriptTally<'a>> = Vec::new();
+    let mut agg = None;
+    let mut last = None;
+    for part in parts {
+        let tally = part.map_err(PartsStop::Read)?;
+        script_stats.add(&tally.stats);
+        waiting.push(tally);
+        if agg.is_none() {
+            match options.content.or_else(|| content_of(&waiting)) {
+                Some(content) => {
+                    agg = Some(Aggregator::new(
+                        layout,
+                        load.clone(),
+                        content,
+                        options.clone(),
+                    )?)
+                }
+                None => continue,
+            }
+        }
+        if let Some(agg) = &mut agg {
+            for tally in waiting.drain(..) {
+                feed_tally(agg, &tally, show_mmap_events, &mut script_stats)?;
+                last = Some(tally);
+            }
+        }
+    }
+    std::mem::forget(last);
+    let agg = agg.ok_or(unwinder::UnwindError::NoLbrSamples)?;
+    let (counters, stats) = agg.finish();
+    Ok((counters, stats, script_stats))
+}
+
+/// What the first sample with a branch stack of `tallies` tells of their content (it is
+/// parsed here once more below).
+fn content_of(tallies: &[ScriptTally<'_>]) -> Option<PerfContent> {
+    tallies.iter().find_map(|tally| {
+        tally.pieces.iter().find_map(|piece| {
             let ScriptPiece::Texts(texts) = piece else {
                 return None;
             };
             let (mut tokens, mut stats) = (EntryTokenCache::new(), PerfScriptStats::default());
             (0..texts.len()).find_map(|i| {
-                let t = parse_tallied_one(texts, i, script_type, &mut tokens, &mut stats)?;
+                let t = parse_tallied_one(texts, i, tally.script_type, &mut tokens, &mut stats)?;
                 PerfContent::detect(std::iter::once(&PerfEvent::Sample(t.sample)))
             })
-        }),
-    };
-    let content = content.ok_or(unwinder::UnwindError::NoLbrSamples)?;
-    let mut agg = Aggregator::new(binary, load.clone(), content, options.clone())?;
+        })
+    })
+}
+
+/// Feeds the pieces of `tally` to `agg`, in order: MMAP events (shown with
+/// `show_mmap_events`), and each distinct sample parsed, prepared and aggregated on the
+/// aggregator's threads; what parsing drops is added to `script_stats`.
+fn feed_tally(
+    agg: &mut Aggregator<'_>,
+    tally: &ScriptTally<'_>,
+    show_mmap_events: bool,
+    script_stats: &mut PerfScriptStats,
+) -> Result<(), unwinder::UnwindError> {
+    let script_type = tally.script_type;
     for piece in &tally.pieces {
         match piece {
             ScriptPiece::Mmap(m) => {
@@ -82,8 +168,7 @@ pub(crate) fn unwind_tally(
             }
         }
     }
-    let (counters, stats) = agg.finish();
-    Ok((counters, stats, script_stats))
+    Ok(())
 }
 
 /// Feeds `events` through the unwinder, stopping at the first read error (which names the
@@ -289,4 +374,124 @@ fn stack_repair_summary(repaired: u64, unrepairable: u64) -> Option<String> {
              the caller their frame-pointer chain missed, {unrepairable} unrepairable (dropped)"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use collector::perf_script::{tally_script_parts, PerfScriptReader};
+    use unwinder::test_support::{FakeLayout, Inst};
+
+    use super::*;
+
+    /// main: 0x1000 push; 0x1001 mov; 0x1004 call foo; 0x1009 jcc; 0x100b ret
+    /// foo:  0x1010 push; 0x1011 mov; 0x1014 nop; 0x1015 jcc; 0x1017 pop; 0x1018 ret
+    fn layout() -> FakeLayout {
+        use Inst::*;
+        FakeLayout::new(
+            &[
+                (0x1000, Other),
+                (0x1001, Other),
+                (0x1004, Call),
+                (0x1009, CondBranch),
+                (0x100b, Return),
+                (0x1010, Other),
+                (0x1011, Other),
+                (0x1014, Other),
+                (0x1015, CondBranch),
+                (0x1017, Other),
+                (0x1018, Return),
+            ],
+            &[0x1000, 0x1010],
+        )
+    }
+
+    fn load() -> BinaryLoadInfo {
+        BinaryLoadInfo {
+            name: "prog".into(),
+            preferred_base: 0x1000,
+            text_segment_offsets: vec![0x1000],
+            preferred_text_segment_addresses: vec![0x1000],
+            kernel: false,
+        }
+    }
+
+    /// A hybrid script of three pieces, the binary mapped at 0x5000, then at 0x9000, then at
+    /// 0x5000 again, each with samples of foo's loop called from main (three distinct
+    /// ones, repeated) at the piece's base; a dropped sample first.
+    fn script() -> String {
+        let mut s = String::from("\t zz\n 0x1/0x2/P/-/-/0\n\n");
+        for (base, n) in [(0x5000u64, 40), (0x9000, 25), (0x5000, 31)] {
+            s += &format!(
+                "PERF_RECORD_MMAP2 5/5: [{base:#x}(0x1000) @ 0x1000 fe:00 1 0]: r-xp /bin/prog\n"
+            );
+            let a = |x: u64| x - 0x1000 + base;
+            let samples = [
+                format!(
+                    "\t {:x}\n\t {:x}\n {:#x}/{:#x}/P/-/-/0  {:#x}/{:#x}/P/-/-/0 \n\n",
+                    a(0x1014),
+                    a(0x1009),
+                    a(0x1015),
+                    a(0x1010),
+                    a(0x1004),
+                    a(0x1010)
+                ),
+                format!(
+                    "\t {:x}\n\t {:x}\n {:#x}/{:#x}/M/-/-/3 \n\n",
+                    a(0x1014),
+                    a(0x1009),
+                    a(0x1015),
+                    a(0x1010)
+                ),
+                format!(
+                    "\t {:x}\n\t {:x}\n {:#x}/{:#x}/P/-/-/0 \n\n",
+                    a(0x1009),
+                    a(0x1009),
+                    a(0x1004),
+                    a(0x1010)
+                ),
+            ];
+            for i in 0..n {
+                s += &samples[i % 3];
+                if i % 4 == 0 {
+                    s += &samples[0];
+                }
+            }
+        }
+        s
+    }
+
+    /// Unwound a few samples a part, with the samples repeated across the parts' cuts and
+    /// the MMAP events in the parts they fall in, a script counts as read whole and as
+    /// its samples unwound one by one in input order: the same counters, statistics and
+    /// reading statistics.
+    #[test]
+    fn parts_unwind_to_the_counters_of_the_whole_script() {
+        let text = script();
+        let (layout, load) = (layout(), load());
+        let options = UnwindOptions::default();
+        let mut reader = PerfScriptReader::new(text.as_bytes(), "t").unwrap();
+        let events = std::iter::from_fn(|| reader.next_event().unwrap());
+        let (want, want_stats) =
+            unwinder::unwind_samples(events.collect::<Vec<_>>(), &layout, &load, &options).unwrap();
+        let want_script_stats = *reader.stats();
+        assert_eq!(want_script_stats.dropped_samples, 1);
+        assert_eq!(want.kind, CounterKind::LineContext);
+        // foo's loop branch, in main's call at 0x1004, once per sample 0 (24, 16 and 19
+        // in the three pieces, each at its base, counted at the preferred one) and sample
+        // 1 (13, 8 and 10); the call from main once per sample 0; sample 2 (a leaf in a
+        // prologue) dropped.
+        let branch = |context: &[u64], from_to| want.contexts[context].branches[&from_to];
+        assert_eq!(branch(&[0x1004, 0x1015], (0x1015, 0x1010)), 59 + 31);
+        assert_eq!(branch(&[0x1004], (0x1004, 0x1010)), 24 + 16 + 19);
+        assert_eq!(want_stats.dropped_stack_samples, 13 + 8 + 10);
+        let script = ScriptText::from_bytes("t", text.into_bytes());
+        for part_bytes in [usize::MAX, 1000, 1] {
+            let parts = tally_script_parts(&script, 2, part_bytes, &|_| {}).unwrap();
+            let (got, stats, script_stats) =
+                unwind_tallies(parts, &layout, &load, &options, false, Path::new("t")).unwrap();
+            assert_eq!(got, want, "{part_bytes} bytes a part");
+            assert_eq!(stats, want_stats, "{part_bytes} bytes a part");
+            assert_eq!(script_stats, want_script_stats, "{part_bytes} bytes a part");
+        }
+    }
 }

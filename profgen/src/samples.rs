@@ -5,14 +5,16 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use collector::perf_data::PerfDataReader;
-use collector::perf_script::{event_filter, tally_script, PerfScriptType, ScriptText};
+use collector::perf_script::{
+    event_filter, tally_script_parts, PerfScriptType, ScriptText, TALLY_HELD_BYTES,
+};
 use collector::PerfEvent;
 use exporter::format::unsymbolized::read_unsymbolized;
 use symbolizer::ProfiledBinary;
 use unwinder::{Aggregator, CounterSet, PerfContent, UnwindOptions};
 
 use crate::counting::{
-    finish_counters, leading_ip_counters, stack_only_script_counters, unwind, unwind_tally,
+    finish_counters, leading_ip_counters, stack_only_script_counters, unwind, unwind_tallies,
 };
 use crate::event_batches::EventBatches;
 use crate::options::{convert_threads, ConvertOptions, Input};
@@ -206,42 +208,31 @@ fn counters_of_script<'b>(
             &options.unwind_options(),
         );
     }
-    // Each distinct sample text is parsed once; the tally holds compact copies of the
-    // distinct samples, or where they are in the text.
-    let tally = tally_script(&text, convert_threads(), &|n| progress.bytes_read(n));
-    progress.finish();
-    let tally = match tally {
-        Ok(tally) => tally,
-        Err(e) => {
+    // Each distinct sample text of a part is parsed once; a part's tally holds compact
+    // copies of its distinct samples, or where they are in the text, until they are
+    // unwound. The first part is read while the binary loads.
+    let read = |n| progress.bytes_read(n);
+    let parts = tally_script_parts(&text, convert_threads(), TALLY_HELD_BYTES, &read);
+    let (first, parts) = match parts.map(|mut parts| (parts.next(), parts)) {
+        Ok((Some(Ok(first)), parts)) => (first, parts),
+        Ok((Some(Err(e)), _)) | Err(e) => {
+            progress.finish();
             binary()?;
             return Err(e.into());
         }
+        Ok((None, _)) => unreachable!("a script has a first part"),
     };
     let binary = binary()?;
     let load = options.load_info(binary);
     let unwind_options = options.unwind_options();
-    // The text is given back on a thread of its own (unmapping hundreds of megabytes
-    // takes a while): at once when no text is kept in place in it, else once every
-    // text is parsed, while the profile is made (on one core).
-    let release = |text: ScriptText| {
-        let _ = std::thread::Builder::new().spawn(move || text.release());
-    };
+    let parts = std::iter::once(Ok(first)).chain(parts);
     let show_mmap = options.show_mmap_events;
-    let unwound = match tally.detached() {
-        Ok(tally) => {
-            release(text);
-            unwind_tally(tally, binary, &load, &unwind_options, show_mmap)
-        }
-        Err(tally) => {
-            let unwound = unwind_tally(tally, binary, &load, &unwind_options, show_mmap);
-            release(text);
-            unwound
-        }
-    };
-    let (counters, stats, script_stats) = unwound.map_err(|source| ConvertError::Unwind {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let unwound = unwind_tallies(parts, binary, &load, &unwind_options, show_mmap, path);
+    progress.finish();
+    // The text is given back on a thread of its own (unmapping hundreds of megabytes
+    // takes a while), while the profile is made (on one core).
+    let _ = std::thread::Builder::new().spawn(move || text.release());
+    let (counters, stats, script_stats) = unwound?;
     for warning in script_stats.warnings() {
         eprintln!("warning: {}: {warning}", path.display());
     }

@@ -9,6 +9,7 @@ pub mod reader;
 mod scan_queue;
 pub mod stack_only;
 pub mod tally;
+pub mod tally_parts;
 pub mod text;
 mod text_hash;
 pub mod unit;
@@ -23,6 +24,7 @@ pub use tally::{
     parse_tallied_into, parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece,
     ScriptTally, TalliedSample, TalliedText, TalliedTexts,
 };
+pub use tally_parts::{tally_script_parts, TallyParts, TALLY_HELD_BYTES};
 pub use text::ScriptText;
 
 /// The value of `field` (`"Rss:"`, `"VmFlags:"`, ...) in `/proc/self/smaps` for the first

@@ -143,6 +143,19 @@ impl<'a> TalliedTexts<'a> {
         self.texts.is_empty()
     }
 
+    /// The bytes held for these texts until they are parsed: the compact texts, the texts
+    /// kept in place (their pages are read again to parse them), and the texts' entries.
+    pub fn held_bytes(&self) -> usize {
+        let compact: usize = self.arenas.iter().map(Vec::len).sum();
+        let in_place: usize = self
+            .texts
+            .iter()
+            .filter(|t| t.arena == IN_SCRIPT)
+            .map(|t| t.end - t.start)
+            .sum();
+        compact + in_place + self.texts.len() * std::mem::size_of::<TalliedText>()
+    }
+
     /// The text of `texts[i]`, compact or as the script has it (its `count` that of all
     /// its occurrences).
     pub fn text(&self, i: usize) -> SampleText<'_> {
@@ -210,14 +223,29 @@ pub enum ParsedPiece {
 }
 
 impl ScriptTally<'_> {
+    /// The bytes held for the texts of every piece ([`TalliedTexts::held_bytes`]).
+    pub fn held_bytes(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                ScriptPiece::Texts(t) => t.held_bytes(),
+                ScriptPiece::Mmap(_) => 0,
+            })
+            .sum()
+    }
+
+    /// Whether some text is kept in place in the script (it is read again when parsed).
+    pub(super) fn keeps_script(&self) -> bool {
+        self.pieces.iter().any(|p| match p {
+            ScriptPiece::Texts(t) => t.keeps_script(),
+            ScriptPiece::Mmap(_) => false,
+        })
+    }
+
     /// The tally without its borrow of the script, when no text is kept in place in it
     /// (the script may then be given back at once); else the tally itself.
     pub fn detached(self) -> Result<ScriptTally<'static>, Self> {
-        let keeps = self.pieces.iter().any(|p| match p {
-            ScriptPiece::Texts(t) => t.keeps_script(),
-            ScriptPiece::Mmap(_) => false,
-        });
-        if keeps {
+        if self.keeps_script() {
             return Err(self);
         }
         let pieces = self
@@ -305,36 +333,62 @@ fn tally_shared<'a>(
     share_at_once: bool,
     drop_read_pages: bool,
 ) -> Result<ScriptTally<'a>, PerfScriptError> {
-    merge_scans(scan_all(
-        text,
+    let script_type = detect_type(text, name)?;
+    let scan = ScanOptions {
         name,
+        script_type,
         threads,
         progress,
         share_at_once,
         drop_read_pages,
-    )?)
+    };
+    merge_scans(scan_all(text, 0..text.len(), &scan), 0)
+}
+
+/// How [`scan_all`] reads a script.
+pub(super) struct ScanOptions<'p> {
+    /// The script's name, in errors.
+    pub(super) name: &'p str,
+    /// Its type ([`detect_type`] of the whole script).
+    pub(super) script_type: PerfScriptType,
+    /// Most threads to scan on.
+    pub(super) threads: usize,
+    /// Called from the scanning threads with a number of bytes scanned since its last call.
+    pub(super) progress: &'p (dyn Fn(u64) + Sync),
+    /// The first scanning thread to check gives away half of its range at once, as if
+    /// another were hungry (tests of sharing).
+    pub(super) share_at_once: bool,
+    /// The script is a whole file mapping whose pages are given back as the scan passes
+    /// them ([`ScriptText::is_mapped`]).
+    pub(super) drop_read_pages: bool,
 }
 
 /// What the scanning threads read: the script's type and each range's scan, by start.
-struct Scanned<'a> {
+pub(super) struct Scanned<'a> {
     script_type: PerfScriptType,
     /// Threads the merge may use.
     threads: usize,
     scans: Vec<(usize, Result<ChunkScan<'a>, PerfScriptError>)>,
 }
 
-/// Reads `text` on up to `threads` threads (see [`tally_shared`]).
-fn scan_all<'a>(
+/// Reads `text[range]` on up to `scan.threads` threads (`range` starts at the text's start
+/// or just after a line starting with `" 0x"`, and ends at the text's end or just after
+/// such a line).
+pub(super) fn scan_all<'a>(
     text: &'a [u8],
-    name: &str,
-    threads: usize,
-    progress: &(dyn Fn(u64) + Sync),
-    share_at_once: bool,
-    drop_read_pages: bool,
-) -> Result<Scanned<'a>, PerfScriptError> {
-    let script_type = detect_type(text, name)?;
+    range: Range<usize>,
+    scan: &ScanOptions<'_>,
+) -> Scanned<'a> {
+    let ScanOptions {
+        name,
+        script_type,
+        threads,
+        progress,
+        share_at_once,
+        drop_read_pages,
+    } = *scan;
     let threads = threads.max(1);
-    let bounds = chunk_bounds(text, threads);
+    let bounds = chunk_bounds(text, range, threads);
     let queue = ScanQueue::new(bounds.windows(2).rev().map(|w| w[0]..w[1]).collect());
     if share_at_once {
         queue.ask_for_work();
@@ -363,16 +417,20 @@ fn scan_all<'a>(
     on_threads((0..threads).map(|_| work));
     let mut scans = scanned.into_inner().unwrap_or_else(|e| e.into_inner());
     scans.sort_by_key(|&(start, _)| start);
-    Ok(Scanned {
+    Scanned {
         script_type,
         threads,
         scans,
-    })
+    }
 }
 
 /// The ranges' scans put together in input order: the first error (its line number
-/// counted from the start of the text), or the tally.
-fn merge_scans(scanned: Scanned<'_>) -> Result<ScriptTally<'_>, PerfScriptError> {
+/// counted from the start of the text, `lines_before` lines before the first range), or
+/// the tally.
+pub(super) fn merge_scans(
+    scanned: Scanned<'_>,
+    mut lines_before: u64,
+) -> Result<ScriptTally<'_>, PerfScriptError> {
     let Scanned {
         script_type,
         threads,
@@ -380,7 +438,6 @@ fn merge_scans(scanned: Scanned<'_>) -> Result<ScriptTally<'_>, PerfScriptError>
     } = scanned;
     let mut stats = PerfScriptStats::default();
     let mut pieces: Vec<RawPiece> = Vec::new();
-    let mut lines_before = 0u64;
     for (_, scan) in scans {
         let scan = scan.map_err(|e| e.after_lines(lines_before))?;
         lines_before += scan.stats.lines;
@@ -416,29 +473,29 @@ fn merge_scans(scanned: Scanned<'_>) -> Result<ScriptTally<'_>, PerfScriptError>
     })
 }
 
-/// `0 = b0 < b1 < ... = text.len()`: each inner bound just after the first line starting
-/// with `" 0x"` at or after an equal share of the text.
-fn chunk_bounds(text: &[u8], threads: usize) -> Vec<usize> {
-    let mut bounds = vec![0];
+/// `range.start = b0 < b1 < ... = range.end`: each inner bound just after the first line
+/// starting with `" 0x"` at or after an equal share of the range.
+fn chunk_bounds(text: &[u8], range: Range<usize>, threads: usize) -> Vec<usize> {
+    let mut bounds = vec![range.start];
     for k in 1..threads {
-        let target = text.len() / threads * k;
-        let last = *bounds.last().unwrap_or(&0);
+        let target = range.start + range.len() / threads * k;
+        let last = *bounds.last().unwrap_or(&range.start);
         if target <= last {
             continue;
         }
-        match cut_after_branch_line(text, target) {
+        match cut_after_branch_line(&text[..range.end], target) {
             Some(end) => bounds.push(end),
             None => break,
         }
     }
-    bounds.push(text.len());
+    bounds.push(range.end);
     bounds
 }
 
 /// Where the reading loop is at its top at or after `at` (`0 < at`): just after the first
 /// line starting with `" 0x"` that starts at or after `at`; `None` when there is none
 /// before the text's last line.
-fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
+pub(super) fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
     // A line start at or after `at` (the byte before it is a newline).
     let line = at + memchr::memmem::find(&text[at - 1..], b"\n 0x")?;
     let end = line + memchr::memchr(b'\n', &text[line..])? + 1;
@@ -1431,7 +1488,7 @@ mod tests {
     #[test]
     fn chunks_are_cut_after_branch_stack_lines() {
         let text = b"\t 10\n 0x1/0x2\n\n\t 20\n 0x3/0x4\n\n\t 30\n 0x5/0x6\n";
-        let bounds = chunk_bounds(text, 3);
+        let bounds = chunk_bounds(text, 0..text.len(), 3);
         assert_eq!(bounds.first(), Some(&0));
         assert_eq!(bounds.last(), Some(&text.len()));
         for b in &bounds[1..bounds.len() - 1] {

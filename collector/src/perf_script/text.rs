@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
 
 use super::reader::PerfScriptError;
@@ -93,6 +94,27 @@ impl ScriptText {
         unsafe {
             libc::munmap(start as *mut libc::c_void, len);
         }
+    }
+
+    /// Gives back the pages of `bytes()[range]` (with the pages it starts and ends in) when
+    /// the text is a file mapping: the bytes stay readable, read again from the page cache
+    /// or the file when touched. Other text is left as it is.
+    pub fn drop_pages_of(&self, range: Range<usize>) {
+        const PAGE: usize = 4096;
+        let Bytes::Mapped(map) = &self.bytes else {
+            return;
+        };
+        if range.is_empty() {
+            return;
+        }
+        let end = range.end.min(map.len());
+        let start = range.start & !(PAGE - 1);
+        if start >= end {
+            return;
+        }
+        // SAFETY: a range of the whole mapping made by `open` (page-aligned, so is `start`);
+        // it is only read, and a page touched again is read back from the file.
+        unsafe { drop_pages(map.as_ptr().add(start), end - start) };
     }
 
     /// True when the text is a file mapping (its pages can be given back and read again).
@@ -239,6 +261,34 @@ mod tests {
         assert_eq!(resident_kb(&path), None, "the mapping is left");
         // Owned text has nothing to unmap.
         ScriptText::from_bytes("owned", b"\t 10\n".to_vec()).release();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Dropping a range's pages gives back those of the range (from the page it starts in),
+    /// and its bytes read the same afterwards; text in memory is left as it is.
+    #[test]
+    fn pages_of_a_range_are_given_back() {
+        let dir = std::env::temp_dir().join(format!("script-range-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("range.perfscript");
+        let bytes: Vec<u8> = (0..64 * 4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let text = ScriptText::open(&path).unwrap();
+        assert_eq!(text.bytes(), &bytes[..]);
+        assert_eq!(resident_kb(&path), Some(256));
+        // Pages 3 (from its middle) to 9 (to its middle): seven pages at least (the
+        // kernel may take more of a mapping read sequentially).
+        text.drop_pages_of(3 * 4096 + 100..9 * 4096 + 100);
+        let left = resident_kb(&path).unwrap();
+        assert!(left <= 256 - 7 * 4, "{left} kB left");
+        // Empty and past the end: nothing.
+        text.drop_pages_of(5000..5000);
+        text.drop_pages_of(1 << 30..(1 << 30) + 1);
+        assert_eq!(resident_kb(&path), Some(left));
+        assert_eq!(text.bytes(), &bytes[..]);
+        let owned = ScriptText::from_bytes("owned", bytes.clone());
+        owned.drop_pages_of(0..bytes.len());
+        assert_eq!(owned.bytes(), &bytes[..]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
