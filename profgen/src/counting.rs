@@ -379,30 +379,13 @@ fn stack_repair_summary(repaired: u64, unrepairable: u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use collector::perf_script::{tally_script_parts, PerfScriptReader};
-    use unwinder::test_support::{FakeLayout, Inst};
+    use unwinder::test_support::FakeLayout;
 
     use super::*;
 
-    /// main: 0x1000 push; 0x1001 mov; 0x1004 call foo; 0x1009 jcc; 0x100b ret
-    /// foo:  0x1010 push; 0x1011 mov; 0x1014 nop; 0x1015 jcc; 0x1017 pop; 0x1018 ret
+    /// main calls foo ([`unwinder::test_support::main_calls_foo`]).
     fn layout() -> FakeLayout {
-        use Inst::*;
-        FakeLayout::new(
-            &[
-                (0x1000, Other),
-                (0x1001, Other),
-                (0x1004, Call),
-                (0x1009, CondBranch),
-                (0x100b, Return),
-                (0x1010, Other),
-                (0x1011, Other),
-                (0x1014, Other),
-                (0x1015, CondBranch),
-                (0x1017, Other),
-                (0x1018, Return),
-            ],
-            &[0x1000, 0x1010],
-        )
+        unwinder::test_support::main_calls_foo()
     }
 
     fn load() -> BinaryLoadInfo {

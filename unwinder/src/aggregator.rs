@@ -903,7 +903,7 @@ pub fn unwind_repeated_samples(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{FakeLayout, Inst};
+    use crate::test_support::FakeLayout;
     use crate::EXTERNAL_ADDR;
     use collector::LbrEntry;
 
@@ -912,27 +912,9 @@ mod tests {
         m.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
-    /// main: 0x1000 push; 0x1001 mov; 0x1004 call foo; 0x1009 jcc; 0x100b ret
-    /// foo:  0x1010 push; 0x1011 mov; 0x1014 nop; 0x1015 jcc; 0x1017 pop; 0x1018 ret
+    /// [`crate::test_support::main_calls_foo`], with probes or not.
     fn layout(probes: bool) -> FakeLayout {
-        use Inst::*;
-        FakeLayout::new(
-            &[
-                (0x1000, Other),
-                (0x1001, Other),
-                (0x1004, Call),
-                (0x1009, CondBranch),
-                (0x100b, Return),
-                (0x1010, Other),
-                (0x1011, Other),
-                (0x1014, Other),
-                (0x1015, CondBranch),
-                (0x1017, Other),
-                (0x1018, Return),
-            ],
-            &[0x1000, 0x1010],
-        )
-        .with_probes(probes)
+        crate::test_support::main_calls_foo().with_probes(probes)
     }
 
     fn load() -> BinaryLoadInfo {

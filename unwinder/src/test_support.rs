@@ -173,6 +173,31 @@ impl RangeChecks for FakeLayout {
     }
 }
 
+/// Two functions, `main` calling `foo`, without probes (add them with
+/// [`FakeLayout::with_probes`]):
+///
+/// main: 0x1000 push; 0x1001 mov; 0x1004 call foo; 0x1009 jcc; 0x100b ret
+/// foo:  0x1010 push; 0x1011 mov; 0x1014 nop; 0x1015 jcc; 0x1017 pop; 0x1018 ret
+pub fn main_calls_foo() -> FakeLayout {
+    use Inst::*;
+    FakeLayout::new(
+        &[
+            (0x1000, Other),
+            (0x1001, Other),
+            (0x1004, Call),
+            (0x1009, CondBranch),
+            (0x100b, Return),
+            (0x1010, Other),
+            (0x1011, Other),
+            (0x1014, Other),
+            (0x1015, CondBranch),
+            (0x1017, Other),
+            (0x1018, Return),
+        ],
+        &[0x1000, 0x1010],
+    )
+}
+
 /// The placement of a binary `p` (preferred base 0x1000, one text segment at file offset 0)
 /// mapped at `base` by a process, as its MMAP2 event (`/x/p`) places it.
 pub fn fake_placement(base: u64) -> BinaryPlacement {
