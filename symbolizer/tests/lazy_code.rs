@@ -382,3 +382,52 @@ fn a_query_decodes_only_the_extents_it_reaches() {
     assert!(lazy.decoded_extents() <= 2);
     assert!(lazy.decoded_instructions() < total / 50);
 }
+
+/// A binary loaded again with the debug file a lookup found before
+/// (`from_shared_bytes_with_debug_file`, what the daemon does to give a binary's decoded
+/// code back) is the binary `load_split` makes of the same two files: the same names, the
+/// same functions; without one it is the stripped file alone.
+#[test]
+fn loading_with_a_known_debug_file_equals_load_split() {
+    let Some(stripped) = stripped_binary() else {
+        return;
+    };
+    let debug = stripped.with_file_name("prog");
+    let options = LoadOptions {
+        lazy_code: true,
+        ..LoadOptions::default()
+    };
+    let file = std::fs::File::open(&stripped).unwrap();
+    // SAFETY: a read-only map of a test file nothing truncates.
+    let shared: SharedBytes = Arc::new(unsafe { memmap2::Mmap::map(&file) }.unwrap());
+    let names = |b: &ProfiledBinary| -> Vec<(String, Vec<(u64, u64)>)> {
+        let mut f: Vec<_> = b
+            .functions()
+            .map(|f| (f.name.clone(), f.ranges.clone()))
+            .collect();
+        f.sort();
+        f
+    };
+
+    let (again, _) = ProfiledBinary::from_shared_bytes_with_debug_file(
+        &stripped,
+        shared.clone(),
+        Some(&debug),
+        &options,
+    )
+    .unwrap();
+    let split = ProfiledBinary::load_split(&stripped, Some(&debug), &options).unwrap();
+    assert_eq!(
+        again.name_source(),
+        &symbolizer::binary::NameSource::DebugFile(debug.clone())
+    );
+    assert_eq!(again.name_source(), split.name_source());
+    let named = names(&again);
+    assert!(named.iter().any(|(n, _)| n == "f39"), "{named:?}");
+    assert_eq!(named, names(&split));
+
+    let (alone, _) =
+        ProfiledBinary::from_shared_bytes_with_debug_file(&stripped, shared, None, &options)
+            .unwrap();
+    assert!(!alone.name_source().has_names());
+}

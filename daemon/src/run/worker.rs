@@ -752,13 +752,33 @@ impl Worker {
             return false; // evicted meanwhile
         };
         let (path, source) = (old.path.clone(), old.source.clone());
-        let (binary, lookup) = match ProfiledBinary::from_shared_bytes_with_lookup(
-            Path::new(&path),
-            source.clone(),
-            &self.settings.debug_files,
-            &LOAD_OPTIONS,
-        ) {
-            Ok((binary, lookup, _)) => (binary, lookup),
+        let with_lookup = || {
+            ProfiledBinary::from_shared_bytes_with_lookup(
+                Path::new(&path),
+                source.clone(),
+                &self.settings.debug_files,
+                &LOAD_OPTIONS,
+            )
+            .map(|(binary, lookup, _)| (binary, lookup))
+        };
+        let loaded = match why {
+            Reload::DebugFetchOver => with_lookup(),
+            // The same files as before, without a lookup (no candidate checked, no CRC
+            // read); a lookup only if the debug file is gone (evicted from a cache).
+            Reload::DecodedBudget => {
+                let debug = old.names.debug_file.as_ref().map(PathBuf::from);
+                ProfiledBinary::from_shared_bytes_with_debug_file(
+                    Path::new(&path),
+                    source.clone(),
+                    debug.as_deref(),
+                    &LOAD_OPTIONS,
+                )
+                .map(|(binary, _)| (binary, None))
+                .or_else(|_| with_lookup())
+            }
+        };
+        let (binary, lookup) = match loaded {
+            Ok(loaded) => loaded,
             Err(e) => {
                 tracing::warn!("{path} ({id}): loading it again failed: {e}");
                 return false;
@@ -779,7 +799,13 @@ impl Worker {
             }
             return false;
         }
-        let names = NamesReport::of(&binary, lookup.as_ref());
+        let names = match (why, &lookup) {
+            (Reload::DecodedBudget, None) => match self.entries.get(id) {
+                Some(old) => old.names.clone(),
+                None => return false,
+            },
+            _ => NamesReport::of(&binary, lookup.as_ref()),
+        };
         let mut fresh = match self.entry_for(Arc::new(binary), names, path.clone(), source) {
             Ok(fresh) => fresh,
             Err(e) => {

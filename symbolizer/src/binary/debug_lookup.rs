@@ -87,22 +87,7 @@ impl ProfiledBinary {
         };
         let mut lookup = finder.find(&id, path, data);
         if let Some(found) = &lookup.found {
-            let loaded = map_file(&found.path).and_then(|debug| {
-                let debug = Arc::new(debug);
-                let debug_shared: SharedBytes = debug.clone();
-                Self::load_parts(
-                    path,
-                    data,
-                    Some(DebugFileBytes {
-                        path: &found.path,
-                        data: &debug,
-                        shared: Some(&debug_shared).filter(|_| options.lazy_code),
-                    }),
-                    options,
-                    shared,
-                )
-            });
-            match loaded {
+            match Self::load_with_debug_file(path, data, &found.path, options, shared) {
                 Ok((binary, lazy)) => return Ok((binary, Some(lookup), lazy)),
                 Err(e) => {
                     lookup.tried.push(format!("{}: {e}", found.path.display()));
@@ -112,6 +97,47 @@ impl ProfiledBinary {
         }
         let (binary, lazy) = Self::load_parts(path, data, None, options, shared)?;
         Ok((binary, Some(lookup), lazy))
+    }
+
+    /// [`ProfiledBinary::from_shared_bytes_with_lookup`] without the lookup: the binary
+    /// `data` (named `path`) with the debug file at `debug` (one a lookup found before),
+    /// or alone. Loading a binary again this way checks no candidate and reads no file
+    /// for its CRC.
+    #[allow(clippy::type_complexity)]
+    pub fn from_shared_bytes_with_debug_file(
+        path: &Path,
+        data: SharedBytes,
+        debug: Option<&Path>,
+        options: &LoadOptions,
+    ) -> Result<(ProfiledBinary, Option<Arc<LazyCode>>), SymbolizerError> {
+        let bytes: &[u8] = (*data).as_ref();
+        match debug {
+            Some(debug) => Self::load_with_debug_file(path, bytes, debug, options, Some(&data)),
+            None => Self::load_parts(path, bytes, None, options, Some(&data)),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn load_with_debug_file(
+        path: &Path,
+        data: &[u8],
+        debug: &Path,
+        options: &LoadOptions,
+        shared: Option<&SharedBytes>,
+    ) -> Result<(ProfiledBinary, Option<Arc<LazyCode>>), SymbolizerError> {
+        let mapped = Arc::new(map_file(debug)?);
+        let debug_shared: SharedBytes = mapped.clone();
+        Self::load_parts(
+            path,
+            data,
+            Some(DebugFileBytes {
+                path: debug,
+                data: &mapped,
+                shared: Some(&debug_shared).filter(|_| options.lazy_code),
+            }),
+            options,
+            shared,
+        )
     }
 
     /// [`ProfiledBinary::from_bytes_with_lookup`] of the file at `path` (memory-mapped).
