@@ -18,7 +18,7 @@ use unwinder::shard::{BinaryShard, ShardInput, ShardStats};
 use unwinder::window::WindowSettings;
 use unwinder::{CounterKind, CounterSet, UnwindOptions};
 
-use super::debug_fetches::BackgroundFetches;
+use super::debug_fetches::{BackgroundFetches, FETCHING};
 use super::persist::{self, PersistedState, StateHeader};
 use super::router::SampleGroup;
 use crate::atomic_file::write_atomic;
@@ -233,6 +233,13 @@ pub struct Worker {
     feeds: u64,
 }
 
+/// True when the lookup behind `names` left the debug file to a background fetch (it
+/// answered [`FETCHING`]): the binary is loaded again once the fetch is over, whenever that
+/// was (it may be over before the load is).
+fn awaits_debug_file(names: &NamesReport) -> bool {
+    names.tried.iter().any(|t| t.ends_with(FETCHING))
+}
+
 fn kind_name(kind: CounterKind) -> &'static str {
     match kind {
         CounterKind::Flat => "flat",
@@ -402,12 +409,7 @@ impl Worker {
         if !self.entries.contains_key(&id) {
             match self.load(g) {
                 Ok(mut e) => {
-                    if self
-                        .settings
-                        .debug_fetches
-                        .as_ref()
-                        .is_some_and(|f| f.in_flight(&id))
-                    {
+                    if awaits_debug_file(&e.names) {
                         self.awaiting.insert(id.clone());
                     }
                     if let Some(r) = self.restored.remove(&id) {
@@ -470,6 +472,9 @@ impl Worker {
             let id = state.build_id.clone();
             match self.load_path(&state) {
                 Ok(mut e) => {
+                    if awaits_debug_file(&e.names) {
+                        self.awaiting.insert(id.clone());
+                    }
                     self.merge_restored(&id, &mut e, state.windows);
                     e.shard.expire(now_secs);
                     self.entries.insert(id, e);
@@ -657,12 +662,7 @@ impl Worker {
         )
         .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
         let names = NamesReport::of(&binary, lookup.as_ref());
-        let fetching = self
-            .settings
-            .debug_fetches
-            .as_ref()
-            .is_some_and(|f| f.in_flight(&g.binary.build_id));
-        if fetching {
+        if awaits_debug_file(&names) {
             tracing::info!(
                 "{} ({}): its debug file is being fetched from debuginfod; counted by \
                  address until it arrives",
@@ -1107,6 +1107,73 @@ mod tests {
             path.to_path_buf(),
             map_binary(&std::fs::File::open(path).unwrap()).unwrap(),
         ))
+    }
+
+    /// A debuginfod server that has no file and answers at once: its miss is then known.
+    #[derive(Default)]
+    struct EmptyServer {
+        asked: std::sync::atomic::AtomicBool,
+    }
+
+    impl symbolizer::RemoteDebugSource for EmptyServer {
+        fn fetch_debuginfo(&self, _id: &BuildId) -> Result<Option<PathBuf>, String> {
+            self.asked.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(None)
+        }
+        fn describe(&self) -> String {
+            "debuginfod http://empty".into()
+        }
+    }
+
+    impl super::super::debug_fetches::CachingRemote for EmptyServer {
+        fn answer_from_cache(&self, _id: &BuildId) -> Option<Result<Option<PathBuf>, String>> {
+            self.asked
+                .load(std::sync::atomic::Ordering::SeqCst)
+                .then_some(Ok(None))
+        }
+    }
+
+    /// A binary whose debug file was left to a background fetch is looked up again once the
+    /// fetch is over, also when it ended before the load did: its names report then says
+    /// what the server answered.
+    #[test]
+    fn a_fetch_over_before_the_load_is_settled() {
+        let server = Arc::new(EmptyServer::default());
+        let fetches = BackgroundFetches::start(server.clone()).unwrap();
+        let mut w = Worker::new(WorkerSettings {
+            coalesce_samples: 1,
+            debug_files: DebugFileFinder::new(Vec::new()).with_remote(fetches.clone()),
+            debug_fetches: Some(fetches.clone()),
+            ..WorkerSettings::unlimited(
+                ShardInput::LeadingIp {
+                    has_callchain: false,
+                },
+                std::env::temp_dir(),
+            )
+        });
+        let (libc, libc_map, libc_at) = exec_mapping("/libc.so");
+        let libc_ref = binary_ref(&libc);
+        let id = libc_ref.build_id.clone();
+        feed_at(&mut w, &libc_ref, &libc_map, libc_at);
+        let first = w.summaries();
+        let tried = &first[0].names.tried;
+        assert!(
+            tried.last().is_some_and(|t| t.ends_with(super::FETCHING)),
+            "{tried:?}"
+        );
+        let start = std::time::Instant::now();
+        while fetches.in_flight(&id) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let settled = w.live_summaries();
+        assert_eq!(
+            settled[0].names.tried.last().map(String::as_str),
+            Some("debuginfod http://empty: 404"),
+            "{:?}",
+            settled[0].names
+        );
+        assert_eq!(settled[0].names.source, "address_only");
     }
 
     #[test]
