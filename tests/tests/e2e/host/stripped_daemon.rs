@@ -482,7 +482,7 @@ fn make_fixture() -> Fixture {
     phase("loops");
 
     // Wait until the last samples are flushed: two listings a flush apart agree (on a busy
-    // machine the daemon can be seconds behind).
+    // machine the daemon can be seconds behind), and no debuginfod fetch is under way.
     let mut last = None;
     let settled = wait_for(Duration::from_secs(45), || {
         std::thread::sleep(Duration::from_millis(1100));
@@ -490,7 +490,14 @@ fn make_fixture() -> Fixture {
         let now: Vec<u64> = cases.iter().map(|c| samples_of(&list, &c.hex)).collect();
         let same = last.as_ref() == Some(&now);
         last = Some(now);
-        same.then_some(list)
+        let fetching = list.values().any(|p| {
+            p["names"]["tried"].as_array().is_some_and(|tried| {
+                tried
+                    .iter()
+                    .any(|t| t.as_str().is_some_and(|t| t.contains("being fetched")))
+            })
+        });
+        (same && !fetching).then_some(list)
     })
     .expect("the aggregates never settled");
     phase("settled");
