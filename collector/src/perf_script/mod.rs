@@ -21,8 +21,8 @@ pub use reader::{
 };
 pub use stack_only::{FileMappings, StackOnlyReader};
 pub use tally::{
-    parse_tallied_into, parse_tallied_one, tally_samples, tally_script, ParsedPiece, ScriptPiece,
-    ScriptTally, TalliedSample, TalliedText, TalliedTexts,
+    parse_tallied_into, parse_tallied_one, tally_samples, ParsedPiece, ScriptPiece, ScriptTally,
+    TalliedSample, TalliedText, TalliedTexts,
 };
 pub use tally_parts::{tally_script_parts, TallyParts, TALLY_HELD_BYTES};
 pub use text::ScriptText;

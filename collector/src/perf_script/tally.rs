@@ -35,7 +35,6 @@ use super::reader::{
     detect_type, parse_mmap_line, EntryTokenCache, PerfScriptError, PerfScriptStats,
 };
 use super::scan_queue::ScanQueue;
-use super::text::ScriptText;
 use super::text_hash::text_hash;
 use super::unit::{SampleText, Unit, UnitCursor};
 use super::PerfScriptType;
@@ -242,33 +241,6 @@ impl ScriptTally<'_> {
         })
     }
 
-    /// The tally without its borrow of the script, when no text is kept in place in it
-    /// (the script may then be given back at once); else the tally itself.
-    pub fn detached(self) -> Result<ScriptTally<'static>, Self> {
-        if self.keeps_script() {
-            return Err(self);
-        }
-        let pieces = self
-            .pieces
-            .into_iter()
-            .map(|p| match p {
-                ScriptPiece::Mmap(m) => ScriptPiece::Mmap(m),
-                ScriptPiece::Texts(t) => ScriptPiece::Texts(TalliedTexts {
-                    texts: t.texts,
-                    arenas: t.arenas,
-                    script: &[],
-                }),
-            })
-            .collect();
-        Ok(ScriptTally {
-            script_type: self.script_type,
-            pieces,
-            stats: self.stats,
-            sample_texts: self.sample_texts,
-            distinct_texts: self.distinct_texts,
-        })
-    }
-
     /// Parses every piece at once, on the calling thread (tests; `convert` parses,
     /// prepares and aggregates on every core, in batches, so that the samples of a large
     /// input are never all in memory). The statistics include what parsing dropped.
@@ -303,24 +275,6 @@ pub fn tally_samples<'a>(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ScriptTally<'a>, PerfScriptError> {
     tally_shared(text, name, threads, progress, false, false)
-}
-
-/// The perf script `text`, read as [`tally_samples`] reads it (errors name the file). Some
-/// texts may be kept in place: the tally borrows the text until they are parsed (then
-/// [`ScriptText::release`] gives it back at once).
-pub fn tally_script<'a>(
-    text: &'a ScriptText,
-    threads: usize,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<ScriptTally<'a>, PerfScriptError> {
-    tally_shared(
-        text.bytes(),
-        text.name(),
-        threads,
-        progress,
-        false,
-        text.is_mapped(),
-    )
 }
 
 /// [`tally_samples`]; `share_at_once`: the first scanning thread to check gives away half
@@ -1019,7 +973,7 @@ pub fn parse_tallied_into(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf_script::PerfScriptReader;
+    use crate::perf_script::{tally_script_parts, PerfScriptReader, ScriptText};
     use crate::PerfEvent;
 
     /// The `VmFlags` of the mapping of this process that holds `address` (`None` when
@@ -1219,6 +1173,14 @@ mod tests {
         assert_eq!(next_arena_capacity(Some(64 << 20), 100 << 20), 100 << 20);
     }
 
+    /// `file` read as one part ([`tally_script_parts`] without a bound), as
+    /// `convert` reads a script that holds less than the bound.
+    fn one_part(file: &ScriptText, threads: usize) -> Result<ScriptTally<'_>, PerfScriptError> {
+        tally_script_parts(file, threads, usize::MAX, &|_| {})?
+            .next()
+            .expect("one part")
+    }
+
     /// A mapped script larger than the pages a scan keeps resident (its read pages are
     /// given back as it moves on) tallies as its bytes do, also once parsed.
     #[test]
@@ -1233,7 +1195,7 @@ mod tests {
         let file = ScriptText::open(&path).unwrap();
         assert!(file.is_mapped());
         for threads in [1, 2] {
-            let read = tally_script(&file, threads, &|_| {}).unwrap();
+            let read = one_part(&file, threads).unwrap();
             let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
             if threads == 1 {
                 // With more threads, how the scans share the text depends on timing, and
@@ -1259,13 +1221,13 @@ mod tests {
         let name = path.display().to_string();
         let file = ScriptText::open(&path).unwrap();
         for threads in [1, 2] {
-            let read = tally_script(&file, threads, &|_| {}).unwrap();
+            let read = one_part(&file, threads).unwrap();
             let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
             assert_eq!(read, expected, "{threads} threads");
         }
         std::fs::write(&path, "PERF_RECORD_MMAP2 garbage\n").unwrap();
         let file = ScriptText::open(&path).unwrap();
-        let err = tally_script(&file, 2, &|_| {}).unwrap_err();
+        let err = one_part(&file, 2).unwrap_err();
         assert!(err.to_string().contains(&name), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1323,7 +1285,7 @@ mod tests {
         }
         // Such a tally keeps its borrow of the script; one with compact texts only does not.
         let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
-        assert!(tally.detached().is_err());
+        assert!(tally.keeps_script());
         // Distinct samples only: made compact once the memo has told so.
         let distinct: String = (0..WINDOW_OF_PROBES as u64 + 10)
             .map(|i| {
@@ -1335,10 +1297,7 @@ mod tests {
             })
             .collect();
         let tally = tally_samples(distinct.as_bytes(), "t", 1, &|_| {}).unwrap();
-        let expected = tally.clone();
-        let detached = tally.detached().expect("no text in place");
-        assert_eq!(detached, expected);
-        assert_eq!(detached.parse_all(), expected.parse_all());
+        assert!(!tally.keeps_script());
     }
 
     /// The cores' tallies are merged with their texts looked up on several threads: the

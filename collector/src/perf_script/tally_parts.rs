@@ -64,9 +64,9 @@ pub struct TallyParts<'a, 'p> {
 /// The perf script `text` (errors name the file) read a part at a time, each sized to hold
 /// about `held_bound` bytes of texts, on up to `threads` threads; `progress` is called from
 /// the scanning threads with a number of bytes scanned since its last call. The parts'
-/// tallies, one after the other, hold what [`super::tally_script`]'s one tally holds, split
-/// where the parts are cut; a script of at most `held_bound` bytes is one part, that very
-/// tally.
+/// tallies, one after the other, hold what one tally of the whole script
+/// ([`super::tally_samples`] of its bytes) holds, split where the parts are cut; a script of
+/// at most `held_bound` bytes is one part, that very tally.
 pub fn tally_script_parts<'a, 'p>(
     text: &'a ScriptText,
     threads: usize,
