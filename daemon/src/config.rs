@@ -208,18 +208,6 @@ pub struct OutputConfig {
 }
 
 impl OutputConfig {
-    /// The debug-file finder of this configuration: `debug_dirs`, `.gnu_debuglink`, and the
-    /// debuginfod servers (cached under `<state_dir>/debuginfod`) when any are set.
-    /// `state_dir` is the daemon's state directory in effect (`--state-dir` overrides
-    /// `output.state_dir`).
-    pub fn debug_file_finder(&self, state_dir: &Path) -> symbolizer::debug_file::DebugFileFinder {
-        let finder = symbolizer::debug_file::DebugFileFinder::new(self.debug_dirs.clone());
-        match self.debuginfod_client(state_dir) {
-            Some(client) => finder.with_remote(std::sync::Arc::new(client)),
-            None => finder,
-        }
-    }
-
     /// The debuginfod client of this configuration (`debuginfod_urls`, else
     /// `DEBUGINFOD_URLS`), caching under `<state_dir>/debuginfod`; `None` without servers.
     pub fn debuginfod_client(

@@ -316,9 +316,6 @@ impl DebuginfodClient {
 
 impl RemoteDebugSource for DebuginfodClient {
     fn fetch_debuginfo(&self, id: &BuildId) -> Result<Option<PathBuf>, String> {
-        if id.is_empty() {
-            return Ok(None);
-        }
         if let Some(answer) = self.answer_from_cache(id) {
             return answer;
         }

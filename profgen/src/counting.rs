@@ -389,13 +389,7 @@ mod tests {
     }
 
     fn load() -> BinaryLoadInfo {
-        BinaryLoadInfo {
-            name: "prog".into(),
-            preferred_base: 0x1000,
-            text_segment_offsets: vec![0x1000],
-            preferred_text_segment_addresses: vec![0x1000],
-            kernel: false,
-        }
+        unwinder::test_support::main_calls_foo_load()
     }
 
     /// A hybrid script of three pieces, the binary mapped at 0x5000, then at 0x9000, then at

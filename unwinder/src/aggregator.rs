@@ -918,13 +918,7 @@ mod tests {
     }
 
     fn load() -> BinaryLoadInfo {
-        BinaryLoadInfo {
-            name: "prog".into(),
-            preferred_base: 0x1000,
-            text_segment_offsets: vec![0x1000],
-            preferred_text_segment_addresses: vec![0x1000],
-            kernel: false,
-        }
+        crate::test_support::main_calls_foo_load()
     }
 
     fn mmap(addr: u64) -> PerfEvent {

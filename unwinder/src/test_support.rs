@@ -198,6 +198,18 @@ pub fn main_calls_foo() -> FakeLayout {
     )
 }
 
+/// The load of [`main_calls_foo`]'s binary `prog`: preferred base 0x1000, its text at file
+/// offset 0x1000.
+pub fn main_calls_foo_load() -> BinaryLoadInfo {
+    BinaryLoadInfo {
+        name: "prog".into(),
+        preferred_base: 0x1000,
+        text_segment_offsets: vec![0x1000],
+        preferred_text_segment_addresses: vec![0x1000],
+        kernel: false,
+    }
+}
+
 /// The placement of a binary `p` (preferred base 0x1000, one text segment at file offset 0)
 /// mapped at `base` by a process, as its MMAP2 event (`/x/p`) places it.
 pub fn fake_placement(base: u64) -> BinaryPlacement {

@@ -240,6 +240,15 @@ fn awaits_debug_file(names: &NamesReport) -> bool {
     names.tried.iter().any(|t| t.ends_with(FETCHING))
 }
 
+/// Logs that the binary at `path` is counted by address: no symbols, no debug file found.
+fn warn_address_only(path: &str, id: &BuildId, names: &NamesReport) {
+    tracing::warn!(
+        "{path} ({id}) has no symbols and no debug file was found: counted by address, \
+         served unsymbolized (tried: {})",
+        names.tried.join("; ")
+    );
+}
+
 fn kind_name(kind: CounterKind) -> &'static str {
     match kind {
         CounterKind::Flat => "flat",
@@ -670,13 +679,7 @@ impl Worker {
                 g.binary.build_id
             );
         } else if !binary.name_source().has_names() {
-            tracing::warn!(
-                "{} ({}) has no symbols and no debug file was found: counted by \
-                 address, served unsymbolized (tried: {})",
-                g.binary.path,
-                g.binary.build_id,
-                names.tried.join("; ")
-            );
+            warn_address_only(&g.binary.path, &g.binary.build_id, &names);
         }
         // Loading frees as much as it keeps (section copies, the decoder's scratch): give
         // it back to the kernel, or RSS stays at the load's peak.
@@ -713,6 +716,11 @@ impl Worker {
     /// Counted in `pgo_agent_memory_evictions_total{what="decoded"}`.
     pub fn enforce_decoded_budget(&mut self) {
         let budget = self.settings.decoded_budget_bytes;
+        // What the whole process holds bounds this worker's share: no binary to walk
+        // while that is within the budget.
+        if symbolizer::decoded_bytes().total() <= budget {
+            return;
+        }
         let mut held: Vec<(u64, u64, BuildId)> = self
             .entries
             .iter()
@@ -751,7 +759,7 @@ impl Worker {
         let Some(old) = self.entries.get(id) else {
             return false; // evicted meanwhile
         };
-        let (path, source) = (old.path.clone(), old.source.clone());
+        let (path, source, old_names) = (old.path.clone(), old.source.clone(), old.names.clone());
         let with_lookup = || {
             ProfiledBinary::from_shared_bytes_with_lookup(
                 Path::new(&path),
@@ -766,7 +774,7 @@ impl Worker {
             // The same files as before, without a lookup (no candidate checked, no CRC
             // read); a lookup only if the debug file is gone (evicted from a cache).
             Reload::DecodedBudget => {
-                let debug = old.names.debug_file.as_ref().map(PathBuf::from);
+                let debug = old_names.debug_file.as_ref().map(PathBuf::from);
                 ProfiledBinary::from_shared_bytes_with_debug_file(
                     Path::new(&path),
                     source.clone(),
@@ -790,20 +798,13 @@ impl Worker {
                 old.names = NamesReport::of(&old.binary, lookup.as_ref());
                 old.dirty = true;
                 if !old.binary.name_source().has_names() {
-                    tracing::warn!(
-                        "{path} ({id}) has no symbols and no debug file was found: counted \
-                         by address, served unsymbolized (tried: {})",
-                        old.names.tried.join("; ")
-                    );
+                    warn_address_only(&path, id, &old.names);
                 }
             }
             return false;
         }
         let names = match (why, &lookup) {
-            (Reload::DecodedBudget, None) => match self.entries.get(id) {
-                Some(old) => old.names.clone(),
-                None => return false,
-            },
+            (Reload::DecodedBudget, None) => old_names,
             _ => NamesReport::of(&binary, lookup.as_ref()),
         };
         let mut fresh = match self.entry_for(Arc::new(binary), names, path.clone(), source) {

@@ -110,10 +110,12 @@ impl ProfiledBinary {
         debug: Option<&Path>,
         options: &LoadOptions,
     ) -> Result<(ProfiledBinary, Option<Arc<LazyCode>>), SymbolizerError> {
-        let bytes: &[u8] = (*data).as_ref();
         match debug {
-            Some(debug) => Self::load_with_debug_file(path, bytes, debug, options, Some(&data)),
-            None => Self::load_parts(path, bytes, None, options, Some(&data)),
+            Some(debug) => {
+                let bytes: &[u8] = (*data).as_ref();
+                Self::load_with_debug_file(path, bytes, debug, options, Some(&data))
+            }
+            None => Self::from_shared_bytes(path, data, options),
         }
     }
 
