@@ -295,6 +295,29 @@ pub fn assert_no_mismatches(failures: &[String]) {
     );
 }
 
+/// `convert`'s stderr with its warnings as llvm-profgen 19 prints them: the leaf-external-
+/// frame share replaced by the figure its note quotes for llvm-profgen 19 (whose
+/// denominator counts each sample with a call stack twice).
+pub fn warnings_as_llvm_profgen_19(stderr: &str) -> String {
+    const NOTE: &str = "note: llvm-profgen 19 prints the leaf external frame share as \"";
+    let theirs = stderr.lines().find_map(|l| {
+        let quoted = &l[l.find(NOTE)? + NOTE.len()..];
+        Some(quoted[..quoted.find("\":")?].to_string())
+    });
+    let mut out = String::new();
+    for line in stderr.lines() {
+        match (&theirs, line.find("warning: ")) {
+            (Some(t), Some(i)) if line.ends_with(unwinder::stats::LEAF_EXTERNAL_FRAME) => {
+                out.push_str(&line[..i + "warning: ".len()]);
+                out.push_str(t);
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Where two texts first differ, for a failure message: `line N: llvm-profgen `..` vs
 /// ours `..``, or their line counts when one is a prefix of the other.
 pub fn first_difference(theirs: &str, ours: &str) -> String {

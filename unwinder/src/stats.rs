@@ -93,8 +93,12 @@ pub const RANGE_CROSSING_FUNCTIONS: &str =
 /// `warnInvalidRange`'s message for a range that is not a valid fall-through.
 pub const RANGE_BOGUS: &str = "Range start is after or too far from range end.";
 
+/// The message of the leaf-external-frame warning.
+pub const LEAF_EXTERNAL_FRAME: &str = "of samples have leaf external frame in call stack.";
+
 /// llvm-profgen's `emitWarningSummary` text (without the "warning: " prefix), or `None`
 /// when it prints nothing (zero count or zero total).
+
 pub fn warning_summary(num: u64, total: u64, message: &str) -> Option<String> {
     if num == 0 || total == 0 {
         return None;
@@ -143,22 +147,24 @@ impl UnwindStats {
             .extend(other.range_details.iter().copied());
     }
 
-    /// What [`UnwindStats::warnings`]' llvm-profgen denominators hide, said with the
-    /// samples read (convert prints these after the warnings, as notes).
+    /// Where a warning's figure differs from the one llvm-profgen 19 prints for the same
+    /// input, that figure (convert prints these after the warnings, as notes): 19's
+    /// leaf-external-frame share divides by [`UnwindStats::total_samples`], which counts
+    /// each sample with a call stack twice.
     pub fn notes(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.leaf_external_frames > 0
-            && self.samples_seen > 0
-            && self.total_samples != self.samples_seen
-        {
-            out.push(format!(
-                "the leaf external frame share counts each sample with a call stack twice in \
-                 its denominator, as llvm-profgen 19 does: {} of the {} samples read ({:.2}%) \
-                 have a leaf external frame",
+        if self.total_samples != self.samples_seen {
+            if let Some(theirs) = warning_summary(
                 self.leaf_external_frames,
-                self.samples_seen,
-                self.leaf_external_frames as f64 * 100.0 / self.samples_seen as f64
-            ));
+                self.total_samples,
+                LEAF_EXTERNAL_FRAME,
+            ) {
+                out.push(format!(
+                    "llvm-profgen 19 prints the leaf external frame share as \"{theirs}\": its \
+                     perf script reader counts the blank line before each sample with a call \
+                     stack as one more sample"
+                ));
+            }
         }
         out
     }
@@ -182,10 +188,11 @@ impl UnwindStats {
         if let Some(w) = &self.missing_mmap_warning {
             out.push(w.clone());
         }
+        // The samples read: llvm-profgen 19 divides by `total_samples` (see `notes`).
         out.extend(warning_summary(
             self.leaf_external_frames,
-            self.total_samples,
-            "of samples have leaf external frame in call stack.",
+            self.samples_seen,
+            LEAF_EXTERNAL_FRAME,
         ));
         let mut push = |num, total, msg: &str| out.extend(warning_summary(num, total, msg));
         push(
@@ -350,18 +357,19 @@ mod tests {
         s.total_range_samples = 0;
         assert_eq!(s.warnings(false)[2], "No samples in perf script!");
         assert!(s.notes().is_empty());
-        // Two samples with call stacks: llvm-profgen's denominator is 4, the samples 2.
+        // Two samples with call stacks: the share is of the 2 samples read; llvm-profgen 19
+        // divides by 4 (a note gives its figure).
         s.samples_seen = 2;
         assert_eq!(
             s.warnings(true)[0],
-            "25.00%(1/4) of samples have leaf external frame in call stack."
+            "50.00%(1/2) of samples have leaf external frame in call stack."
         );
         assert_eq!(
             s.notes(),
             [
-                "the leaf external frame share counts each sample with a call stack twice in its \
-              denominator, as llvm-profgen 19 does: 1 of the 2 samples read (50.00%) have a \
-              leaf external frame"
+                "llvm-profgen 19 prints the leaf external frame share as \"25.00%(1/4) of \
+                 samples have leaf external frame in call stack.\": its perf script reader \
+                 counts the blank line before each sample with a call stack as one more sample"
             ]
         );
     }
