@@ -98,7 +98,6 @@ pub const LEAF_EXTERNAL_FRAME: &str = "of samples have leaf external frame in ca
 
 /// llvm-profgen's `emitWarningSummary` text (without the "warning: " prefix), or `None`
 /// when it prints nothing (zero count or zero total).
-
 pub fn warning_summary(num: u64, total: u64, message: &str) -> Option<String> {
     if num == 0 || total == 0 {
         return None;
