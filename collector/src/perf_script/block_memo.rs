@@ -82,10 +82,6 @@ pub(crate) struct BlockMemo<'a> {
     last: u32,
     finder: memchr::memmem::Finder<'static>,
     on: bool,
-    /// The last whole window of probes (switched on) found its blocks often enough.
-    repeats: bool,
-    /// A whole window of probes has ended (the first verdict on `repeats` is in).
-    told: bool,
     tries: u32,
     hits: u32,
     /// Positions passed while switched off.
@@ -100,8 +96,6 @@ impl<'a> BlockMemo<'a> {
             last: NO_BLOCK,
             finder: memchr::memmem::Finder::new(b"\n 0x"),
             on: true,
-            repeats: false,
-            told: false,
             tries: 0,
             hits: 0,
             passed: 0,
@@ -160,35 +154,13 @@ impl<'a> BlockMemo<'a> {
         })
     }
 
-    /// Whether the text repeats its blocks: the last whole window of probes found at least
-    /// one in eight (false until one has; a window of sparse probes, while switched off,
-    /// only switches probing back on).
-    pub(crate) fn finds_repeats(&self) -> bool {
-        self.repeats
-    }
-
-    /// Whether a whole window of probes has ended, so that [`BlockMemo::finds_repeats`]
-    /// says what the text does rather than that nothing is known yet.
-    pub(crate) fn has_told(&self) -> bool {
-        self.told
-    }
-
-    /// Whether the probes of the window under way found at least one block in eight (false
-    /// when there were none).
-    pub(crate) fn repeats_so_far(&self) -> bool {
-        self.tries > 0 && self.hits * 8 >= self.tries
-    }
-
     /// Counts a probe, and decides at the end of a window whether probing pays.
     fn count(&mut self, hit: bool) {
         self.tries += 1;
         self.hits += u32::from(hit);
         if self.tries == if self.on { WINDOW } else { WINDOW / SPARSE } {
             // On while at least one probe in eight finds its block.
-            let found = self.hits * 8 >= self.tries;
-            self.repeats = self.on && found;
-            self.told |= self.on;
-            self.on = found;
+            self.on = self.hits * 8 >= self.tries;
             self.tries = 0;
             self.hits = 0;
         }
@@ -259,10 +231,10 @@ mod tests {
         assert_eq!(memo.probe(b" 0x1\n", 0).map(|b| b.end), Some(5));
     }
 
-    /// A whole window of probes that find their blocks says the text repeats; a window of
-    /// misses takes it back.
+    /// A window of probes that find their blocks keeps probing on; a window of misses
+    /// switches it off, and a window of sparse probes that hit switches it back on.
     #[test]
-    fn repeats_are_told_after_a_window_of_hits() {
+    fn probing_stays_on_while_blocks_are_found() {
         let text = b"\t 10\n 0x1/0x2\n";
         let mut memo = BlockMemo::new();
         let block = memo.probe(text, 0).unwrap();
@@ -273,26 +245,24 @@ mod tests {
             lines: 2,
         };
         memo.remember(text, 0, block, units);
-        for _ in 1..WINDOW {
-            assert!(!memo.finds_repeats());
+        for _ in 1..2 * WINDOW {
             assert_eq!(memo.find(text, 0, block), Some(units));
         }
-        assert!(memo.finds_repeats());
+        assert!(memo.on);
         let other = b"\t 11\n 0x1/0x2\n";
         let miss = memo.probe(other, 0).unwrap();
-        for _ in 0..WINDOW {
-            assert!(memo.finds_repeats());
+        for _ in 0..WINDOW - 1 {
             assert_eq!(memo.find(other, 0, miss), None);
+            assert!(memo.on);
         }
-        assert!(!memo.finds_repeats());
+        assert_eq!(memo.find(other, 0, miss), None);
         assert!(!memo.on);
-        // Switched back on by a window of sparse probes that hit: that is no whole window.
         for _ in 0..WINDOW {
             if let Some(block) = memo.probe(text, 0) {
                 assert_eq!(memo.find(text, 0, block), Some(units));
             }
         }
-        assert!(memo.on && !memo.finds_repeats());
+        assert!(memo.on);
     }
 
     #[test]
@@ -317,7 +287,7 @@ mod tests {
             let block = memo.probe(text, b.end).unwrap();
             assert_eq!(memo.find(text, b.end, block), None);
         }
-        assert!(!memo.finds_repeats());
+        assert!(!memo.on);
         let probed = (0..SPARSE * 2)
             .filter(|_| memo.probe(text, 0).is_some())
             .count();
