@@ -56,6 +56,9 @@ pub(crate) struct BlockUnits {
 
 /// A block read before: its bytes, what they gave and the block after it.
 struct Remembered<'a> {
+    /// The bytes where they were last read: a block compared with the text is near the
+    /// reader when it repeats often, so the pages it reads again are mostly resident
+    /// ([`super::text::ReadPages`] gives back those far behind).
     bytes: &'a [u8],
     units: BlockUnits,
     /// The block that came right after it the last time it was read ([`NO_BLOCK`]: none
@@ -105,7 +108,7 @@ impl<'a> BlockMemo<'a> {
     /// The block that followed the last one read the last time, when `text` has it at
     /// `pos` (the top of the reading loop): where it ends and what it gave. The bytes are
     /// compared, so the block is exactly the one remembered.
-    pub(crate) fn predict(&mut self, text: &[u8], pos: usize) -> Option<(usize, BlockUnits)> {
+    pub(crate) fn predict(&mut self, text: &'a [u8], pos: usize) -> Option<(usize, BlockUnits)> {
         if !self.on || self.last == NO_BLOCK {
             return None;
         }
@@ -115,6 +118,7 @@ impl<'a> BlockMemo<'a> {
             return None;
         }
         let found = (pos + r.bytes.len(), r.units);
+        self.blocks[next as usize].bytes = &text[pos..found.0];
         self.last = next;
         self.count(true);
         Some(found)
@@ -167,7 +171,7 @@ impl<'a> BlockMemo<'a> {
     }
 
     /// What the block `text[pos..block.end]` gave when it was read before.
-    pub(crate) fn find(&mut self, text: &[u8], pos: usize, block: Block) -> Option<BlockUnits> {
+    pub(crate) fn find(&mut self, text: &'a [u8], pos: usize, block: Block) -> Option<BlockUnits> {
         let bytes = &text[pos..block.end];
         let blocks = &self.blocks;
         let found = self
@@ -178,6 +182,7 @@ impl<'a> BlockMemo<'a> {
             .map(|s| s.block);
         self.count(found.is_some());
         let found = found?;
+        self.blocks[found as usize].bytes = bytes;
         self.follow(found);
         Some(self.blocks[found as usize].units)
     }
