@@ -175,7 +175,7 @@ mod tests {
     /// joined, each piece's equal samples folded (their counts and occurrences summed, in
     /// order of first appearance); with the statistics, the sample texts read and the
     /// number of parts.
-    fn joined<'a>(
+    fn joined(
         parts: impl Iterator<Item = Result<ScriptTally, PerfScriptError>>,
     ) -> (Vec<ParsedPiece>, PerfScriptStats, u64, usize) {
         let mut pieces: Vec<ParsedPiece> = Vec::new();
