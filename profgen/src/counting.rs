@@ -6,8 +6,7 @@ use std::path::Path;
 
 use collector::perf_data::PerfDataError;
 use collector::perf_script::{
-    parse_tallied_into, parse_tallied_one, EntryTokenCache, PerfScriptError, PerfScriptStats,
-    ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
+    PerfScriptError, PerfScriptStats, ScriptPiece, ScriptTally, ScriptText, StackOnlyReader,
 };
 use collector::PerfEvent;
 use symbolizer::generate::cs::expand_line_context;
@@ -34,8 +33,8 @@ pub(crate) type ScriptCounters = (CounterSet, unwinder::UnwindStats, PerfScriptS
 /// and the next one read. The first error of the script's reading is the one reported
 /// (after an unwinding error too, the rest of the script is read for one), as when the
 /// script was read whole first; an unwinding error names `path`.
-pub(crate) fn unwind_tallies<'a>(
-    mut parts: impl Iterator<Item = Result<ScriptTally<'a>, PerfScriptError>>,
+pub(crate) fn unwind_tallies(
+    mut parts: impl Iterator<Item = Result<ScriptTally, PerfScriptError>>,
     layout: &dyn CodeLayout,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
@@ -73,8 +72,8 @@ impl From<unwinder::UnwindError> for PartsStop {
 /// stack, when `options` does not say): the aggregator needs it from the first sample on.
 /// The last part is not freed: both callers of [`crate::read_counters`] (`convert`,
 /// `verify`) exit soon after, and the exit returns the memory at once.
-fn unwind_parts<'a>(
-    parts: &mut impl Iterator<Item = Result<ScriptTally<'a>, PerfScriptError>>,
+fn unwind_parts(
+    parts: &mut impl Iterator<Item = Result<ScriptTally, PerfScriptError>>,
     layout: &dyn CodeLayout,
     load: &BinaryLoadInfo,
     options: &UnwindOptions,
@@ -83,7 +82,7 @@ fn unwind_parts<'a>(
     // What reading skipped, then what parsing each distinct text drops (times its
     // occurrences).
     let mut script_stats = PerfScriptStats::default();
-    let mut waiting: Vec<ScriptTally<'a>> = Vec::new();
+    let mut waiting: Vec<ScriptTally> = Vec::new();
     let mut agg = None;
     let mut last = None;
     for part in parts {
@@ -118,15 +117,15 @@ fn unwind_parts<'a>(
 
 /// What the first sample with a branch stack of `tallies` tells of their content (it is
 /// parsed here once more below).
-fn content_of(tallies: &[ScriptTally<'_>]) -> Option<PerfContent> {
+fn content_of(tallies: &[ScriptTally]) -> Option<PerfContent> {
     tallies.iter().find_map(|tally| {
         tally.pieces.iter().find_map(|piece| {
             let ScriptPiece::Texts(texts) = piece else {
                 return None;
             };
-            let (mut tokens, mut stats) = (EntryTokenCache::new(), PerfScriptStats::default());
+            let mut stats = PerfScriptStats::default();
             (0..texts.len()).find_map(|i| {
-                let t = parse_tallied_one(texts, i, tally.script_type, &mut tokens, &mut stats)?;
+                let t = texts.sample(i, &mut stats)?;
                 PerfContent::detect(std::iter::once(&PerfEvent::Sample(t.sample)))
             })
         })
@@ -138,11 +137,10 @@ fn content_of(tallies: &[ScriptTally<'_>]) -> Option<PerfContent> {
 /// aggregator's threads; what parsing drops is added to `script_stats`.
 fn feed_tally(
     agg: &mut Aggregator<'_>,
-    tally: &ScriptTally<'_>,
+    tally: &ScriptTally,
     show_mmap_events: bool,
     script_stats: &mut PerfScriptStats,
 ) -> Result<(), unwinder::UnwindError> {
-    let script_type = tally.script_type;
     for piece in &tally.pieces {
         match piece {
             ScriptPiece::Mmap(m) => {
@@ -156,12 +154,11 @@ fn feed_tally(
                 // aggregated.
                 for start in (0..texts.len()).step_by(FEED_BATCH) {
                     let len = FEED_BATCH.min(texts.len() - start);
-                    type State = (EntryTokenCache, PerfScriptStats);
                     let states =
-                        agg.feed_parallel(len, |i, (tokens, stats): &mut State, out| {
-                            parse_tallied_into(texts, start + i, script_type, tokens, stats, out)
+                        agg.feed_parallel(len, |i, stats: &mut PerfScriptStats, out| {
+                            texts.sample_into(start + i, stats, out)
                         })?;
-                    for (_, stats) in &states {
+                    for stats in &states {
                         script_stats.add(stats);
                     }
                 }

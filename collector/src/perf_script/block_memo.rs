@@ -56,6 +56,9 @@ pub(crate) struct BlockUnits {
 
 /// A block read before: its bytes, what they gave and the block after it.
 struct Remembered<'a> {
+    /// The bytes where they were last read: a block compared with the text is near the
+    /// reader when it repeats often, so the pages it reads again are mostly resident
+    /// ([`super::text::ReadPages`] gives back those far behind).
     bytes: &'a [u8],
     units: BlockUnits,
     /// The block that came right after it the last time it was read ([`NO_BLOCK`]: none
@@ -82,10 +85,6 @@ pub(crate) struct BlockMemo<'a> {
     last: u32,
     finder: memchr::memmem::Finder<'static>,
     on: bool,
-    /// The last whole window of probes (switched on) found its blocks often enough.
-    repeats: bool,
-    /// A whole window of probes has ended (the first verdict on `repeats` is in).
-    told: bool,
     tries: u32,
     hits: u32,
     /// Positions passed while switched off.
@@ -100,8 +99,6 @@ impl<'a> BlockMemo<'a> {
             last: NO_BLOCK,
             finder: memchr::memmem::Finder::new(b"\n 0x"),
             on: true,
-            repeats: false,
-            told: false,
             tries: 0,
             hits: 0,
             passed: 0,
@@ -111,7 +108,7 @@ impl<'a> BlockMemo<'a> {
     /// The block that followed the last one read the last time, when `text` has it at
     /// `pos` (the top of the reading loop): where it ends and what it gave. The bytes are
     /// compared, so the block is exactly the one remembered.
-    pub(crate) fn predict(&mut self, text: &[u8], pos: usize) -> Option<(usize, BlockUnits)> {
+    pub(crate) fn predict(&mut self, text: &'a [u8], pos: usize) -> Option<(usize, BlockUnits)> {
         if !self.on || self.last == NO_BLOCK {
             return None;
         }
@@ -121,6 +118,7 @@ impl<'a> BlockMemo<'a> {
             return None;
         }
         let found = (pos + r.bytes.len(), r.units);
+        self.blocks[next as usize].bytes = &text[pos..found.0];
         self.last = next;
         self.count(true);
         Some(found)
@@ -160,42 +158,20 @@ impl<'a> BlockMemo<'a> {
         })
     }
 
-    /// Whether the text repeats its blocks: the last whole window of probes found at least
-    /// one in eight (false until one has; a window of sparse probes, while switched off,
-    /// only switches probing back on).
-    pub(crate) fn finds_repeats(&self) -> bool {
-        self.repeats
-    }
-
-    /// Whether a whole window of probes has ended, so that [`BlockMemo::finds_repeats`]
-    /// says what the text does rather than that nothing is known yet.
-    pub(crate) fn has_told(&self) -> bool {
-        self.told
-    }
-
-    /// Whether the probes of the window under way found at least one block in eight (false
-    /// when there were none).
-    pub(crate) fn repeats_so_far(&self) -> bool {
-        self.tries > 0 && self.hits * 8 >= self.tries
-    }
-
     /// Counts a probe, and decides at the end of a window whether probing pays.
     fn count(&mut self, hit: bool) {
         self.tries += 1;
         self.hits += u32::from(hit);
         if self.tries == if self.on { WINDOW } else { WINDOW / SPARSE } {
             // On while at least one probe in eight finds its block.
-            let found = self.hits * 8 >= self.tries;
-            self.repeats = self.on && found;
-            self.told |= self.on;
-            self.on = found;
+            self.on = self.hits * 8 >= self.tries;
             self.tries = 0;
             self.hits = 0;
         }
     }
 
     /// What the block `text[pos..block.end]` gave when it was read before.
-    pub(crate) fn find(&mut self, text: &[u8], pos: usize, block: Block) -> Option<BlockUnits> {
+    pub(crate) fn find(&mut self, text: &'a [u8], pos: usize, block: Block) -> Option<BlockUnits> {
         let bytes = &text[pos..block.end];
         let blocks = &self.blocks;
         let found = self
@@ -206,6 +182,7 @@ impl<'a> BlockMemo<'a> {
             .map(|s| s.block);
         self.count(found.is_some());
         let found = found?;
+        self.blocks[found as usize].bytes = bytes;
         self.follow(found);
         Some(self.blocks[found as usize].units)
     }
@@ -259,10 +236,10 @@ mod tests {
         assert_eq!(memo.probe(b" 0x1\n", 0).map(|b| b.end), Some(5));
     }
 
-    /// A whole window of probes that find their blocks says the text repeats; a window of
-    /// misses takes it back.
+    /// A window of probes that find their blocks keeps probing on; a window of misses
+    /// switches it off, and a window of sparse probes that hit switches it back on.
     #[test]
-    fn repeats_are_told_after_a_window_of_hits() {
+    fn probing_stays_on_while_blocks_are_found() {
         let text = b"\t 10\n 0x1/0x2\n";
         let mut memo = BlockMemo::new();
         let block = memo.probe(text, 0).unwrap();
@@ -273,26 +250,24 @@ mod tests {
             lines: 2,
         };
         memo.remember(text, 0, block, units);
-        for _ in 1..WINDOW {
-            assert!(!memo.finds_repeats());
+        for _ in 1..2 * WINDOW {
             assert_eq!(memo.find(text, 0, block), Some(units));
         }
-        assert!(memo.finds_repeats());
+        assert!(memo.on);
         let other = b"\t 11\n 0x1/0x2\n";
         let miss = memo.probe(other, 0).unwrap();
-        for _ in 0..WINDOW {
-            assert!(memo.finds_repeats());
+        for _ in 0..WINDOW - 1 {
             assert_eq!(memo.find(other, 0, miss), None);
+            assert!(memo.on);
         }
-        assert!(!memo.finds_repeats());
+        assert_eq!(memo.find(other, 0, miss), None);
         assert!(!memo.on);
-        // Switched back on by a window of sparse probes that hit: that is no whole window.
         for _ in 0..WINDOW {
             if let Some(block) = memo.probe(text, 0) {
                 assert_eq!(memo.find(text, 0, block), Some(units));
             }
         }
-        assert!(memo.on && !memo.finds_repeats());
+        assert!(memo.on);
     }
 
     #[test]
@@ -317,7 +292,7 @@ mod tests {
             let block = memo.probe(text, b.end).unwrap();
             assert_eq!(memo.find(text, b.end, block), None);
         }
-        assert!(!memo.finds_repeats());
+        assert!(!memo.on);
         let probed = (0..SPARSE * 2)
             .filter(|_| memo.probe(text, 0).is_some())
             .count();

@@ -4,6 +4,7 @@
 mod block_memo;
 mod compact;
 pub mod event_filter;
+mod packed;
 mod previous_line;
 pub mod reader;
 mod scan_queue;
@@ -21,8 +22,7 @@ pub use reader::{
 };
 pub use stack_only::{FileMappings, StackOnlyReader};
 pub use tally::{
-    parse_tallied_into, parse_tallied_one, tally_samples, ParsedPiece, ScriptPiece, ScriptTally,
-    TalliedSample, TalliedText, TalliedTexts,
+    tally_samples, ParsedPiece, ScriptPiece, ScriptTally, TalliedSample, TalliedText, TalliedTexts,
 };
 pub use tally_parts::{tally_script_parts, TallyParts, TALLY_HELD_BYTES};
 pub use text::ScriptText;

@@ -1,23 +1,24 @@
 //! [`tally_samples`]: a perf script read on several threads, each distinct sample parsed
-//! once.
+//! once and kept packed.
 //!
 //! Perf scripts repeat themselves: a program in a steady state produces the same stack and
 //! branch stack over and over (the software recorder's 216 k samples of the convert
 //! benchmark are 41 k distinct samples). Hardware LBRs also carry cycle counts, which make
 //! nearly every text distinct, but llvm-profgen ignores every LBR field but `FROM` and
-//! `TO`. So each sample text is hashed and counted by its bytes; each distinct text is then
-//! cut down to what the reader reads ([`super::compact`]) and counted by that (or, in a
-//! stretch that repeats its blocks, kept in place in the script: [`IN_SCRIPT`]), and only
-//! the first occurrence of each distinct text is parsed ([`parse_tallied_one`], on the
-//! caller's threads). The sample then stands for all of them (`Sample::count` = the sum of their
-//! counts, plus how many occurrences, for per-sample statistics); its LBR entries come
-//! without flags. MMAP lines split the input into pieces: the samples after an MMAP event
-//! are read with the binary where that event put it, so samples are only aggregated within
-//! a piece. The result is what [`super::PerfScriptReader`] gives with flags cleared and
-//! samples of equal text (once compact, if made compact) folded together (but for texts
-//! made compact where they were kept in place: see [`DistinctTexts::make_compact`]), in
-//! order of first appearance —
+//! `TO`. So a block of text seen before is found by its bytes ([`BlockMemo`]); any other
+//! sample text is cut down to what the reader reads ([`super::compact`]) and looked up by
+//! that: a new one is parsed at once and kept packed ([`super::packed`]: a few bytes per
+//! LBR entry instead of its 40 bytes of text), with the sum of its occurrences' counts
+//! (`Sample::count`) and how many occurrences (for per-sample statistics); its LBR entries
+//! come without flags. MMAP lines split the input into pieces: the samples after an MMAP
+//! event are read with the binary where that event put it, so samples are only aggregated
+//! within a piece. The result is what [`super::PerfScriptReader`] gives with flags cleared
+//! and samples of equal compact text folded together, in order of first appearance —
 //! same units ([`super::unit`]), same parser.
+//!
+//! A compact text is looked up by its 128-bit hash ([`TextKey`]), not by its bytes, which
+//! are not kept: two distinct texts among `n` share a key with a chance of about
+//! `n² / 2¹²⁹` (below 10⁻²⁶ for a million distinct texts).
 //!
 //! The text is cut into one chunk per thread right after a line starting with `" 0x"`,
 //! where the reading loop is always back at its top (see [`super::unit`]).
@@ -31,11 +32,11 @@ use hashbrown::HashTable;
 use super::block_memo::WINDOW_OF_PROBES;
 use super::block_memo::{BlockMemo, BlockUnits};
 use super::compact::{compact_lbr_line, ByteMasks};
+use super::packed::{most_packed_bytes, pack_sample, unpack_sample};
 use super::reader::{
     detect_type, parse_mmap_line, EntryTokenCache, PerfScriptError, PerfScriptStats,
 };
 use super::scan_queue::ScanQueue;
-use super::text_hash::text_hash;
 use super::unit::{SampleText, Unit, UnitCursor};
 use super::PerfScriptType;
 use crate::threads::on_threads;
@@ -43,83 +44,56 @@ use crate::{Mmap2Event, Sample};
 
 /// One stretch of the input, in input order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScriptPiece<'a> {
+pub enum ScriptPiece {
     /// The event of an MMAP line.
     Mmap(Mmap2Event),
     /// The samples between two MMAP events, each distinct one once, in order of first
-    /// appearance (parse them with [`parse_tallied_one`]).
-    Texts(TalliedTexts<'a>),
+    /// appearance (read them with [`TalliedTexts::sample_into`]).
+    Texts(TalliedTexts),
 }
 
-/// The distinct samples of a piece, as compact texts or in place in the script. Two are
-/// equal when their texts are, with equal bytes (`Debug` shows the script's length only).
+/// The distinct sample texts of a piece, each parsed and packed. Two are equal when their
+/// texts are, with equal packed samples (`Debug` shows the arenas' lengths only).
 #[derive(Clone, Default, Eq)]
-pub struct TalliedTexts<'a> {
+pub struct TalliedTexts {
     /// In order of first appearance.
     pub texts: Vec<TalliedText>,
-    /// The compact ones, one after the other, in one or more arenas (a chunk's scan
+    /// The packed samples, one after the other, in one or more arenas (a chunk's scan
     /// adds an arena when the last is full; merging chunks moves arenas instead of copying
-    /// texts).
+    /// samples).
     arenas: Vec<Vec<u8>>,
-    /// The whole script, where the texts kept in place are ([`IN_SCRIPT`]).
-    script: &'a [u8],
 }
 
-/// The `arena` of a text kept in place: its `start..end` are offsets in the script.
-///
-/// Once a stretch of the script is seen to repeat its blocks (a recorder's, or a steady
-/// program's without cycle counts), its new texts are not made compact: their bytes are
-/// in the script, which stays mapped until they are parsed. Making them compact cost a
-/// sixth of the CPU time on the recorder's input of the convert benchmark (half of it
-/// the kernel zeroing the fresh pages of the arenas), to merge texts that differ in
-/// their flags only, which such a script seldom has (the aggregator merges equal
-/// samples anyway). Until the stretch's block memo can tell (its first window of
-/// probes, or the end of a shorter stretch), texts are kept in place too, and made compact
-/// where they are if it does not repeat ([`DistinctTexts::make_compact`]).
-const IN_SCRIPT: usize = usize::MAX;
-
-/// The bytes of a stored text: in `arenas[arena]` or, [`IN_SCRIPT`], in `script`.
-fn stored<'s>(arenas: &'s [Vec<u8>], script: &'s [u8], arena: usize, at: Range<usize>) -> &'s [u8] {
-    if arena == IN_SCRIPT {
-        &script[at]
-    } else {
-        &arenas[arena][at]
-    }
-}
-
-impl PartialEq for TalliedTexts<'_> {
+impl PartialEq for TalliedTexts {
     fn eq(&self, other: &Self) -> bool {
-        self.texts == other.texts
-            && (0..self.len()).all(|i| self.text(i).block == other.text(i).block)
+        self.texts.len() == other.texts.len()
+            && self.texts.iter().zip(&other.texts).all(|(a, b)| {
+                (a.count, a.occurrences, a.verdict) == (b.count, b.occurrences, b.verdict)
+                    && self.unpacked(a) == other.unpacked(b)
+            })
     }
 }
 
-impl std::fmt::Debug for TalliedTexts<'_> {
+impl std::fmt::Debug for TalliedTexts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let arena_bytes: Vec<usize> = self.arenas.iter().map(Vec::len).collect();
         f.debug_struct("TalliedTexts")
             .field("texts", &self.texts)
             .field("arena_bytes", &arena_bytes)
-            .field("script_bytes", &self.script.len())
             .finish()
     }
 }
 
-impl<'a> TalliedTexts<'a> {
-    /// Whether some text is kept in place in the script.
-    fn keeps_script(&self) -> bool {
-        self.texts.iter().any(|t| t.arena == IN_SCRIPT)
-    }
-
-    /// Gives back the room left in the last arena (its texts stay where they are: they are
-    /// found by arena and offset).
+impl TalliedTexts {
+    /// Gives back the room left in the last arena (its samples stay where they are: they
+    /// are found by arena and offset).
     fn shrink_last_arena(&mut self) {
         if let Some(last) = self.arenas.last_mut() {
             last.shrink_to_fit();
         }
     }
 
-    /// The arena the next compact text goes at the end of, with room for `most` bytes:
+    /// The arena the next packed sample goes at the end of, with room for `most` bytes:
     /// the last one, or a new one when it has not. A new arena rather than a larger copy
     /// of the last one: nothing is moved (growing a vector copies it, into fresh pages
     /// each time).
@@ -127,7 +101,7 @@ impl<'a> TalliedTexts<'a> {
         let last = self.arenas.last();
         if last.map_or(0, |a| a.capacity() - a.len()) < most {
             let capacity = next_arena_capacity(last.map(Vec::capacity), most);
-            self.arenas.push(compact_arena(capacity));
+            self.arenas.push(Vec::with_capacity(capacity));
         }
         self.arenas.len() - 1
     }
@@ -142,48 +116,84 @@ impl<'a> TalliedTexts<'a> {
         self.texts.is_empty()
     }
 
-    /// The bytes held for these texts until they are parsed: the compact texts, the texts
-    /// kept in place (their pages are read again to parse them), and the texts' entries.
+    /// The bytes held for these samples until they are unwound: the packed samples and
+    /// their entries.
     pub fn held_bytes(&self) -> usize {
-        let compact: usize = self.arenas.iter().map(Vec::len).sum();
-        let in_place: usize = self
-            .texts
-            .iter()
-            .filter(|t| t.arena == IN_SCRIPT)
-            .map(|t| t.end - t.start)
-            .sum();
-        compact + in_place + self.texts.len() * std::mem::size_of::<TalliedText>()
+        let packed: usize = self.arenas.iter().map(Vec::len).sum();
+        packed + self.texts.len() * std::mem::size_of::<TalliedText>()
     }
 
-    /// The text of `texts[i]`, compact or as the script has it (its `count` that of all
-    /// its occurrences).
-    pub fn text(&self, i: usize) -> SampleText<'_> {
-        let t = &self.texts[i];
-        SampleText {
-            count: t.count,
-            block: stored(&self.arenas, self.script, t.arena, t.start..t.end),
-            lbr_start: t.lbr_start,
+    /// The sample of `t` unpacked into `sample` (`false` for a dropped one).
+    fn unpack(&self, t: &TalliedText, sample: &mut Sample) -> bool {
+        if t.verdict & KEPT == 0 {
+            return false;
         }
+        let packed = &self.arenas[t.arena as usize][t.start..];
+        unpack_sample(packed, sample).expect("a packing of this tally");
+        true
+    }
+
+    /// The sample of `t` (`None` for a dropped one; `count` 1).
+    fn unpacked(&self, t: &TalliedText) -> Option<Sample> {
+        let mut sample = Sample::default();
+        self.unpack(t, &mut sample).then_some(sample)
+    }
+
+    /// Sample `i` with its count sum and occurrences, LBR entries without flags, or `None`
+    /// when its text was dropped; what parsing its text dropped is added to `stats` (per
+    /// occurrence, as the sequential reader counts it).
+    pub fn sample(&self, i: usize, stats: &mut PerfScriptStats) -> Option<TalliedSample> {
+        let mut sample = Sample::default();
+        let occurrences = self.sample_into(i, stats, &mut sample)?;
+        Some(TalliedSample {
+            sample,
+            occurrences,
+        })
+    }
+
+    /// [`TalliedTexts::sample`] into `sample`, whose buffers are reused (a thread's samples
+    /// then cost no allocation): its occurrences, or `None` when its text was dropped (then
+    /// `sample` holds nothing of use).
+    pub fn sample_into(
+        &self,
+        i: usize,
+        stats: &mut PerfScriptStats,
+        sample: &mut Sample,
+    ) -> Option<u64> {
+        let t = &self.texts[i];
+        stats.dropped_samples += u64::from(t.verdict & DROPPED != 0) * t.occurrences;
+        stats.invalid_lbr_records += u64::from(t.verdict & INVALID_LBR != 0) * t.occurrences;
+        if !self.unpack(t, sample) {
+            return None;
+        }
+        sample.count = t.count;
+        Some(t.occurrences)
     }
 }
 
-/// A distinct sample and its occurrences.
+/// [`TalliedText::verdict`]: the text was parsed to a sample (packed).
+const KEPT: u8 = 1;
+/// The text counts as a dropped sample.
+const DROPPED: u8 = 2;
+/// A malformed entry cut the text's branch-stack line.
+const INVALID_LBR: u8 = 4;
+
+/// A distinct sample text and its occurrences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TalliedText {
-    /// Where its text is in [`TalliedTexts`]: an arena, or [`IN_SCRIPT`].
-    arena: usize,
+    /// Where its packed sample starts in [`TalliedTexts`] (its packing tells where it
+    /// ends).
+    arena: u32,
     start: usize,
-    end: usize,
-    lbr_start: usize,
-    /// The hash of the text.
-    hash: u64,
+    /// What parsing the text decided: [`KEPT`], [`DROPPED`], [`INVALID_LBR`].
+    verdict: u8,
     /// The sum of the counts of its occurrences.
     pub count: u64,
     /// How many times it occurred.
     pub occurrences: u64,
 }
 
-/// A parsed distinct sample and how many times its text occurred.
+/// A distinct sample and how many times its text occurred.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TalliedSample {
     /// The sample; its `count` is the sum of the counts of its occurrences.
@@ -192,27 +202,23 @@ pub struct TalliedSample {
     pub occurrences: u64,
 }
 
-/// A perf script read by [`tally_samples`], its sample texts not parsed yet.
+/// A perf script read by [`tally_samples`], its distinct samples parsed and packed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScriptTally<'a> {
+pub struct ScriptTally {
     /// LBR-only or hybrid.
     pub script_type: PerfScriptType,
     /// The input, in order.
-    pub pieces: Vec<ScriptPiece<'a>>,
-    /// What reading skipped so far; [`parse_tallied_one`] adds what parsing drops (together
-    /// they are what [`super::PerfScriptReader::stats`] says).
+    pub pieces: Vec<ScriptPiece>,
+    /// What reading skipped; [`TalliedTexts::sample_into`] adds what parsing dropped
+    /// (together they are what [`super::PerfScriptReader::stats`] says).
     pub stats: PerfScriptStats,
     /// Sample texts read (occurrences).
     pub sample_texts: u64,
-    /// Distinct sample texts: compact texts, and texts kept in place (where a stretch of
-    /// the script repeats its blocks), distinct by their bytes but for texts made compact
-    /// where they were kept in place ([`DistinctTexts::make_compact`]). Which texts are
-    /// kept in place depends on where the script was cut between the threads, so the
-    /// count may differ from run to run on a large input (the samples do not).
+    /// Distinct sample texts, by their compact text.
     pub distinct_texts: u64,
 }
 
-/// A piece of a fully parsed [`ScriptTally`] ([`ScriptTally::parse_all`]).
+/// A piece of a fully read [`ScriptTally`] ([`ScriptTally::parse_all`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParsedPiece {
     /// The event of an MMAP line.
@@ -221,8 +227,8 @@ pub enum ParsedPiece {
     Samples(Vec<TalliedSample>),
 }
 
-impl ScriptTally<'_> {
-    /// The bytes held for the texts of every piece ([`TalliedTexts::held_bytes`]).
+impl ScriptTally {
+    /// The bytes held for the samples of every piece ([`TalliedTexts::held_bytes`]).
     pub fn held_bytes(&self) -> usize {
         self.pieces
             .iter()
@@ -233,20 +239,11 @@ impl ScriptTally<'_> {
             .sum()
     }
 
-    /// Whether some text is kept in place in the script (it is read again when parsed).
-    pub(super) fn keeps_script(&self) -> bool {
-        self.pieces.iter().any(|p| match p {
-            ScriptPiece::Texts(t) => t.keeps_script(),
-            ScriptPiece::Mmap(_) => false,
-        })
-    }
-
-    /// Parses every piece at once, on the calling thread (tests; `convert` parses,
-    /// prepares and aggregates on every core, in batches, so that the samples of a large
-    /// input are never all in memory). The statistics include what parsing dropped.
+    /// Every piece's samples at once (tests; `convert` unpacks, prepares and aggregates on
+    /// every core, in batches, so that the samples of a large input are never all in
+    /// memory unpacked). The statistics include what parsing dropped.
     pub fn parse_all(&self) -> (Vec<ParsedPiece>, PerfScriptStats) {
         let mut stats = self.stats;
-        let mut tokens = EntryTokenCache::new();
         let pieces = self
             .pieces
             .iter()
@@ -254,9 +251,7 @@ impl ScriptTally<'_> {
                 ScriptPiece::Mmap(m) => Some(ParsedPiece::Mmap(m.clone())),
                 ScriptPiece::Texts(texts) => {
                     let samples: Vec<TalliedSample> = (0..texts.len())
-                        .filter_map(|i| {
-                            parse_tallied_one(texts, i, self.script_type, &mut tokens, &mut stats)
-                        })
+                        .filter_map(|i| texts.sample(i, &mut stats))
                         .collect();
                     (!samples.is_empty()).then_some(ParsedPiece::Samples(samples))
                 }
@@ -268,25 +263,25 @@ impl ScriptTally<'_> {
 
 /// Reads `text` (named `name` in errors) on up to `threads` threads. `progress` is called
 /// from the scanning threads with a number of bytes scanned since its last call.
-pub fn tally_samples<'a>(
-    text: &'a [u8],
+pub fn tally_samples(
+    text: &[u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<ScriptTally<'a>, PerfScriptError> {
+) -> Result<ScriptTally, PerfScriptError> {
     tally_shared(text, name, threads, progress, false, false)
 }
 
 /// [`tally_samples`]; `share_at_once`: the first scanning thread to check gives away half
 /// of its range at once, as if another were hungry (tests of sharing).
-fn tally_shared<'a>(
-    text: &'a [u8],
+fn tally_shared(
+    text: &[u8],
     name: &str,
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
     share_at_once: bool,
     drop_read_pages: bool,
-) -> Result<ScriptTally<'a>, PerfScriptError> {
+) -> Result<ScriptTally, PerfScriptError> {
     let script_type = detect_type(text, name)?;
     let scan = ScanOptions {
         name,
@@ -318,21 +313,17 @@ pub(super) struct ScanOptions<'p> {
 }
 
 /// What the scanning threads read: the script's type and each range's scan, by start.
-pub(super) struct Scanned<'a> {
+pub(super) struct Scanned {
     script_type: PerfScriptType,
     /// Threads the merge may use.
     threads: usize,
-    scans: Vec<(usize, Result<ChunkScan<'a>, PerfScriptError>)>,
+    scans: Vec<(usize, Result<ChunkScan, PerfScriptError>)>,
 }
 
 /// Reads `text[range]` on up to `scan.threads` threads (`range` starts at the text's start
 /// or just after a line starting with `" 0x"`, and ends at the text's end or just after
 /// such a line).
-pub(super) fn scan_all<'a>(
-    text: &'a [u8],
-    range: Range<usize>,
-    scan: &ScanOptions<'_>,
-) -> Scanned<'a> {
+pub(super) fn scan_all(text: &[u8], range: Range<usize>, scan: &ScanOptions<'_>) -> Scanned {
     let ScanOptions {
         name,
         script_type,
@@ -347,7 +338,7 @@ pub(super) fn scan_all<'a>(
     if share_at_once {
         queue.ask_for_work();
     }
-    type Scan<'a> = (usize, Result<ChunkScan<'a>, PerfScriptError>);
+    type Scan = (usize, Result<ChunkScan, PerfScriptError>);
     let scanned: Mutex<Vec<Scan>> = Mutex::new(Vec::new());
     let work = || {
         let _member = queue.join();
@@ -382,9 +373,9 @@ pub(super) fn scan_all<'a>(
 /// counted from the start of the text, `lines_before` lines before the first range), or
 /// the tally.
 pub(super) fn merge_scans(
-    scanned: Scanned<'_>,
+    scanned: Scanned,
     mut lines_before: u64,
-) -> Result<ScriptTally<'_>, PerfScriptError> {
+) -> Result<ScriptTally, PerfScriptError> {
     let Scanned {
         script_type,
         threads,
@@ -412,9 +403,9 @@ pub(super) fn merge_scans(
         .map(|piece| match piece {
             RawPiece::Mmap(m) => ScriptPiece::Mmap(m),
             RawPiece::Texts(t) => {
-                distinct_texts += t.compact.texts.len() as u64;
-                sample_texts += t.compact.texts.iter().map(|t| t.occurrences).sum::<u64>();
-                ScriptPiece::Texts(t.compact)
+                distinct_texts += t.tallied.texts.len() as u64;
+                sample_texts += t.tallied.texts.iter().map(|t| t.occurrences).sum::<u64>();
+                ScriptPiece::Texts(t.tallied)
             }
         })
         .collect();
@@ -456,238 +447,199 @@ pub(super) fn cut_after_branch_line(text: &[u8], at: usize) -> Option<usize> {
     (end < text.len()).then_some(end)
 }
 
-/// The samples of one piece as they are read: each distinct one with its count sum and
-/// occurrences. Two levels: each distinct text is made compact (or kept in place, in a
-/// stretch that repeats its blocks) and looked up once among the texts; its later
-/// occurrences find it by the bytes of their block ([`BlockMemo`]).
-struct TextTally<'a> {
-    distinct: DistinctTexts<'a>,
-    /// Blocks read, their samples indexes into `distinct.compact.texts`.
-    memo: BlockMemo<'a>,
+/// A compact text's key: its 128-bit hash, seeded with where its branch-stack line starts
+/// (see the module's documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TextKey([u64; 2]);
+
+impl TextKey {
+    fn of(compact: &[u8], lbr_start: usize) -> TextKey {
+        let hash = xxhash_rust::xxh3::xxh3_128_with_seed(compact, lbr_start as u64);
+        TextKey([hash as u64, (hash >> 64) as u64])
+    }
+
+    /// The hash the index's table spreads keys by.
+    fn table_hash(self) -> u64 {
+        self.0[0]
+    }
+}
+
+/// What a scanning thread makes of a sample text it has not found: its compact text, and
+/// the sample parsed from it; buffers reused from text to text.
+struct TextParser {
+    script_type: PerfScriptType,
+    tokens: EntryTokenCache,
     masks: ByteMasks,
-    /// The texts `compact.texts[..undecided]` were kept in place before the memo told
-    /// whether the stretch repeats its blocks: made compact if it does not.
-    undecided: usize,
+    /// The compact text of the text looked up last.
+    compact: Vec<u8>,
+    /// The sample parsed last.
+    sample: Sample,
+}
+
+impl TextParser {
+    fn new(script_type: PerfScriptType) -> TextParser {
+        TextParser {
+            script_type,
+            tokens: EntryTokenCache::new(),
+            masks: ByteMasks::default(),
+            compact: Vec::new(),
+            sample: Sample::default(),
+        }
+    }
+
+    /// Makes `text` compact (in `self.compact`); its key.
+    fn key(&mut self, text: &SampleText<'_>) -> TextKey {
+        self.compact.clear();
+        self.compact.extend_from_slice(text.stack_lines());
+        compact_lbr_line(text.lbr_line(), &mut self.compact, &mut self.masks);
+        TextKey::of(&self.compact, text.lbr_start)
+    }
+
+    /// Parses the compact text of the text `key` was last given (whose branch-stack line
+    /// starts at `lbr_start`) into `self.sample`: what the parser decided
+    /// ([`TalliedText::verdict`]).
+    fn parse(&mut self, lbr_start: usize) -> u8 {
+        let compact = SampleText {
+            count: 1,
+            block: &self.compact,
+            lbr_start,
+        };
+        let verdict = compact.parse_into(self.script_type, &mut self.tokens, &mut self.sample);
+        let mut bits = 0;
+        if verdict.kept {
+            bits |= KEPT;
+        }
+        if verdict.dropped > 0 {
+            bits |= DROPPED;
+        }
+        if verdict.invalid_lbr_records > 0 {
+            bits |= INVALID_LBR;
+        }
+        bits
+    }
+}
+
+/// The samples of one piece as they are read: each distinct one with its count sum and
+/// occurrences. Two levels: a block of text read before is found by its bytes
+/// ([`BlockMemo`]); any other sample text by its compact text's key.
+struct TextTally<'a> {
+    distinct: DistinctTexts,
+    /// Blocks read, their samples indexes into `distinct.tallied.texts`.
+    memo: BlockMemo<'a>,
 }
 
 /// The distinct texts of a piece read so far, with their count sums and occurrences (what
-/// is left of a [`TextTally`] once its stretch is read: it refers to the script only for
-/// the texts kept in place).
-struct DistinctTexts<'a> {
-    compact: TalliedTexts<'a>,
-    /// The texts `compact.texts[..indexed]`, by their stored bytes: all of them while
-    /// reading; the texts a merge adds are indexed only if another merge comes
+/// is left of a [`TextTally`] once its stretch is read).
+struct DistinctTexts {
+    tallied: TalliedTexts,
+    /// The keys of `tallied.texts`, in order.
+    keys: Vec<TextKey>,
+    /// The texts `tallied.texts[..indexed]`, by their keys: all of them while reading;
+    /// the texts a merge adds are indexed only if another merge comes
     /// ([`DistinctTexts::absorb`]).
     index: HashTable<TextSlot>,
     indexed: usize,
 }
 
-/// A distinct text in [`DistinctTexts`]' index: where its bytes are, held in the table itself
-/// so that a lookup compares hash and bytes without first loading the text's entry in
-/// `texts` (for the input with cycle counts, a wait on memory for every sample).
+/// A distinct text in [`DistinctTexts`]' index: its key, held in the table itself so that
+/// a lookup does not first load the text's entry.
 #[derive(Clone, Copy)]
 struct TextSlot {
-    hash: u64,
+    key: TextKey,
     /// Its index in `texts`.
     index: usize,
-    arena: usize,
-    start: usize,
-    end: usize,
-    lbr_start: usize,
 }
-
-impl TextSlot {
-    /// The slot of `t`, `texts[index]`.
-    fn of(index: usize, t: &TalliedText) -> TextSlot {
-        TextSlot {
-            hash: t.hash,
-            index,
-            arena: t.arena,
-            start: t.start,
-            end: t.end,
-            lbr_start: t.lbr_start,
-        }
-    }
-}
-
-/// Room a compact text may need past the bytes of its text: the slack of the
-/// compaction's fixed-size copies.
-const COMPACT_SLACK: usize = 64;
 
 impl<'a> TextTally<'a> {
-    /// A tally of texts of `script` writing compact texts into `arenas` (none: the first
-    /// text adds one).
-    fn new(script: &'a [u8], arenas: Vec<Vec<u8>>) -> TextTally<'a> {
+    /// A tally of texts writing packed samples into `arenas` (none: the first sample adds
+    /// one).
+    fn new(arenas: Vec<Vec<u8>>) -> TextTally<'a> {
         TextTally {
             distinct: DistinctTexts {
-                compact: TalliedTexts {
+                tallied: TalliedTexts {
                     texts: Vec::new(),
                     arenas,
-                    script,
                 },
+                keys: Vec::new(),
                 index: HashTable::new(),
                 indexed: 0,
             },
             memo: BlockMemo::new(),
-            masks: ByteMasks::default(),
-            undecided: 0,
         }
     }
 
-    /// Adds an occurrence of a sample text; its index in `compact.texts`.
-    ///
-    /// Until the memo has told whether the stretch repeats its blocks (a whole window of
-    /// probes), texts are kept in place too, then made compact if it does not: a
-    /// recorder's texts are then never made compact (the first window's compact texts
-    /// cost a fresh huge page of the arena per core, zeroed by the kernel).
-    fn add_occurrence(&mut self, text: SampleText<'a>) -> usize {
-        let told = self.memo.has_told();
-        if told && self.undecided > 0 {
-            if !self.memo.finds_repeats() {
-                self.distinct.make_compact(self.undecided, &mut self.masks);
-            }
-            self.undecided = 0;
-        }
-        if !told || self.memo.finds_repeats() {
-            // Kept in place (see IN_SCRIPT). `text.block` lies in the script.
-            let script = self.distinct.compact.script;
-            let start = text.block.as_ptr() as usize - script.as_ptr() as usize;
-            let t = TalliedText {
-                arena: IN_SCRIPT,
-                start,
-                end: start + text.block.len(),
-                lbr_start: text.lbr_start,
-                hash: text_hash(text.block),
-                count: text.count,
-                occurrences: 1,
-            };
-            let index = self.distinct.add_compact(t, false);
-            if !told {
-                self.undecided = self.distinct.compact.texts.len();
-            }
+    /// Adds an occurrence of a sample text; its index in `tallied.texts`. A text not seen
+    /// before is parsed with `parser` and its sample packed.
+    fn add_occurrence(&mut self, text: SampleText<'_>, parser: &mut TextParser) -> usize {
+        let key = parser.key(&text);
+        let distinct = &mut self.distinct;
+        if let Some(index) = distinct.find(key) {
+            distinct.bump(index, text.count, 1);
             return index;
         }
-        // The compact text goes at the end of the last arena, and stays there if it is new.
-        let compact = &mut self.distinct.compact;
-        // At most the text's bytes, plus the slack of the compaction's fixed-size copies.
-        let arena = compact.arena_with_room(text.block.len() + COMPACT_SLACK);
-        let bytes = &mut compact.arenas[arena];
-        let (start, room) = (bytes.len(), bytes.capacity());
-        bytes.extend_from_slice(text.stack_lines());
-        compact_lbr_line(text.lbr_line(), bytes, &mut self.masks);
-        debug_assert_eq!(bytes.capacity(), room, "an arena grew");
+        let verdict = parser.parse(text.lbr_start);
+        let (mut arena, mut start) = (0, 0);
+        if verdict & KEPT != 0 {
+            let s = &parser.sample;
+            let tallied = &mut distinct.tallied;
+            arena = tallied.arena_with_room(most_packed_bytes(s.callchain.len(), s.lbr.len()));
+            let bytes = &mut tallied.arenas[arena];
+            start = bytes.len();
+            let room = bytes.capacity();
+            pack_sample(s, bytes);
+            debug_assert_eq!(bytes.capacity(), room, "an arena grew");
+        }
         let t = TalliedText {
-            arena,
+            arena: u32::try_from(arena).expect("fewer than 2³² arenas"),
             start,
-            end: bytes.len(),
-            lbr_start: text.lbr_start,
-            hash: text_hash(&bytes[start..]),
+            verdict,
             count: text.count,
             occurrences: 1,
         };
-        self.distinct.add_compact(t, true)
+        distinct.add_new(t, key)
     }
 }
 
-impl<'a> TextTally<'a> {
-    /// The distinct texts of the stretch read. Texts still kept in place for want of a
-    /// verdict (a stretch shorter than a window of probes, between MMAP lines or at a
-    /// range's end) are made compact when the probes so far found fewer than one block in
-    /// eight, as a whole window would have decided.
-    fn finish(mut self) -> DistinctTexts<'a> {
-        if self.undecided > 0 && !self.memo.has_told() && !self.memo.repeats_so_far() {
-            self.distinct.make_compact(self.undecided, &mut self.masks);
-        }
-        self.distinct
-    }
-}
-
-impl DistinctTexts<'_> {
-    /// Adds `t`, whose text is in place in the arenas or the script; its index. A new text
-    /// at the end of the last arena (`fresh`) is removed from it when it is already known.
-    /// (A compact text and a text in place are compared by their bytes too: the same
-    /// sample both ways is two texts, parsed to equal samples.)
-    fn add_compact(&mut self, t: TalliedText, fresh: bool) -> usize {
-        if let Some(index) = self.find(&t) {
-            if fresh {
-                self.compact.arenas[t.arena].truncate(t.start);
-            }
-            self.bump(index, t.count, t.occurrences);
-            return index;
-        }
-        self.add_new(t)
-    }
-
-    /// The index of the text with the bytes of `t` (stored in the arenas or the script).
-    fn find(&self, t: &TalliedText) -> Option<usize> {
-        let TalliedTexts { arenas, script, .. } = &self.compact;
-        let new = stored(arenas, script, t.arena, t.start..t.end);
-        let found = self.index.find(t.hash, |s| {
-            s.hash == t.hash
-                && s.lbr_start == t.lbr_start
-                && stored(arenas, script, s.arena, s.start..s.end) == new
-        });
+impl DistinctTexts {
+    /// The index of the text with `key`.
+    fn find(&self, key: TextKey) -> Option<usize> {
+        let found = self.index.find(key.table_hash(), |s| s.key == key);
         found.map(|s| s.index)
     }
 
-    /// Adds `t`, known not to be here yet; its index.
-    fn add_new(&mut self, t: TalliedText) -> usize {
-        debug_assert_eq!(self.indexed, self.compact.texts.len());
-        let texts = &mut self.compact.texts;
+    /// Adds `t` with `key`, known not to be here yet; its index.
+    fn add_new(&mut self, t: TalliedText, key: TextKey) -> usize {
+        debug_assert_eq!(self.indexed, self.tallied.texts.len());
+        let texts = &mut self.tallied.texts;
         let index = texts.len();
         self.index
-            .insert_unique(t.hash, TextSlot::of(index, &t), |s| s.hash);
+            .insert_unique(key.table_hash(), TextSlot { key, index }, |s| {
+                s.key.table_hash()
+            });
         texts.push(t);
+        self.keys.push(key);
         self.indexed += 1;
         index
     }
 
     /// Indexes the texts a merge added without indexing them.
     fn index_all(&mut self) {
-        let texts = &self.compact.texts[self.indexed..];
-        self.index.reserve(texts.len(), |s| s.hash);
-        for (i, t) in texts.iter().enumerate() {
-            let slot = TextSlot::of(self.indexed + i, t);
-            self.index.insert_unique(t.hash, slot, |s| s.hash);
-        }
-        self.indexed = self.compact.texts.len();
-    }
-
-    /// Makes compact the texts kept in place among `compact.texts[..n]`, where they are:
-    /// their indexes do not change. Two of them that differ in their flags only stay two
-    /// texts with equal bytes (a lookup finds either; their samples are aggregated as one).
-    fn make_compact(&mut self, n: usize, masks: &mut ByteMasks) {
-        let script = self.compact.script;
-        for i in 0..n {
-            let t = self.compact.texts[i];
-            if t.arena != IN_SCRIPT {
-                continue;
-            }
-            let block = &script[t.start..t.end];
-            let arena = self.compact.arena_with_room(block.len() + COMPACT_SLACK);
-            let bytes = &mut self.compact.arenas[arena];
-            let start = bytes.len();
-            bytes.extend_from_slice(&block[..t.lbr_start]);
-            compact_lbr_line(&block[t.lbr_start..], bytes, masks);
-            let compact = TalliedText {
-                arena,
-                start,
-                end: bytes.len(),
-                hash: text_hash(&bytes[start..]),
-                ..t
+        let keys = &self.keys[self.indexed..];
+        self.index.reserve(keys.len(), |s| s.key.table_hash());
+        for (i, &key) in keys.iter().enumerate() {
+            let slot = TextSlot {
+                key,
+                index: self.indexed + i,
             };
-            if let Ok(slot) = self.index.find_entry(t.hash, |s| s.index == i) {
-                slot.remove();
-            }
             self.index
-                .insert_unique(compact.hash, TextSlot::of(i, &compact), |s| s.hash);
-            self.compact.texts[i] = compact;
+                .insert_unique(key.table_hash(), slot, |s| s.key.table_hash());
         }
+        self.indexed = self.keys.len();
     }
 
-    /// Counts occurrences of the sample `compact.texts[i]`.
+    /// Counts occurrences of the sample `tallied.texts[i]`.
     fn bump(&mut self, i: usize, count: u64, occurrences: u64) {
-        let t = &mut self.compact.texts[i];
+        let t = &mut self.tallied.texts[i];
         // Counts wrap like llvm-profgen's uint64_t, as the aggregator's do.
         t.count = t.count.wrapping_add(count);
         t.occurrences += occurrences;
@@ -699,58 +651,55 @@ impl DistinctTexts<'_> {
     /// The texts of `other` not found here are added but not indexed: after the last
     /// merge nothing looks texts up any more (the next merge indexes them first). Growing
     /// the index took fresh memory, dear on some machines, while the other core was idle.
-    fn absorb(&mut self, other: DistinctTexts<'_>, threads: usize) {
-        debug_assert!(std::ptr::eq(self.compact.script, other.compact.script));
+    fn absorb(&mut self, other: DistinctTexts, threads: usize) {
         self.index_all();
-        let base = self.compact.arenas.len();
-        self.compact.arenas.extend(other.compact.arenas);
-        let mut moved = other.compact.texts;
-        for t in &mut moved {
-            if t.arena != IN_SCRIPT {
-                t.arena += base;
-            }
-        }
-        let found = self.find_all(&moved, threads);
+        let base = u32::try_from(self.tallied.arenas.len()).expect("fewer than 2³² arenas");
+        self.tallied.arenas.extend(other.tallied.arenas);
+        let found = self.find_all(&other.keys, threads);
         // Room for all of them at once.
-        self.compact.texts.reserve(moved.len());
+        self.tallied.texts.reserve(other.keys.len());
+        self.keys.reserve(other.keys.len());
         // One not found here is added without looking again: the texts of `other` are
-        // distinct (or, made compact where they were, equal to another of `other`, which
-        // is then added too: two texts of one sample).
-        for (t, found) in moved.into_iter().zip(found) {
+        // distinct.
+        let moved = other.tallied.texts.into_iter().zip(other.keys);
+        for ((mut t, key), found) in moved.zip(found) {
             match found {
                 Some(i) => self.bump(i, t.count, t.occurrences),
-                None => self.compact.texts.push(t),
+                None => {
+                    t.arena += base;
+                    self.tallied.texts.push(t);
+                    self.keys.push(key);
+                }
             }
         }
     }
 
-    /// [`DistinctTexts::find`] of each of `texts`, in order, on up to `threads` threads:
+    /// [`DistinctTexts::find`] of each of `keys`, in order, on up to `threads` threads:
     /// merging the cores' tallies runs on one core while the other has nothing to do, and
-    /// each lookup waits on memory for the bytes it compares.
-    fn find_all(&self, texts: &[TalliedText], threads: usize) -> Vec<Option<usize>> {
-        /// Fewer texts than this are looked up on the calling thread.
+    /// each lookup waits on memory.
+    fn find_all(&self, keys: &[TextKey], threads: usize) -> Vec<Option<usize>> {
+        /// Fewer keys than this are looked up on the calling thread.
         const PER_THREAD: usize = 2048;
-        let threads = threads.clamp(1, texts.len().div_ceil(PER_THREAD).max(1));
+        let threads = threads.clamp(1, keys.len().div_ceil(PER_THREAD).max(1));
         if threads == 1 {
-            return texts.iter().map(|t| self.find(t)).collect();
+            return keys.iter().map(|&k| self.find(k)).collect();
         }
-        let part = texts.len().div_ceil(threads);
+        let part = keys.len().div_ceil(threads);
         let found = on_threads(
-            texts
-                .chunks(part)
-                .map(|part| move || part.iter().map(|t| self.find(t)).collect::<Vec<_>>()),
+            keys.chunks(part)
+                .map(|part| move || part.iter().map(|&k| self.find(k)).collect::<Vec<_>>()),
         );
         found.concat()
     }
 }
 
-enum RawPiece<'a> {
+enum RawPiece {
     Mmap(Mmap2Event),
-    Texts(Box<DistinctTexts<'a>>),
+    Texts(Box<DistinctTexts>),
 }
 
-struct ChunkScan<'a> {
-    pieces: Vec<RawPiece<'a>>,
+struct ChunkScan {
+    pieces: Vec<RawPiece>,
     stats: PerfScriptStats,
 }
 
@@ -759,29 +708,30 @@ const PROGRESS_STEP: usize = 16 << 20;
 
 /// Scans `text[range]`, giving away the second half of what is left to a hungry thread
 /// of `queue` (the scan then ends there).
-fn scan_chunk<'a>(
-    text: &'a [u8],
+fn scan_chunk(
+    text: &[u8],
     range: Range<usize>,
     name: &str,
     script_type: PerfScriptType,
     progress: &(dyn Fn(u64) + Sync),
     queue: &ScanQueue,
     drop_read_pages: bool,
-) -> Result<ChunkScan<'a>, PerfScriptError> {
+) -> Result<ChunkScan, PerfScriptError> {
     let start = range.start;
     // With `drop_read_pages` (`text` is a file mapping), the pages read are given back as
     // the scan moves on: a mapped script would otherwise stay resident whole while the
-    // rest of `convert` runs. Bytes read again later (kept sample texts) come back from
-    // the page cache.
+    // rest of `convert` runs. Bytes read again later (blocks the memo compares) come back
+    // from the page cache.
     let mut read_pages = super::text::ReadPages::new(text, start, drop_read_pages);
     let mut chunk = &text[range];
     let mut units = UnitCursor::new(chunk, name, script_type, 0)?;
     let mut stats = PerfScriptStats::default();
     let mut pieces = Vec::new();
-    // Room for the compact texts of a chunk of distinct samples (address space only until
-    // written), so that the bytes are not copied as they grow. Later pieces (after an MMAP
-    // line) start small, as there may be many, and add larger arenas as they fill.
-    let mut texts = TextTally::new(text, vec![compact_arena(chunk.len() / 4)]);
+    let mut parser = TextParser::new(script_type);
+    // Room for the packed samples of a chunk of distinct samples (address space only
+    // until written), so that the bytes are not copied as they grow. Later pieces (after
+    // an MMAP line) start small, as there may be many, and add larger arenas as they fill.
+    let mut texts = TextTally::new(vec![Vec::with_capacity(chunk.len() / PACKED_SHARE)]);
     let mut reported = 0usize;
     let mut may_share = true;
     loop {
@@ -829,7 +779,7 @@ fn scan_chunk<'a>(
                 break;
             };
             match unit {
-                Unit::Sample(text) => sample = Some((texts.add_occurrence(text), text.count)),
+                Unit::Sample(t) => sample = Some((texts.add_occurrence(t, &mut parser), t.count)),
                 Unit::Skipped { dropped } => {
                     stats.dropped_samples += dropped;
                     plain &= dropped == 0;
@@ -838,12 +788,12 @@ fn scan_chunk<'a>(
                     plain = false;
                     match parse_mmap_line(line) {
                         Some(m) => {
-                            if !texts.distinct.compact.is_empty() {
+                            if !texts.distinct.tallied.is_empty() {
                                 let read =
-                                    std::mem::replace(&mut texts, TextTally::new(text, Vec::new()));
-                                let mut read = read.finish();
+                                    std::mem::replace(&mut texts, TextTally::new(Vec::new()));
+                                let mut read = read.distinct;
                                 // There may be many pieces: none keeps room it will not use.
-                                read.compact.shrink_last_arena();
+                                read.tallied.shrink_last_arena();
                                 pieces.push(RawPiece::Texts(Box::new(read)));
                             }
                             pieces.push(RawPiece::Mmap(m));
@@ -875,46 +825,28 @@ fn scan_chunk<'a>(
         }
     }
     progress((chunk.len() - reported) as u64);
-    if !texts.distinct.compact.is_empty() {
-        pieces.push(RawPiece::Texts(Box::new(texts.finish())));
+    if !texts.distinct.tallied.is_empty() {
+        pieces.push(RawPiece::Texts(Box::new(texts.distinct)));
     }
     stats.lines = units.lines();
     Ok(ChunkScan { pieces, stats })
 }
 
-/// Room for compact texts in the first arena of a piece after an MMAP line (there may be
-/// many small pieces), or the room its first text may need if that is more; each further
-/// arena of a piece is four times the last, up to [`LARGEST_ARENA`].
+/// The first arena of a chunk has room for packed samples of a 1/`PACKED_SHARE` of the
+/// chunk's bytes: a text of distinct samples packs into about a sixth of its bytes.
+const PACKED_SHARE: usize = 8;
+
+/// Room for packed samples in the first arena of a piece after an MMAP line (there may be
+/// many small pieces), or the room its first sample may need if that is more; each
+/// further arena of a piece is four times the last, up to [`LARGEST_ARENA`].
 const FIRST_ARENA: usize = 4 << 10;
 const LARGEST_ARENA: usize = 64 << 20;
 
 /// The capacity of the arena after one of capacity `last` (`None`: the first of a piece
-/// after an MMAP line) for a text that needs up to `most` bytes.
+/// after an MMAP line) for a sample that needs up to `most` bytes.
 fn next_arena_capacity(last: Option<usize>, most: usize) -> usize {
     let grown = last.map_or(0, |c| c.saturating_mul(4));
     grown.clamp(FIRST_ARENA, LARGEST_ARENA).max(most)
-}
-
-/// An empty arena with room for `capacity` bytes of compact texts, on transparent huge
-/// pages where the system gives them on request (`transparent_hugepage/enabled` at
-/// `madvise`, the default of many distributions). The compact texts of the distinct
-/// samples fill tens of megabytes as they are read, with one page fault (and one zeroed
-/// page) per 4 KiB otherwise. Where the advice is not taken, nothing changes; an arena
-/// never grows: a full one is followed by another ([`TalliedTexts::arena_with_room`]).
-fn compact_arena(capacity: usize) -> Vec<u8> {
-    const HUGE_PAGE: usize = 2 << 20;
-    let mut arena = Vec::with_capacity(capacity);
-    let start = (arena.as_mut_ptr() as usize).next_multiple_of(HUGE_PAGE);
-    let end = (arena.as_mut_ptr() as usize + arena.capacity()) / HUGE_PAGE * HUGE_PAGE;
-    if end > start {
-        // SAFETY: the whole huge pages inside the arena's allocation, which it owns; the
-        // advice changes how its pages are backed, not their contents or mapping (a
-        // refusal is ignored).
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
-    }
-    arena
 }
 
 /// Calls `progress` with the bytes scanned since `reported` once they are many.
@@ -925,77 +857,11 @@ fn report(reported: &mut usize, at: usize, progress: &(dyn Fn(u64) + Sync)) {
     }
 }
 
-/// Parses sample `i` of `texts` (callers parse on threads of their own, each with its
-/// `tokens`): the sample with its count sum and occurrences, LBR entries without flags, or
-/// `None` when it is dropped; what parsing dropped is added to `stats` (per occurrence, as
-/// the sequential reader counts it).
-pub fn parse_tallied_one(
-    texts: &TalliedTexts,
-    i: usize,
-    script_type: PerfScriptType,
-    tokens: &mut EntryTokenCache,
-    stats: &mut PerfScriptStats,
-) -> Option<TalliedSample> {
-    let mut sample = Sample::default();
-    let occurrences = parse_tallied_into(texts, i, script_type, tokens, stats, &mut sample)?;
-    Some(TalliedSample {
-        sample,
-        occurrences,
-    })
-}
-
-/// [`parse_tallied_one`] into `sample`, whose buffers are reused (a parsing thread's
-/// samples then cost no allocation): its occurrences, or `None` when it is dropped (then
-/// `sample` holds nothing of use).
-pub fn parse_tallied_into(
-    texts: &TalliedTexts,
-    i: usize,
-    script_type: PerfScriptType,
-    tokens: &mut EntryTokenCache,
-    stats: &mut PerfScriptStats,
-    sample: &mut Sample,
-) -> Option<u64> {
-    let text = texts.text(i);
-    let occurrences = texts.texts[i].occurrences;
-    let verdict = text.parse_into(script_type, tokens, sample);
-    stats.dropped_samples += verdict.dropped * occurrences;
-    stats.invalid_lbr_records += verdict.invalid_lbr_records * occurrences;
-    if !verdict.kept {
-        return None;
-    }
-    for e in &mut sample.lbr {
-        e.flags = 0;
-    }
-    sample.count = text.count;
-    Some(occurrences)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::perf_script::{tally_script_parts, PerfScriptReader, ScriptText};
     use crate::PerfEvent;
-
-    /// The `VmFlags` of the mapping of this process that holds `address` (`None` when
-    /// `/proc/self/smaps` does not say).
-    fn vm_flags(address: usize) -> Option<String> {
-        crate::perf_script::smaps_field(|(from, to), _| (from..to).contains(&address), "VmFlags:")
-    }
-
-    /// The arena's whole huge pages are marked for transparent huge pages (`hg`), on a
-    /// kernel that has them and says so.
-    #[test]
-    fn the_compact_arena_asks_for_huge_pages() {
-        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            return;
-        }
-        let mut arena = compact_arena(8 << 20);
-        let first_huge_page = (arena.as_mut_ptr() as usize).next_multiple_of(2 << 20);
-        let Some(flags) = vm_flags(first_huge_page) else {
-            return;
-        };
-        assert!(flags.split_whitespace().any(|f| f == "hg"), "{flags}");
-    }
 
     /// Adds `t` to `samples`, folded into an equal sample already there.
     fn fold(samples: &mut Vec<TalliedSample>, t: TalliedSample) {
@@ -1120,13 +986,13 @@ mod tests {
     }
 
     /// A piece after an MMAP line starts with a small arena and adds larger ones as its
-    /// distinct samples fill them (none is grown by copying): every text stays where it
+    /// distinct samples fill them (none is grown by copying): every sample stays where it
     /// was written and reads as the reader reads it. A piece closed by an MMAP line keeps
-    /// no spare room. (Each piece has more distinct samples than a window of probes: its
-    /// texts are made compact once the memo has told that it does not repeat.)
+    /// no spare room.
     #[test]
     fn a_piece_adds_arenas_as_it_fills() {
-        // 5,000 distinct samples of 43 compact bytes: 215 KB, past 4 + 16 + 64 KiB.
+        // 5,000 distinct samples of about 19 packed bytes (two frames, three entries):
+        // 95 KB, past 4 + 16 + 64 KiB.
         let samples = |base: u64| -> String {
             (0..5000u64)
                 .map(|i| {
@@ -1149,22 +1015,24 @@ mod tests {
         let sizes = |t: &TalliedTexts| -> Vec<(usize, usize)> {
             t.arenas.iter().map(|a| (a.capacity(), a.len())).collect()
         };
-        // The chunk's first arena (a quarter of the chunk) did not hold them all: the last
-        // one added is shrunk to its texts.
+        let packed = |t: &TalliedTexts| -> usize { sizes(t).iter().map(|&(_, len)| len).sum() };
+        // The chunk's first arena (an eighth of the chunk, 48 KB) did not hold them all:
+        // the last one added is shrunk to its samples.
         let first_sizes = sizes(first);
-        let used: usize = first_sizes.iter().map(|&(_, len)| len).sum();
-        assert_eq!((first_sizes.len(), used), (2, 5000 * 43));
-        assert_eq!(first_sizes[1].0, first_sizes[1].1, "shrunk to its texts");
-        assert!(!first.keeps_script() && !last.keeps_script());
-        let used: usize = sizes(last).iter().map(|&(_, len)| len).sum();
-        assert_eq!((last.len(), used), (5000, 5000 * 43));
+        assert_eq!(first_sizes.len(), 2, "{first_sizes:?}");
+        assert_eq!(first_sizes[1].0, first_sizes[1].1, "shrunk to its samples");
+        for t in [first, last] {
+            let bytes = packed(t);
+            assert!((5000 * 17..5000 * 22).contains(&bytes), "{bytes}");
+            assert_eq!((t.held_bytes(), t.len()), (bytes + 5000 * 32, 5000));
+        }
         let capacities: Vec<usize> = sizes(last).iter().map(|&(c, _)| c).collect();
         assert_eq!(capacities, [4 << 10, 16 << 10, 64 << 10, 256 << 10]);
         let (pieces, stats) = tally.parse_all();
         assert_eq!(folded(pieces), expected);
         assert_eq!(stats, expected_stats);
         // Four times the last, from the first arena's size up to the largest's, and never
-        // less than the text needs.
+        // less than the sample needs.
         assert_eq!(next_arena_capacity(None, 100), FIRST_ARENA);
         assert_eq!(next_arena_capacity(None, 10_000), 10_000);
         assert_eq!(next_arena_capacity(Some(1 << 20), 100), 4 << 20);
@@ -1175,7 +1043,7 @@ mod tests {
 
     /// `file` read as one part ([`tally_script_parts`] without a bound), as
     /// `convert` reads a script that holds less than the bound.
-    fn one_part(file: &ScriptText, threads: usize) -> Result<ScriptTally<'_>, PerfScriptError> {
+    fn one_part(file: &ScriptText, threads: usize) -> Result<ScriptTally, PerfScriptError> {
         tally_script_parts(file, threads, usize::MAX, &|_| {})?
             .next()
             .expect("one part")
@@ -1197,11 +1065,7 @@ mod tests {
         for threads in [1, 2] {
             let read = one_part(&file, threads).unwrap();
             let expected = tally_samples(text.as_bytes(), &name, threads, &|_| {}).unwrap();
-            if threads == 1 {
-                // With more threads, how the scans share the text depends on timing, and
-                // with it which texts are kept in place: compared once parsed.
-                assert_eq!(read, expected);
-            }
+            assert_eq!(read, expected);
             let (pieces, stats) = read.parse_all();
             let (want_pieces, want_stats) = expected.parse_all();
             assert_eq!(folded(pieces), folded(want_pieces));
@@ -1230,74 +1094,6 @@ mod tests {
         let err = one_part(&file, 2).unwrap_err();
         assert!(err.to_string().contains(&name), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// Once a stretch has repeated its blocks for a whole window of probes, its new texts
-    /// are kept in place in the script, not made compact: they read as the reader reads
-    /// them, and texts differing in their flags only are then two texts of one sample.
-    #[test]
-    fn texts_of_a_repeating_stretch_are_kept_in_place() {
-        let repeated = "\n\t 10\n\t 20\n 0x1/0x2/P/-/-/0  0x3/0x4/M/-/-/7\n";
-        let mut text = repeated.repeat(2 * WINDOW_OF_PROBES);
-        for i in 0..50u64 {
-            // Two occurrences of each new sample, with other flags the second time.
-            for flags in ["P/-/-/0", "M/-/-/3"] {
-                text += &format!(
-                    "\n\t {:x}\n 0x{:x}/0x2/{flags}  0x3/0x4/P/-/-/1\n",
-                    0x100 + i,
-                    0x500 + i
-                );
-            }
-        }
-        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
-        for threads in [1, 2] {
-            let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
-            let (pieces, stats) = tally.parse_all();
-            assert_eq!(folded(pieces), expected, "{threads} threads");
-            assert_eq!(stats, expected_stats, "{threads} threads");
-            assert_eq!(tally.sample_texts, 2 * WINDOW_OF_PROBES as u64 + 100);
-            let [ScriptPiece::Texts(texts)] = &tally.pieces[..] else {
-                panic!("{:?}", tally.pieces)
-            };
-            if threads > 1 {
-                // Where the windows end depends on where the text was cut; the second
-                // range's window ends among the new samples, which the parse above read
-                // from the script after the cut.
-                assert!(texts.keeps_script(), "{texts:?}");
-                continue;
-            }
-            let in_place: Vec<&TalliedText> = texts
-                .texts
-                .iter()
-                .filter(|t| t.arena == IN_SCRIPT)
-                .collect();
-            // The first sample (read before any window ended: in place too) and 100 new
-            // texts.
-            assert_eq!(
-                (texts.len(), in_place.len()),
-                (101, 101),
-                "{threads} threads"
-            );
-            let last = texts.text(100);
-            assert_eq!(last.block, b"\t 131\n 0x531/0x2/M/-/-/3  0x3/0x4/P/-/-/1");
-            assert_eq!(last.lbr_line(), b" 0x531/0x2/M/-/-/3  0x3/0x4/P/-/-/1");
-            assert_eq!((last.count, texts.texts[100].occurrences), (1, 1));
-        }
-        // Such a tally keeps its borrow of the script; one with compact texts only does not.
-        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
-        assert!(tally.keeps_script());
-        // Distinct samples only: made compact once the memo has told so.
-        let distinct: String = (0..WINDOW_OF_PROBES as u64 + 10)
-            .map(|i| {
-                format!(
-                    "\n\t {:x}\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/P/-/-/0\n",
-                    0xa000 + i,
-                    0x10_0000 + i
-                )
-            })
-            .collect();
-        let tally = tally_samples(distinct.as_bytes(), "t", 1, &|_| {}).unwrap();
-        assert!(!tally.keeps_script());
     }
 
     /// The cores' tallies are merged with their texts looked up on several threads: the
@@ -1367,44 +1163,9 @@ mod tests {
         }
     }
 
-    /// A stretch shorter than a window of probes (here between MMAP lines) is settled at
-    /// its end: made compact when its probes found fewer than one block in eight, kept in
-    /// place when they found more.
-    #[test]
-    fn short_stretches_are_settled_at_their_end() {
-        let distinct: String = (0..100u64)
-            .map(|i| {
-                format!(
-                    "\t {:x}\n 0x{:x}/0x2/P/-/-/0  0x3/0x4/M/-/-/7\n\n",
-                    0xa000 + i,
-                    0x100 + i
-                )
-            })
-            .collect();
-        let repeated = "\t b000\n 0x1/0x2/P/-/-/0  0x3/0x4/P/-/-/0\n\n".repeat(100);
-        let text = format!("{MMAP}{distinct}{MMAP}{repeated}");
-        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
-        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
-        let [ScriptPiece::Mmap(_), ScriptPiece::Texts(short), ScriptPiece::Mmap(_), ScriptPiece::Texts(repeating)] =
-            &tally.pieces[..]
-        else {
-            panic!("{:?}", tally.pieces)
-        };
-        assert!(!short.keeps_script(), "made compact");
-        assert_eq!(short.len(), 100);
-        assert_eq!(short.text(7).block, b"\t a007\n 0x107/0x2  0x3/0x4");
-        assert!(repeating.keeps_script(), "kept in place");
-        assert_eq!((repeating.len(), repeating.texts[0].occurrences), (1, 100));
-        let (pieces, stats) = tally.parse_all();
-        assert_eq!(folded(pieces), expected);
-        assert_eq!(stats, expected_stats);
-    }
-
-    /// Once the memo has told that the stretch does not repeat its blocks (a window of
-    /// distinct samples), texts are made compact and those differing in their flags only
-    /// are one text. The texts kept in place until then are made compact where they are:
-    /// two of them differing in their flags only stay two texts (parsed to equal samples),
-    /// and a later occurrence finds its text among them by its compact bytes.
+    /// Texts differing in their flags only are one text, whether the stretch repeats its
+    /// blocks (a recorder's) or not, and on any number of threads; spaces are kept: one
+    /// space between the entries makes another text of the same sample.
     #[test]
     fn texts_differing_in_flags_only_are_one_sample() {
         let n = WINDOW_OF_PROBES as u64;
@@ -1412,36 +1173,43 @@ mod tests {
             |i: u64, flags: &str| format!("\t {:x}\n 0x{:x}/0x2/{flags}\n\n", 0xa000 + i, i);
         let early = "\t 30\n 0x7/0x8/P/-/-/1\n\n\t 30\n 0x7/0x8/M/-/-/2\n\n";
         let window: String = (0..n).map(|i| distinct(i, "P/-/-/1")).collect();
+        let repeated = "\t 40\n 0x9/0xa/P/-/-/0\n\n".repeat(2 * n as usize);
         let late = "\t 10\n 0x1/0x2/P/-/-/1  0x3/0x4/P/-/-/7\n\n\t 10\n 0x1/0x2/M/-/-/9  0x3/0x4/-/X/-/2/COND\n\n\t 10\n 0x1/0x2 0x3/0x4\n\n";
-        let text = format!("{early}{window}{late}{}", distinct(5, "M/-/-/4"));
-        let tally = tally_samples(text.as_bytes(), "t", 1, &|_| {}).unwrap();
-        assert_eq!((tally.sample_texts, tally.distinct_texts), (n + 6, n + 4));
-        let [ScriptPiece::Texts(texts)] = &tally.pieces[..] else {
-            panic!("{:?}", tally.pieces)
-        };
-        assert!(!texts.keeps_script(), "every text made compact");
-        assert_eq!(texts.text(0).block, b"\t 30\n 0x7/0x8");
-        assert_eq!(texts.text(1).block, texts.text(0).block);
-        let (pieces, _) = tally.parse_all();
-        let [ParsedPiece::Samples(s)] = &pieces[..] else {
-            panic!("{pieces:?}")
-        };
-        assert_eq!(
-            (s[0].sample.clone(), s[0].occurrences),
-            (s[1].sample.clone(), 1)
+        let text = format!(
+            "{early}{window}{late}{}{repeated}{early}{late}",
+            distinct(5, "M/-/-/4")
         );
-        // Sample 5 of the window, again with other flags after the window.
-        assert_eq!(s[2 + 5].occurrences, 2);
-        let late = &s[s.len() - 2..];
-        assert_eq!((late[0].sample.count, late[0].occurrences), (2, 2));
-        // Spaces are kept: one space between the entries makes another text, the same sample.
-        assert_eq!(
-            late[1].sample,
-            Sample {
-                count: 1,
-                ..late[0].sample.clone()
-            }
-        );
+        let (expected, expected_stats) = folded_reader_events(text.as_bytes());
+        for threads in [1, 2] {
+            let tally = tally_samples(text.as_bytes(), "t", threads, &|_| {}).unwrap();
+            // early 2 + 2, window n + 1, late 3 + 3, repeated 2n; distinct: one early, the
+            // window, two late, one repeated.
+            assert_eq!(
+                (tally.sample_texts, tally.distinct_texts),
+                (3 * n + 11, n + 4),
+                "{threads} threads"
+            );
+            let (pieces, stats) = tally.parse_all();
+            assert_eq!(stats, expected_stats);
+            assert_eq!(folded(pieces.clone()), expected);
+            let [ParsedPiece::Samples(s)] = &pieces[..] else {
+                panic!("{pieces:?}")
+            };
+            assert_eq!(s.len(), n as usize + 4);
+            assert_eq!((s[0].sample.count, s[0].occurrences), (4, 4));
+            // Sample 5 of the window, again with other flags after the window.
+            assert_eq!(s[1 + 5].occurrences, 2);
+            let late = &s[n as usize + 1..n as usize + 3];
+            assert_eq!((late[0].sample.count, late[0].occurrences), (4, 4));
+            assert_eq!(
+                late[1].sample,
+                Sample {
+                    count: 2,
+                    ..late[0].sample.clone()
+                }
+            );
+            assert_eq!(s[n as usize + 3].occurrences, 2 * n);
+        }
     }
 
     #[test]

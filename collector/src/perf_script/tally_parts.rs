@@ -18,8 +18,6 @@
 //! A script that repeats its samples is then read in few parts, and parses few of them
 //! again.
 
-use std::ops::Range;
-
 use super::reader::{detect_type, PerfScriptError};
 use super::tally::{cut_after_branch_line, merge_scans, scan_all, ScanOptions, ScriptTally};
 use super::text::ScriptText;
@@ -37,9 +35,7 @@ pub const TALLY_HELD_BYTES: usize = 32 << 20;
 pub const MAX_PART_GROWTH: usize = 8;
 
 /// The tallies of a perf script's parts, in input order ([`tally_script_parts`]). The first
-/// error ends them. The pages of a mapped script's part are given back once it is read or,
-/// when texts are kept in place in them (read again as they are parsed), when the next
-/// part is read.
+/// error ends them. The pages of a mapped script's part are given back once it is read.
 pub struct TallyParts<'a, 'p> {
     script: &'a ScriptText,
     text: &'a [u8],
@@ -54,9 +50,6 @@ pub struct TallyParts<'a, 'p> {
     drop_read_pages: bool,
     /// Where the next part starts; `None` once the last one (or an error) was given.
     next: Option<usize>,
-    /// What of the last part read keeps texts in place, whose pages go when the next part
-    /// is read.
-    previous: Range<usize>,
     /// The lines of the parts read (errors name the line in the whole script).
     lines_before: u64,
 }
@@ -86,7 +79,6 @@ pub fn tally_script_parts<'a, 'p>(
         progress,
         drop_read_pages: text.is_mapped(),
         next: Some(0),
-        previous: 0..0,
         lines_before: 0,
     })
 }
@@ -116,11 +108,10 @@ impl<'a> TallyParts<'a, '_> {
 }
 
 impl<'a> Iterator for TallyParts<'a, '_> {
-    type Item = Result<ScriptTally<'a>, PerfScriptError>;
+    type Item = Result<ScriptTally, PerfScriptError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let start = self.next.take()?;
-        self.script.drop_pages_of(self.previous.clone());
         let end = self.part_end(start);
         let scan = ScanOptions {
             name: self.name,
@@ -131,16 +122,11 @@ impl<'a> Iterator for TallyParts<'a, '_> {
             drop_read_pages: self.drop_read_pages,
         };
         let tally = merge_scans(scan_all(self.text, start..end, &scan), self.lines_before);
+        // The pages the scan kept behind it (and those the memo read again) go now.
+        self.script.drop_pages_of(start..end);
         if let Ok(t) = &tally {
             self.lines_before += t.stats.lines;
             self.part_bytes = next_part_bytes(self.held_bound, end - start, t.held_bytes());
-            // The pages the scan kept behind it go now, unless texts kept in place are to
-            // be read in them.
-            self.previous = start..end;
-            if !t.keeps_script() {
-                self.script.drop_pages_of(start..end);
-                self.previous = end..end;
-            }
             self.next = (end < self.text.len()).then_some(end);
         }
         Some(tally)
@@ -189,8 +175,8 @@ mod tests {
     /// joined, each piece's equal samples folded (their counts and occurrences summed, in
     /// order of first appearance); with the statistics, the sample texts read and the
     /// number of parts.
-    fn joined<'a>(
-        parts: impl Iterator<Item = Result<ScriptTally<'a>, PerfScriptError>>,
+    fn joined(
+        parts: impl Iterator<Item = Result<ScriptTally, PerfScriptError>>,
     ) -> (Vec<ParsedPiece>, PerfScriptStats, u64, usize) {
         let mut pieces: Vec<ParsedPiece> = Vec::new();
         let (mut stats, mut texts, mut n) = (PerfScriptStats::default(), 0, 0);
@@ -308,11 +294,11 @@ mod tests {
             )
         );
         let script = ScriptText::from_bytes("in", text.into_bytes());
-        let mut parts = tally_script_parts(&script, 2, 500, &|_| {}).unwrap();
+        let mut parts = tally_script_parts(&script, 2, 50, &|_| {}).unwrap();
         let ok = parts.by_ref().take_while(Result::is_ok).count();
         assert!(ok > 5, "{ok} parts before the error");
         assert!(parts.next().is_none(), "none after the error");
-        let mut parts = tally_script_parts(&script, 2, 500, &|_| {}).unwrap();
+        let mut parts = tally_script_parts(&script, 2, 50, &|_| {}).unwrap();
         let err = parts.find_map(Result::err).unwrap();
         assert_eq!(err.to_string(), whole.to_string());
     }

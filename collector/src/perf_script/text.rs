@@ -135,12 +135,19 @@ impl ScriptText {
 /// mostly within them.
 const READ_LAG: usize = 1 << 20;
 
-/// The pages of a mapped text a sequential reader has passed, given back
-/// [`DROP_SLICE`] bytes at a time (see [`ScriptText::release`]).
+/// Bytes a reader moves on between two drops of the pages behind it.
+const READ_DROP_STEP: usize = 2 << 20;
+
+/// The pages of a mapped text a sequential reader has passed, given back every
+/// [`READ_DROP_STEP`] bytes: all of them from where it started, also those it read again
+/// behind it (a block memo compares blocks with the first ones seen, anywhere before;
+/// such pages would otherwise stay resident until the whole range is read).
 pub(crate) struct ReadPages {
     base: *const u8,
     len: usize,
-    /// Offset up to which pages were given back (page-aligned from `base`).
+    /// Where the reader started (page-aligned from `base`).
+    from: usize,
+    /// Offset up to which pages were last given back (page-aligned from `base`).
     dropped_to: usize,
     enabled: bool,
 }
@@ -151,10 +158,12 @@ impl ReadPages {
     /// zeros.
     pub(crate) fn new(text: &[u8], from: usize, enabled: bool) -> ReadPages {
         const PAGE: usize = 4096;
+        let from = from.next_multiple_of(PAGE);
         ReadPages {
             base: text.as_ptr(),
             len: text.len(),
-            dropped_to: from.next_multiple_of(PAGE),
+            from,
+            dropped_to: from,
             enabled: enabled && (text.as_ptr() as usize).is_multiple_of(PAGE),
         }
     }
@@ -166,13 +175,13 @@ impl ReadPages {
             return;
         }
         let to = (pos.saturating_sub(READ_LAG) & !(PAGE - 1)).min(self.len & !(PAGE - 1));
-        if to < self.dropped_to + DROP_SLICE {
+        if to < self.dropped_to + READ_DROP_STEP {
             return;
         }
-        // SAFETY: `[dropped_to, to)` lies in the file mapping `new` was given (enabled only
-        // for one, starting page-aligned); both ends are page-aligned; the reader reads any
+        // SAFETY: `[from, to)` lies in the file mapping `new` was given (enabled only for
+        // one, starting page-aligned); both ends are page-aligned; the reader reads any
         // byte of it again from the page cache if it needs it.
-        unsafe { drop_pages(self.base.add(self.dropped_to), to - self.dropped_to) };
+        unsafe { drop_pages(self.base.add(self.from), to - self.from) };
         self.dropped_to = to;
     }
 }

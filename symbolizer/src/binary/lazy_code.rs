@@ -304,7 +304,9 @@ impl LazyCode {
             if self.release_pages {
                 // Decoding read at most one instruction (15 bytes) past the extent's end.
                 let read = (p.end - p.start) as usize + 15;
-                Self::release(&bytes[..read.min(bytes.len())]);
+                let data = (*self.data).as_ref();
+                let end = (p.offset + read).min(p.bytes_end);
+                Self::release(fault_around(data, p.offset..end));
             }
             let decoded = Box::new(Decoded {
                 base,
@@ -531,6 +533,26 @@ impl RangeChecks for LazyCode {
         let r = self.ranges[i];
         (addr < r.1).then_some(r)
     }
+}
+
+/// The aligned window a page fault of a cached file may map around the page it faults on:
+/// the kernel's `fault_around_bytes` (64 KiB by default) or, where the page cache holds
+/// the file in large folios (ext4 and XFS on recent kernels, once the file was read
+/// sequentially), the whole folio, up to a PMD (2 MiB on x86-64).
+const FAULT_AROUND: usize = 2 << 20;
+
+/// The bytes of `data` (a file mapping, page-aligned) in the [`FAULT_AROUND`] windows
+/// `range` touches: reading `range` may map them all, and giving back `range` alone would
+/// leave the rest of its windows resident (decoding the 519 functions samples reach in
+/// the convert benchmark's 21.6 MB of code left 15 MiB of it mapped; with 64 KiB windows,
+/// 8 MiB).
+fn fault_around(data: &[u8], range: std::ops::Range<usize>) -> &[u8] {
+    let base = data.as_ptr() as usize;
+    let start = (base + range.start) & !(FAULT_AROUND - 1);
+    let end = (base + range.end).next_multiple_of(FAULT_AROUND);
+    let start = start.max(base) - base;
+    let end = end.min(base + data.len()) - base;
+    &data[start..end.max(start)]
 }
 
 #[cfg(test)]
