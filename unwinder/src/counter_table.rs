@@ -8,6 +8,7 @@
 //! builds the ordered maps once, from sorted counters.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::summing_cache::SummingCache;
 use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
@@ -17,8 +18,10 @@ use rustc_hash::FxBuildHasher;
 pub type ContextId = u32;
 
 /// Range and branch counters keyed by interned context.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug)]
 pub struct CounterTable {
+    /// Tells this table apart from every other (see [`CounterTable::id`]).
+    id: u64,
     kind: CounterKind,
     ids: HashMap<ContextKey, ContextId, FxBuildHasher>,
     keys: Vec<ContextKey>,
@@ -29,13 +32,51 @@ pub struct CounterTable {
     branch_sums: SummingCache<(ContextId, u64, u64)>,
 }
 
+/// The next [`CounterTable::id`].
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Default for CounterTable {
+    fn default() -> Self {
+        CounterTable::new(CounterKind::default())
+    }
+}
+
+impl Clone for CounterTable {
+    /// A copy with an id of its own: the two tables intern new contexts apart.
+    fn clone(&self) -> Self {
+        CounterTable {
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+            kind: self.kind,
+            ids: self.ids.clone(),
+            keys: self.keys.clone(),
+            ranges: self.ranges.clone(),
+            branches: self.branches.clone(),
+            range_sums: self.range_sums.clone(),
+            branch_sums: self.branch_sums.clone(),
+        }
+    }
+}
+
 impl CounterTable {
     /// An empty table of `kind`.
     pub fn new(kind: CounterKind) -> CounterTable {
         CounterTable {
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
             kind,
-            ..CounterTable::default()
+            ids: HashMap::default(),
+            keys: Vec::new(),
+            ranges: HashMap::default(),
+            branches: HashMap::default(),
+            range_sums: SummingCache::default(),
+            branch_sums: SummingCache::default(),
         }
+    }
+
+    /// A number no other table of the process has: what a caller that remembers the
+    /// [`ContextId`]s of a table checks they belong to (ids stay valid as long as the
+    /// table lives; interning only adds).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// True when no context is interned.

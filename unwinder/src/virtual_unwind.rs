@@ -11,7 +11,7 @@
 //! state invalid: the rest of the LBR is replayed context-less under the root.
 
 use crate::context::{compress_recursion, trim_context};
-use crate::counter_table::CounterTable;
+use crate::counter_table::{ContextId, CounterTable};
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
 use crate::layout_cache::LayoutCache;
 use crate::sample_prep::{Branch, PerfSample};
@@ -40,19 +40,46 @@ struct State {
 }
 
 /// Unwinds aggregated hybrid samples into a [`CounterTable`].
+///
+/// The frame trie is kept from sample to sample: a frame stands for its path from the
+/// root (its calling context), so the frames of the contexts samples share are found
+/// rather than made again, and each frame's context is interned in the counter table once
+/// (not hashed as a key again for every sample that reaches it). A sample's counters sit
+/// on the frames it touched until [`Self::unwind`] hands them to the counter table.
 pub struct VirtualUnwinder<'a> {
     cache: LayoutCache<'a>,
     shape: KeyShape,
+    /// False when the layout has no inline frames (every range splits at every
+    /// instruction: no need to ask).
+    inline_frames: bool,
     trie: FrameTrie,
-    /// The frame-address stacks of [`Self::collect`]; the first `stacks_used` are in use
-    /// (the others keep their buffers for the next sample).
+    /// The frames the current sample added counters to, each once.
+    touched: Vec<FrameId>,
+    /// Per frame, its context in the counter table `contexts_of` (or [`NO_CONTEXT`]).
+    contexts: Vec<ContextId>,
+    contexts_of: Option<u64>,
+    /// The current sample reached a child of an external frame (`untracked_callsites`).
+    external_children: bool,
+    /// The current sample made a frame at address 0 (see [`Self::unwind_exact`]).
+    zero_frames: bool,
+    /// [`Self::unwind_exact`]'s own trie, cleared for every sample.
+    exact: FrameTrie,
+    /// The frame-address stacks of [`Self::collect_exact`]; the first `stacks_used` are
+    /// in use (the others keep their buffers for the next sample).
     stacks: Vec<Vec<u64>>,
     stacks_used: usize,
-    /// [`Self::collect`]'s work list (reused).
+    /// [`Self::collect_exact`]'s work list (reused).
     work: Vec<Visit>,
     /// The context key being built (reused).
     key: Vec<u64>,
 }
+
+/// No context interned yet for a frame.
+const NO_CONTEXT: ContextId = ContextId::MAX;
+
+/// Most frames the kept trie holds: past it, the trie starts again from the root alone
+/// (it is a cache of contexts; the counters are in the counter table).
+const MAX_KEPT_FRAMES: usize = 1 << 16;
 
 enum Visit {
     Enter(FrameId, usize),
@@ -65,7 +92,14 @@ impl<'a> VirtualUnwinder<'a> {
         VirtualUnwinder {
             cache: LayoutCache::new(layout),
             shape,
+            inline_frames: layout.has_inline_frames(),
             trie: FrameTrie::new(),
+            touched: Vec::new(),
+            contexts: Vec::new(),
+            contexts_of: None,
+            external_children: false,
+            zero_frames: false,
+            exact: FrameTrie::new(),
             stacks: Vec::new(),
             stacks_used: 0,
             work: Vec::new(),
@@ -82,14 +116,82 @@ impl<'a> VirtualUnwinder<'a> {
         counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
+        if self.trie.len() > MAX_KEPT_FRAMES {
+            self.trie.clear();
+            self.contexts.clear();
+        }
+        if !self.replay(sample, repeat, stats) {
+            return false;
+        }
+        if self.zero_frames {
+            self.unwind_exact(sample, repeat, counters, stats);
+        } else {
+            self.collect(counters, stats);
+        }
+        true
+    }
+
+    /// A sample that made a frame at address 0 (a return to an address that follows no
+    /// call) is counted as llvm-profgen counts it: on a trie of its own, walked depth
+    /// first with a stack of frame addresses that such a frame pops without having pushed
+    /// (`FrameStack::popFrame`), so that the contexts of the frames visited after it
+    /// depend on the order of the walk, not on their paths alone.
+    fn unwind_exact(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        counters: &mut CounterTable,
+        stats: &mut UnwindStats,
+    ) {
+        // The kept trie's counters of this sample are dropped; the replay's statistics
+        // were counted by the first replay.
+        for id in std::mem::take(&mut self.touched) {
+            let f = self.trie.frame_mut(id);
+            f.ranges.clear();
+            f.branches.clear();
+        }
+        std::mem::swap(&mut self.trie, &mut self.exact);
+        self.trie.clear();
+        let replayed = self.replay(sample, repeat, &mut UnwindStats::default());
+        debug_assert!(replayed);
+        self.collect_exact(counters, stats);
+        self.touched.clear();
+        std::mem::swap(&mut self.trie, &mut self.exact);
+    }
+
+    /// [`Self::unwind`] always on a trie of the sample's own, walked depth first: the
+    /// reference the kept trie's counting is tested against.
+    #[cfg(test)]
+    fn unwind_by_walk(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        counters: &mut CounterTable,
+        stats: &mut UnwindStats,
+    ) -> bool {
+        std::mem::swap(&mut self.trie, &mut self.exact);
+        self.trie.clear();
+        let replayed = self.replay(sample, repeat, stats);
+        if replayed {
+            self.collect_exact(counters, stats);
+        }
+        self.touched.clear();
+        std::mem::swap(&mut self.trie, &mut self.exact);
+        replayed
+    }
+
+    /// Replays the sample on the trie, leaving its counters on the frames it touched;
+    /// false for a rejected sample.
+    fn replay(&mut self, sample: &PerfSample, repeat: u64, stats: &mut UnwindStats) -> bool {
         let (Some(&leaf_addr), Some(newest)) = (sample.call_stack.first(), sample.lbr.first())
         else {
             return false;
         };
-        self.trie.clear();
+        self.external_children = false;
+        self.zero_frames = false;
         let mut leaf = ROOT;
         for &a in sample.call_stack.iter().rev() {
-            leaf = self.trie.child(leaf, a);
+            leaf = self.child(leaf, a);
         }
         if leaf_addr < newest.target || leaf_addr - newest.target >= MAX_LEAF_TO_LBR_TIP {
             stats.bogus_traces += 1;
@@ -115,19 +217,46 @@ impl<'a> VirtualUnwinder<'a> {
             } else if !st.invalid && (self.cache.is_return(src) || from_external_call_site) {
                 let call = self.call_for_frame(br.target);
                 self.switch_to(&mut st, call);
-                st.leaf = self.trie.child(st.leaf, src);
+                st.leaf = self.child(st.leaf, src);
                 st.ip = src;
             } else if !st.invalid {
                 self.switch_to(&mut st, src);
                 st.ip = src;
             } else {
                 st.ip = src;
-                st.leaf = self.trie.child(ROOT, src);
+                st.leaf = self.child(ROOT, src);
             }
             self.record_branch(&st, *br, repeat);
         }
-        self.collect(counters, stats);
         true
+    }
+
+    /// [`FrameTrie::child`], noting what [`Self::collect`] must know of the sample.
+    #[inline]
+    fn child(&mut self, parent: FrameId, address: u64) -> FrameId {
+        self.external_children |= self.trie.frame(parent).address == EXTERNAL_ADDR;
+        self.zero_frames |= address == 0;
+        self.trie.child(parent, address)
+    }
+
+    /// Records the range on frame `id`.
+    #[inline]
+    fn add_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
+        let f = self.trie.frame_mut(id);
+        if f.ranges.is_empty() && f.branches.is_empty() {
+            self.touched.push(id);
+        }
+        f.add_range(start, end, repeat);
+    }
+
+    /// Records the branch on frame `id`.
+    #[inline]
+    fn add_branch(&mut self, id: FrameId, source: u64, target: u64, repeat: u64) {
+        let f = self.trie.frame_mut(id);
+        if f.ranges.is_empty() && f.branches.is_empty() {
+            self.touched.push(id);
+        }
+        f.add_branch(source, target, repeat);
     }
 
     /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
@@ -143,7 +272,7 @@ impl<'a> VirtualUnwinder<'a> {
             return;
         }
         let parent = self.trie.frame(st.leaf).parent;
-        st.leaf = self.trie.child(parent, address);
+        st.leaf = self.child(parent, address);
     }
 
     fn unwind_call(&mut self, st: &mut State, source: u64, stats: &mut UnwindStats) {
@@ -182,7 +311,7 @@ impl<'a> VirtualUnwinder<'a> {
         }
         if self.shape.probes {
             let parent = self.trie.frame(st.leaf).parent;
-            self.trie.frame_mut(parent).add_range(target, end, repeat);
+            self.add_range(parent, target, end, repeat);
             return;
         }
         // Split the range where the inline context changes: each piece belongs to the
@@ -191,10 +320,10 @@ impl<'a> VirtualUnwinder<'a> {
         while st.ip > target {
             let prev = st.ip;
             st.ip = self.cache.previous_instruction(st.ip).unwrap_or(0);
-            if !self.cache.inline_context_equal(prev, st.ip) {
+            if !self.inline_frames || !self.cache.inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
-                    self.trie.frame_mut(st.leaf).add_range(prev, end, repeat);
+                    self.add_range(st.leaf, prev, end, repeat);
                 }
                 end = st.ip;
             }
@@ -202,7 +331,7 @@ impl<'a> VirtualUnwinder<'a> {
         let ip = st.ip;
         self.switch_to(st, ip);
         if ip <= end {
-            self.trie.frame_mut(st.leaf).add_range(ip, end, repeat);
+            self.add_range(st.leaf, ip, end, repeat);
         }
     }
 
@@ -212,9 +341,7 @@ impl<'a> VirtualUnwinder<'a> {
         }
         if br.source == EXTERNAL_ADDR {
             // External caller: kept on the root for head samples.
-            self.trie
-                .frame_mut(ROOT)
-                .add_branch(br.source, br.target, repeat);
+            self.add_branch(ROOT, br.source, br.target, repeat);
             return;
         }
         let owner = if self.shape.probes {
@@ -222,15 +349,75 @@ impl<'a> VirtualUnwinder<'a> {
         } else {
             st.leaf
         };
-        self.trie
-            .frame_mut(owner)
-            .add_branch(br.source, br.target, repeat);
+        self.add_branch(owner, br.source, br.target, repeat);
+    }
+
+    /// `collectSamplesFromFrameTrie` for a sample without frames at address 0: every
+    /// frame's context is its path from the root (frame addresses, restarting after an
+    /// external frame, which truncates the context), interned once per frame of the kept
+    /// trie; the counters of the frames the sample touched go to it.
+    fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
+        if self.external_children {
+            stats.untracked_callsites.insert(EXTERNAL_ADDR);
+        }
+        if self.contexts_of != Some(counters.id()) {
+            self.contexts.clear();
+            self.contexts_of = Some(counters.id());
+        }
+        let touched = std::mem::take(&mut self.touched);
+        for &id in &touched {
+            let c = self.context_of(id, counters);
+            let f = self.trie.frame_mut(id);
+            for &(s, e, n) in &f.ranges {
+                counters.add_range(c, s, e, n);
+            }
+            for &(s, t, n) in &f.branches {
+                counters.add_branch(c, s, t, n);
+            }
+            f.ranges.clear();
+            f.branches.clear();
+        }
+        self.touched = touched;
+        self.touched.clear();
+    }
+
+    /// The context of frame `id` of the kept trie in `counters`, interned on first use.
+    fn context_of(&mut self, id: FrameId, counters: &mut CounterTable) -> ContextId {
+        if let Some(&c) = self.contexts.get(id as usize) {
+            if c != NO_CONTEXT {
+                return c;
+            }
+        }
+        self.key.clear();
+        let mut f = id;
+        while f != ROOT {
+            let frame = self.trie.frame(f);
+            if frame.address == EXTERNAL_ADDR {
+                break;
+            }
+            if frame.address != 0 {
+                self.key.push(frame.address);
+            }
+            f = frame.parent;
+        }
+        self.key.reverse();
+        if self.shape.probes {
+            compress_recursion(&mut self.key, self.shape.compress_recursion);
+            trim_context(&mut self.key, self.shape.depth);
+        }
+        let c = counters.context(&self.key);
+        if self.contexts.len() <= id as usize {
+            self.contexts
+                .resize(self.trie.len().max(id as usize + 1), NO_CONTEXT);
+        }
+        self.contexts[id as usize] = c;
+        c
     }
 
     /// `collectSamplesFromFrameTrie`: DFS from the root with the stack of frame addresses;
     /// an external frame restarts its subtree with an empty stack (context truncation).
     /// Iterative, so hostile stack depths cannot overflow the thread's stack.
-    fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
+    fn collect_exact(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
         self.stacks_used = 0;
         let root_stack = self.new_stack();
         let mut work = std::mem::take(&mut self.work);
@@ -269,7 +456,7 @@ impl<'a> VirtualUnwinder<'a> {
         self.work = work;
     }
 
-    /// An empty stack for [`Self::collect`]: its index.
+    /// An empty stack for [`Self::collect_exact`]: its index.
     fn new_stack(&mut self) -> usize {
         if self.stacks_used == self.stacks.len() {
             self.stacks.push(Vec::new());
@@ -517,6 +704,111 @@ mod tests {
         let mut keys: Vec<_> = reused.contexts.keys().cloned().collect();
         keys.sort();
         assert_eq!(keys, [vec![], vec![0x104]]);
+    }
+
+    /// Stack foo, main (0x104), main2 (0x124). Newest first: main calls foo; main jumps
+    /// at 0x10b (a sibling frame of main's under main2); foo returns to 0x109 (back in
+    /// main's frame); foo branches at 0x117; main2 returns to foo's 0x110, which follows
+    /// no call: a frame at address 0 under main's. In llvm-profgen's walk that frame pops
+    /// main's address without having pushed it, so the sibling frame 0x10b, walked after
+    /// it, is keyed without main2's call site.
+    fn zero_frame_sample() -> PerfSample {
+        PerfSample {
+            call_stack: vec![0x110, 0x104, 0x124],
+            lbr: vec![
+                br(0x104, 0x110),
+                br(0x10b, 0x104),
+                br(0x11d, 0x109),
+                br(0x117, 0x11c),
+                br(0x12a, 0x110),
+            ],
+        }
+    }
+
+    /// Counting on the kept trie (contexts by path, interned once) equals llvm-profgen's
+    /// walk of a trie per sample, for probe and line keys, with and without inline
+    /// frames, over samples with external frames and frames at address 0, in any order.
+    #[test]
+    fn the_kept_trie_counts_like_a_walk_per_sample() {
+        let samples = [
+            (loop_sample(), 3),
+            (callback_sample(), 2),
+            (zero_frame_sample(), 5),
+            (loop_sample(), 7),
+            (zero_frame_sample(), 1),
+            (callback_sample(), 11),
+        ];
+        let layouts = [
+            (layout(true), true, None),
+            (layout(true), true, Some(1)),
+            (layout(false), false, None),
+        ];
+        for (l, probes, depth) in layouts {
+            let without_inline = FakeLayout::new(
+                &[
+                    (0x100, Inst::Other),
+                    (0x101, Inst::Other),
+                    (0x104, Inst::Call),
+                    (0x109, Inst::Other),
+                    (0x10b, Inst::CondBranch),
+                    (0x10d, Inst::Other),
+                    (0x10e, Inst::Return),
+                    (0x110, Inst::Other),
+                    (0x111, Inst::Other),
+                    (0x114, Inst::Other),
+                    (0x117, Inst::CondBranch),
+                    (0x119, Inst::Other),
+                    (0x11c, Inst::Other),
+                    (0x11d, Inst::Return),
+                    (0x120, Inst::Other),
+                    (0x121, Inst::Other),
+                    (0x124, Inst::Call),
+                    (0x129, Inst::Other),
+                    (0x12a, Inst::Return),
+                ],
+                &[0x100, 0x110, 0x120],
+            )
+            .with_probes(probes);
+            for layout in [&l, &without_inline] {
+                let shape = KeyShape {
+                    probes,
+                    depth,
+                    ..KeyShape::default()
+                };
+                let kind = if probes {
+                    CounterKind::ProbeContext
+                } else {
+                    CounterKind::LineContext
+                };
+                for order in [false, true] {
+                    let mut ordered = samples.to_vec();
+                    if order {
+                        ordered.reverse();
+                    }
+                    let (mut kept, mut walked) = (CounterTable::new(kind), CounterTable::new(kind));
+                    let (mut kept_stats, mut walked_stats) =
+                        (UnwindStats::default(), UnwindStats::default());
+                    let mut u = VirtualUnwinder::new(layout, shape);
+                    let mut reference = VirtualUnwinder::new(layout, shape);
+                    for (s, n) in &ordered {
+                        let a = u.unwind(s, *n, &mut kept, &mut kept_stats);
+                        let b = reference.unwind_by_walk(s, *n, &mut walked, &mut walked_stats);
+                        assert_eq!(a, b);
+                    }
+                    let mut zero = VirtualUnwinder::new(layout, shape);
+                    let mut scratch = CounterTable::new(kind);
+                    let mut st = UnwindStats::default();
+                    zero.unwind(&zero_frame_sample(), 1, &mut scratch, &mut st);
+                    assert!(zero.zero_frames, "the sample makes a frame at 0");
+                    zero.unwind(&loop_sample(), 1, &mut scratch, &mut st);
+                    assert!(!zero.zero_frames);
+                    let (kept, walked) = (kept.into_counter_set(), walked.into_counter_set());
+                    assert!(kept.contexts.len() > 1);
+                    assert_eq!(kept, walked, "probes {probes}");
+                    assert_eq!(format!("{kept_stats:?}"), format!("{walked_stats:?}"));
+                }
+            }
+        }
     }
 
     #[test]
