@@ -116,6 +116,56 @@ impl CounterTable {
         self.branch_sums.flush_into(&mut self.branches);
     }
 
+    /// What the keys mean.
+    pub fn kind(&self) -> CounterKind {
+        self.kind
+    }
+
+    /// Number of interned contexts.
+    pub fn context_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The counters added since the table was made or last taken, as a [`CounterSet`] of
+    /// the contexts that have any: what [`CounterTable::into_counter_set`] gives for a
+    /// table that interned only those. The table keeps its interned contexts (and their
+    /// ids) and no counter.
+    pub fn take_counter_set(&mut self) -> CounterSet {
+        self.flush();
+        // Per context with counters: its ranges and branches.
+        let mut slot_of = vec![u32::MAX; self.keys.len()];
+        type Counters = (ContextId, Vec<((u64, u64), u64)>, Vec<((u64, u64), u64)>);
+        let mut taken: Vec<Counters> = Vec::new();
+        let mut slot = |c: ContextId, taken: &mut Vec<Counters>| {
+            let s = &mut slot_of[c as usize];
+            if *s == u32::MAX {
+                *s = taken.len() as u32;
+                taken.push((c, Vec::new(), Vec::new()));
+            }
+            *s as usize
+        };
+        for ((c, s, e), n) in self.ranges.drain() {
+            let i = slot(c, &mut taken);
+            taken[i].1.push(((s, e), n));
+        }
+        for ((c, s, t), n) in self.branches.drain() {
+            let i = slot(c, &mut taken);
+            taken[i].2.push(((s, t), n));
+        }
+        let mut set = CounterSet::new(self.kind);
+        set.contexts.reserve(taken.len());
+        for (c, r, b) in taken {
+            set.contexts.insert(
+                self.keys[c as usize].clone(),
+                ContextCounters {
+                    ranges: ordered(r),
+                    branches: ordered(b),
+                },
+            );
+        }
+        set
+    }
+
     /// Adds every counter of `other`.
     pub fn merge(&mut self, mut other: CounterTable) {
         other.flush();
@@ -139,10 +189,6 @@ impl CounterTable {
         for ((c, s, t), n) in self.branches {
             branches[c as usize].push(((s, t), n));
         }
-        let ordered = |mut v: Vec<((u64, u64), u64)>| -> BTreeMap<(u64, u64), u64> {
-            v.sort_unstable_by_key(|&(k, _)| k);
-            v.into_iter().collect()
-        };
         let mut set = CounterSet::new(self.kind);
         set.contexts.reserve(self.keys.len());
         for ((key, r), b) in self.keys.into_iter().zip(ranges).zip(branches) {
@@ -158,9 +204,43 @@ impl CounterTable {
     }
 }
 
+/// Counters sorted into their map (built from sorted entries at once).
+fn ordered(mut v: Vec<((u64, u64), u64)>) -> BTreeMap<(u64, u64), u64> {
+    v.sort_unstable_by_key(|&(k, _)| k);
+    v.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Taking the counters gives what a table of only that period's additions gives, and
+    /// keeps the contexts' ids.
+    #[test]
+    fn taken_counters_are_those_since_the_last_take() {
+        let mut kept = CounterTable::new(CounterKind::LineContext);
+        let a = kept.context(&[0x10]);
+        let b = kept.context(&[0x10, 0x20]);
+        kept.add_range(a, 1, 2, 3);
+        kept.add_branch(b, 5, 6, 1);
+        let mut first = CounterTable::new(CounterKind::LineContext);
+        let fa = first.context(&[0x10]);
+        first.add_range(fa, 1, 2, 3);
+        let fb = first.context(&[0x10, 0x20]);
+        first.add_branch(fb, 5, 6, 1);
+        assert_eq!(kept.take_counter_set(), first.into_counter_set());
+        // Only b is counted now: a is interned but has no counter, and is left out.
+        kept.add_range(b, 7, 8, u64::MAX);
+        kept.add_range(b, 7, 8, 2);
+        assert_eq!(kept.context(&[0x10, 0x20]), b);
+        let mut second = CounterTable::new(CounterKind::LineContext);
+        let sb = second.context(&[0x10, 0x20]);
+        second.add_range(sb, 7, 8, 1);
+        assert_eq!(kept.take_counter_set(), second.into_counter_set());
+        assert_eq!(kept.context_count(), 2);
+        assert!(kept.take_counter_set().contexts.is_empty());
+        assert_ne!(kept.id(), kept.clone().id());
+    }
 
     #[test]
     fn counters_sum_per_context_and_merge() {

@@ -13,7 +13,7 @@
 use crate::context::{compress_recursion, trim_context};
 use crate::counter_table::{ContextId, CounterTable};
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
-use crate::layout_cache::LayoutCache;
+use crate::layout_cache::{LayoutCache, LayoutTables};
 use crate::sample_prep::{Branch, PerfSample};
 use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
 
@@ -48,6 +48,16 @@ struct State {
 /// on the frames it touched until [`Self::unwind`] hands them to the counter table.
 pub struct VirtualUnwinder<'a> {
     cache: LayoutCache<'a>,
+    kept: KeptUnwinder,
+}
+
+/// What a [`VirtualUnwinder`] keeps from one sample to the next, apart from its layout:
+/// an owner of the layout keeps it between the unwinders it makes over that layout
+/// ([`VirtualUnwinder::resume`], [`VirtualUnwinder::suspend`]), so that a new one starts
+/// with the frames, contexts and layout answers of the previous ones.
+pub struct KeptUnwinder {
+    /// The layout cache's tables (`None` while an unwinder has them).
+    tables: Option<LayoutTables>,
     shape: KeyShape,
     /// False when the layout has no inline frames (every range splits at every
     /// instruction: no need to ask).
@@ -60,18 +70,44 @@ pub struct VirtualUnwinder<'a> {
     contexts_of: Option<u64>,
     /// The current sample reached a child of an external frame (`untracked_callsites`).
     external_children: bool,
-    /// The current sample made a frame at address 0 (see [`Self::unwind_exact`]).
+    /// The current sample made a frame at address 0 (see [`VirtualUnwinder::unwind`]).
     zero_frames: bool,
-    /// [`Self::unwind_exact`]'s own trie, cleared for every sample.
+    /// The exact walk's own trie, cleared for every sample.
     exact: FrameTrie,
-    /// The frame-address stacks of [`Self::collect_exact`]; the first `stacks_used` are
-    /// in use (the others keep their buffers for the next sample).
+    /// The frame-address stacks of the exact walk; the first `stacks_used` are in use
+    /// (the others keep their buffers for the next sample).
     stacks: Vec<Vec<u64>>,
     stacks_used: usize,
-    /// [`Self::collect_exact`]'s work list (reused).
+    /// The exact walk's work list (reused).
     work: Vec<Visit>,
     /// The context key being built (reused).
     key: Vec<u64>,
+}
+
+impl KeptUnwinder {
+    /// The shape of the keys it was made for.
+    pub fn shape(&self) -> KeyShape {
+        self.shape
+    }
+
+    fn new(layout: &dyn CodeLayout, shape: KeyShape) -> KeptUnwinder {
+        KeptUnwinder {
+            tables: Some(LayoutTables::new()),
+            shape,
+            inline_frames: layout.has_inline_frames(),
+            trie: FrameTrie::new(),
+            touched: Vec::new(),
+            contexts: Vec::new(),
+            contexts_of: None,
+            external_children: false,
+            zero_frames: false,
+            exact: FrameTrie::new(),
+            stacks: Vec::new(),
+            stacks_used: 0,
+            work: Vec::new(),
+            key: Vec::new(),
+        }
+    }
 }
 
 /// No context interned yet for a frame.
@@ -89,22 +125,31 @@ enum Visit {
 impl<'a> VirtualUnwinder<'a> {
     /// An unwinder over `layout` producing keys of `shape`.
     pub fn new(layout: &'a dyn CodeLayout, shape: KeyShape) -> VirtualUnwinder<'a> {
+        VirtualUnwinder::resume(layout, KeptUnwinder::new(layout, shape))
+    }
+
+    /// The shape of the keys it produces.
+    pub fn shape(&self) -> KeyShape {
+        self.kept.shape
+    }
+
+    /// An unwinder over `layout` that goes on from `kept`, which unwinders over the same
+    /// layout (alive all along) left with [`Self::suspend`]. Counting is the same as a new
+    /// unwinder's; its shape is `kept`'s.
+    pub fn resume(layout: &'a dyn CodeLayout, mut kept: KeptUnwinder) -> VirtualUnwinder<'a> {
+        let tables = kept.tables.take().unwrap_or_default();
+        kept.inline_frames = layout.has_inline_frames();
         VirtualUnwinder {
-            cache: LayoutCache::new(layout),
-            shape,
-            inline_frames: layout.has_inline_frames(),
-            trie: FrameTrie::new(),
-            touched: Vec::new(),
-            contexts: Vec::new(),
-            contexts_of: None,
-            external_children: false,
-            zero_frames: false,
-            exact: FrameTrie::new(),
-            stacks: Vec::new(),
-            stacks_used: 0,
-            work: Vec::new(),
-            key: Vec::new(),
+            cache: LayoutCache::with_tables(layout, tables),
+            kept,
         }
+    }
+
+    /// What the next unwinder over this layout may go on from ([`Self::resume`]).
+    pub fn suspend(self) -> KeptUnwinder {
+        let mut kept = self.kept;
+        kept.tables = Some(self.cache.into_tables());
+        kept
     }
 
     /// Unwinds one aggregated sample standing for `repeat` samples and adds its counters.
@@ -116,14 +161,14 @@ impl<'a> VirtualUnwinder<'a> {
         counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
-        if self.trie.len() > MAX_KEPT_FRAMES {
-            self.trie.clear();
-            self.contexts.clear();
+        if self.kept.trie.len() > MAX_KEPT_FRAMES {
+            self.kept.trie.clear();
+            self.kept.contexts.clear();
         }
         if !self.replay(sample, repeat, stats) {
             return false;
         }
-        if self.zero_frames {
+        if self.kept.zero_frames {
             self.unwind_exact(sample, repeat, counters, stats);
         } else {
             self.collect(counters, stats);
@@ -145,18 +190,18 @@ impl<'a> VirtualUnwinder<'a> {
     ) {
         // The kept trie's counters of this sample are dropped; the replay's statistics
         // were counted by the first replay.
-        for id in std::mem::take(&mut self.touched) {
-            let f = self.trie.frame_mut(id);
+        for id in std::mem::take(&mut self.kept.touched) {
+            let f = self.kept.trie.frame_mut(id);
             f.ranges.clear();
             f.branches.clear();
         }
-        std::mem::swap(&mut self.trie, &mut self.exact);
-        self.trie.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        self.kept.trie.clear();
         let replayed = self.replay(sample, repeat, &mut UnwindStats::default());
         debug_assert!(replayed);
         self.collect_exact(counters, stats);
-        self.touched.clear();
-        std::mem::swap(&mut self.trie, &mut self.exact);
+        self.kept.touched.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
     }
 
     /// [`Self::unwind`] always on a trie of the sample's own, walked depth first: the
@@ -169,14 +214,14 @@ impl<'a> VirtualUnwinder<'a> {
         counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
-        std::mem::swap(&mut self.trie, &mut self.exact);
-        self.trie.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        self.kept.trie.clear();
         let replayed = self.replay(sample, repeat, stats);
         if replayed {
             self.collect_exact(counters, stats);
         }
-        self.touched.clear();
-        std::mem::swap(&mut self.trie, &mut self.exact);
+        self.kept.touched.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
         replayed
     }
 
@@ -187,8 +232,8 @@ impl<'a> VirtualUnwinder<'a> {
         else {
             return false;
         };
-        self.external_children = false;
-        self.zero_frames = false;
+        self.kept.external_children = false;
+        self.kept.zero_frames = false;
         let mut leaf = ROOT;
         for &a in sample.call_stack.iter().rev() {
             leaf = self.child(leaf, a);
@@ -234,17 +279,17 @@ impl<'a> VirtualUnwinder<'a> {
     /// [`FrameTrie::child`], noting what [`Self::collect`] must know of the sample.
     #[inline]
     fn child(&mut self, parent: FrameId, address: u64) -> FrameId {
-        self.external_children |= self.trie.frame(parent).address == EXTERNAL_ADDR;
-        self.zero_frames |= address == 0;
-        self.trie.child(parent, address)
+        self.kept.external_children |= self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+        self.kept.zero_frames |= address == 0;
+        self.kept.trie.child(parent, address)
     }
 
     /// Records the range on frame `id`.
     #[inline]
     fn add_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
-        let f = self.trie.frame_mut(id);
+        let f = self.kept.trie.frame_mut(id);
         if f.ranges.is_empty() && f.branches.is_empty() {
-            self.touched.push(id);
+            self.kept.touched.push(id);
         }
         f.add_range(start, end, repeat);
     }
@@ -252,9 +297,9 @@ impl<'a> VirtualUnwinder<'a> {
     /// Records the branch on frame `id`.
     #[inline]
     fn add_branch(&mut self, id: FrameId, source: u64, target: u64, repeat: u64) {
-        let f = self.trie.frame_mut(id);
+        let f = self.kept.trie.frame_mut(id);
         if f.ranges.is_empty() && f.branches.is_empty() {
-            self.touched.push(id);
+            self.kept.touched.push(id);
         }
         f.add_branch(source, target, repeat);
     }
@@ -268,16 +313,16 @@ impl<'a> VirtualUnwinder<'a> {
     }
 
     fn switch_to(&mut self, st: &mut State, address: u64) {
-        if self.trie.frame(st.leaf).address == address {
+        if self.kept.trie.frame(st.leaf).address == address {
             return;
         }
-        let parent = self.trie.frame(st.leaf).parent;
+        let parent = self.kept.trie.frame(st.leaf).parent;
         st.leaf = self.child(parent, address);
     }
 
     fn unwind_call(&mut self, st: &mut State, source: u64, stats: &mut UnwindStats) {
-        let parent = self.trie.frame(st.leaf).parent;
-        if parent == ROOT || self.trie.frame(parent).address != source {
+        let parent = self.kept.trie.frame(st.leaf).parent;
+        if parent == ROOT || self.kept.trie.frame(parent).address != source {
             // The caller's frame is missing (sampled in a prolog/epilog, or an external
             // caller): stay at this depth on the call site.
             self.switch_to(st, source);
@@ -309,8 +354,8 @@ impl<'a> VirtualUnwinder<'a> {
             st.invalid = true;
             return;
         }
-        if self.shape.probes {
-            let parent = self.trie.frame(st.leaf).parent;
+        if self.kept.shape.probes {
+            let parent = self.kept.trie.frame(st.leaf).parent;
             self.add_range(parent, target, end, repeat);
             return;
         }
@@ -320,7 +365,7 @@ impl<'a> VirtualUnwinder<'a> {
         while st.ip > target {
             let prev = st.ip;
             st.ip = self.cache.previous_instruction(st.ip).unwrap_or(0);
-            if !self.inline_frames || !self.cache.inline_context_equal(prev, st.ip) {
+            if !self.kept.inline_frames || !self.cache.inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
                     self.add_range(st.leaf, prev, end, repeat);
@@ -344,8 +389,8 @@ impl<'a> VirtualUnwinder<'a> {
             self.add_branch(ROOT, br.source, br.target, repeat);
             return;
         }
-        let owner = if self.shape.probes {
-            self.trie.frame(st.leaf).parent
+        let owner = if self.kept.shape.probes {
+            self.kept.trie.frame(st.leaf).parent
         } else {
             st.leaf
         };
@@ -357,17 +402,17 @@ impl<'a> VirtualUnwinder<'a> {
     /// external frame, which truncates the context), interned once per frame of the kept
     /// trie; the counters of the frames the sample touched go to it.
     fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
-        if self.external_children {
+        if self.kept.external_children {
             stats.untracked_callsites.insert(EXTERNAL_ADDR);
         }
-        if self.contexts_of != Some(counters.id()) {
-            self.contexts.clear();
-            self.contexts_of = Some(counters.id());
+        if self.kept.contexts_of != Some(counters.id()) {
+            self.kept.contexts.clear();
+            self.kept.contexts_of = Some(counters.id());
         }
-        let touched = std::mem::take(&mut self.touched);
+        let touched = std::mem::take(&mut self.kept.touched);
         for &id in &touched {
             let c = self.context_of(id, counters);
-            let f = self.trie.frame_mut(id);
+            let f = self.kept.trie.frame_mut(id);
             for &(s, e, n) in &f.ranges {
                 counters.add_range(c, s, e, n);
             }
@@ -377,40 +422,41 @@ impl<'a> VirtualUnwinder<'a> {
             f.ranges.clear();
             f.branches.clear();
         }
-        self.touched = touched;
-        self.touched.clear();
+        self.kept.touched = touched;
+        self.kept.touched.clear();
     }
 
     /// The context of frame `id` of the kept trie in `counters`, interned on first use.
     fn context_of(&mut self, id: FrameId, counters: &mut CounterTable) -> ContextId {
-        if let Some(&c) = self.contexts.get(id as usize) {
+        if let Some(&c) = self.kept.contexts.get(id as usize) {
             if c != NO_CONTEXT {
                 return c;
             }
         }
-        self.key.clear();
+        self.kept.key.clear();
         let mut f = id;
         while f != ROOT {
-            let frame = self.trie.frame(f);
+            let frame = self.kept.trie.frame(f);
             if frame.address == EXTERNAL_ADDR {
                 break;
             }
             if frame.address != 0 {
-                self.key.push(frame.address);
+                self.kept.key.push(frame.address);
             }
             f = frame.parent;
         }
-        self.key.reverse();
-        if self.shape.probes {
-            compress_recursion(&mut self.key, self.shape.compress_recursion);
-            trim_context(&mut self.key, self.shape.depth);
+        self.kept.key.reverse();
+        if self.kept.shape.probes {
+            compress_recursion(&mut self.kept.key, self.kept.shape.compress_recursion);
+            trim_context(&mut self.kept.key, self.kept.shape.depth);
         }
-        let c = counters.context(&self.key);
-        if self.contexts.len() <= id as usize {
-            self.contexts
-                .resize(self.trie.len().max(id as usize + 1), NO_CONTEXT);
+        let c = counters.context(&self.kept.key);
+        if self.kept.contexts.len() <= id as usize {
+            self.kept
+                .contexts
+                .resize(self.kept.trie.len().max(id as usize + 1), NO_CONTEXT);
         }
-        self.contexts[id as usize] = c;
+        self.kept.contexts[id as usize] = c;
         c
     }
 
@@ -418,21 +464,21 @@ impl<'a> VirtualUnwinder<'a> {
     /// an external frame restarts its subtree with an empty stack (context truncation).
     /// Iterative, so hostile stack depths cannot overflow the thread's stack.
     fn collect_exact(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
-        self.stacks_used = 0;
+        self.kept.stacks_used = 0;
         let root_stack = self.new_stack();
-        let mut work = std::mem::take(&mut self.work);
+        let mut work = std::mem::take(&mut self.kept.work);
         work.clear();
         work.push(Visit::Enter(ROOT, root_stack));
         while let Some(visit) = work.pop() {
             let (id, s) = match visit {
                 Visit::Exit(s) => {
-                    self.stacks[s].pop();
+                    self.kept.stacks[s].pop();
                     continue;
                 }
                 Visit::Enter(id, s) => (id, s),
             };
-            let address = self.trie.frame(id).address;
-            let has_children = !self.trie.frame(id).children.is_empty();
+            let address = self.kept.trie.frame(id).address;
+            let has_children = !self.kept.trie.frame(id).children.is_empty();
             let s = if address != 0 && address == EXTERNAL_ADDR {
                 if has_children {
                     stats.untracked_callsites.insert(address);
@@ -443,41 +489,41 @@ impl<'a> VirtualUnwinder<'a> {
                 // for a return whose target follows no call): nothing pushed, but the
                 // exit still pops, like FrameStack::popFrame.
                 if address != 0 {
-                    self.stacks[s].push(address);
+                    self.kept.stacks[s].push(address);
                 }
                 work.push(Visit::Exit(s));
                 s
             };
             self.collect_frame(id, s, counters);
-            for &(_, child) in self.trie.frame(id).children.iter().rev() {
+            for &(_, child) in self.kept.trie.frame(id).children.iter().rev() {
                 work.push(Visit::Enter(child, s));
             }
         }
-        self.work = work;
+        self.kept.work = work;
     }
 
     /// An empty stack for [`Self::collect_exact`]: its index.
     fn new_stack(&mut self) -> usize {
-        if self.stacks_used == self.stacks.len() {
-            self.stacks.push(Vec::new());
+        if self.kept.stacks_used == self.kept.stacks.len() {
+            self.kept.stacks.push(Vec::new());
         }
-        self.stacks[self.stacks_used].clear();
-        self.stacks_used += 1;
-        self.stacks_used - 1
+        self.kept.stacks[self.kept.stacks_used].clear();
+        self.kept.stacks_used += 1;
+        self.kept.stacks_used - 1
     }
 
     fn collect_frame(&mut self, id: FrameId, stack: usize, counters: &mut CounterTable) {
-        let f = self.trie.frame(id);
+        let f = self.kept.trie.frame(id);
         if f.ranges.is_empty() && f.branches.is_empty() {
             return;
         }
-        self.key.clear();
-        self.key.extend_from_slice(&self.stacks[stack]);
-        if self.shape.probes {
-            compress_recursion(&mut self.key, self.shape.compress_recursion);
-            trim_context(&mut self.key, self.shape.depth);
+        self.kept.key.clear();
+        self.kept.key.extend_from_slice(&self.kept.stacks[stack]);
+        if self.kept.shape.probes {
+            compress_recursion(&mut self.kept.key, self.kept.shape.compress_recursion);
+            trim_context(&mut self.kept.key, self.kept.shape.depth);
         }
-        let c = counters.context(&self.key);
+        let c = counters.context(&self.kept.key);
         for &(s, e, n) in &f.ranges {
             counters.add_range(c, s, e, n);
         }
@@ -799,9 +845,9 @@ mod tests {
                     let mut scratch = CounterTable::new(kind);
                     let mut st = UnwindStats::default();
                     zero.unwind(&zero_frame_sample(), 1, &mut scratch, &mut st);
-                    assert!(zero.zero_frames, "the sample makes a frame at 0");
+                    assert!(zero.kept.zero_frames, "the sample makes a frame at 0");
                     zero.unwind(&loop_sample(), 1, &mut scratch, &mut st);
-                    assert!(!zero.zero_frames);
+                    assert!(!zero.kept.zero_frames);
                     let (kept, walked) = (kept.into_counter_set(), walked.into_counter_set());
                     assert!(kept.contexts.len() > 1);
                     assert_eq!(kept, walked, "probes {probes}");
