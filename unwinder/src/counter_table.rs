@@ -17,6 +17,9 @@ use rustc_hash::FxBuildHasher;
 /// Index of an interned context in its [`CounterTable`].
 pub type ContextId = u32;
 
+/// Index of a walk ([`CounterTable::walk`]) in its [`CounterTable`].
+pub type WalkId = u32;
+
 /// Range and branch counters keyed by interned context.
 #[derive(Debug)]
 pub struct CounterTable {
@@ -30,6 +33,14 @@ pub struct CounterTable {
     /// Additions on their way to `ranges` and `branches` (flushed before they are read).
     range_sums: SummingCache<(ContextId, u64, u64)>,
     branch_sums: SummingCache<(ContextId, u64, u64)>,
+    /// The ranges of every walk, walk after walk; walk `w`'s are
+    /// `walk_ranges[walk_spans[w].0..walk_spans[w].1]`.
+    walk_ranges: Vec<(ContextId, u64, u64)>,
+    walk_spans: Vec<(u32, u32)>,
+    /// Per walk, the sum added since its ranges last got it (`None`: nothing added).
+    walk_sums: Vec<Option<u64>>,
+    /// The walks with a sum, each once.
+    walks_added: Vec<WalkId>,
 }
 
 /// The next [`CounterTable::id`].
@@ -53,6 +64,10 @@ impl Clone for CounterTable {
             branches: self.branches.clone(),
             range_sums: self.range_sums.clone(),
             branch_sums: self.branch_sums.clone(),
+            walk_ranges: self.walk_ranges.clone(),
+            walk_spans: self.walk_spans.clone(),
+            walk_sums: self.walk_sums.clone(),
+            walks_added: self.walks_added.clone(),
         }
     }
 }
@@ -69,6 +84,10 @@ impl CounterTable {
             branches: HashMap::default(),
             range_sums: SummingCache::default(),
             branch_sums: SummingCache::default(),
+            walk_ranges: Vec::new(),
+            walk_spans: Vec::new(),
+            walk_sums: Vec::new(),
+            walks_added: Vec::new(),
         }
     }
 
@@ -110,8 +129,46 @@ impl CounterTable {
             .add((context, source, target), n, &mut self.branches);
     }
 
+    /// Registers a walk: ranges `(context, start, end)` that are always added together
+    /// (the pieces of one range of a line-context unwinding, one per inline context or
+    /// instruction), which [`CounterTable::add_walk`] then adds in one step.
+    pub fn walk(&mut self, ranges: &[(ContextId, u64, u64)]) -> WalkId {
+        let start = self.walk_ranges.len() as u32;
+        self.walk_ranges.extend_from_slice(ranges);
+        self.walk_spans.push((start, self.walk_ranges.len() as u32));
+        self.walk_sums.push(None);
+        (self.walk_spans.len() - 1) as WalkId
+    }
+
+    /// Number of ranges of all registered walks.
+    pub fn walk_pieces(&self) -> usize {
+        self.walk_ranges.len()
+    }
+
+    /// Adds `n` to every range of `walk` (added to the ranges when the table is read:
+    /// the same sums, wrapping, as adding each range every time).
+    #[inline]
+    pub fn add_walk(&mut self, walk: WalkId, n: u64) {
+        match &mut self.walk_sums[walk as usize] {
+            Some(sum) => *sum = sum.wrapping_add(n),
+            none => {
+                *none = Some(n);
+                self.walks_added.push(walk);
+            }
+        }
+    }
+
     /// Sends the sums on their way to the maps there.
     fn flush(&mut self) {
+        for w in self.walks_added.drain(..) {
+            let Some(n) = self.walk_sums[w as usize].take() else {
+                continue;
+            };
+            let (start, end) = self.walk_spans[w as usize];
+            for &(c, s, e) in &self.walk_ranges[start as usize..end as usize] {
+                self.range_sums.add((c, s, e), n, &mut self.ranges);
+            }
+        }
         self.range_sums.flush_into(&mut self.ranges);
         self.branch_sums.flush_into(&mut self.branches);
     }

@@ -11,7 +11,11 @@
 //! state invalid: the rest of the LBR is replayed context-less under the root.
 
 use crate::context::{compress_recursion, trim_context};
-use crate::counter_table::{ContextId, CounterTable};
+use std::collections::HashMap;
+
+use rustc_hash::FxBuildHasher;
+
+use crate::counter_table::{ContextId, CounterTable, WalkId};
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
 use crate::layout_cache::{LayoutCache, LayoutTables};
 use crate::sample_prep::{Branch, PerfSample};
@@ -82,7 +86,39 @@ pub struct KeptUnwinder {
     work: Vec<Visit>,
     /// The context key being built (reused).
     key: Vec<u64>,
+    /// Line walks by (parent frame, start, end): see [`VirtualUnwinder::unwind`].
+    walk_memo: HashMap<(FrameId, u64, u64), Walk, FxBuildHasher>,
+    /// The memoized walks: their ranges by frame (`memo_pieces`) and, once a sample
+    /// taking it was counted, their walk in the counter table.
+    memos: Vec<MemoWalk>,
+    memo_pieces: Vec<(FrameId, u64, u64)>,
+    /// The memoized walks the current sample took (indices in `memos`), with its count.
+    walks: Vec<(u32, u64)>,
+    /// A walk's ranges by context (reused).
+    ranges: Vec<(ContextId, u64, u64)>,
+    /// The walk being memoized adds its ranges to `memo_pieces`.
+    recording: bool,
 }
+
+/// A memoized line walk.
+struct MemoWalk {
+    /// Its ranges: `memo_pieces[pieces.0..pieces.1]`.
+    pieces: (u32, u32),
+    walk: Option<WalkId>,
+}
+
+/// What a line walk memo holds.
+#[derive(Clone, Copy)]
+enum Walk {
+    /// The walk (its index in `memos`) and where it leaves the leaf.
+    Memo { memo: u32, leaf: FrameId, ip: u64 },
+    /// A walk that makes a frame at address 0 (or too many ranges to keep): walked every
+    /// time.
+    Unmemoized,
+}
+
+/// Most ranges of memoized walks the unwinder and a counter table hold (each 24 bytes).
+const MAX_WALK_PIECES: usize = 1 << 18;
 
 impl KeptUnwinder {
     /// The shape of the keys it was made for.
@@ -106,6 +142,12 @@ impl KeptUnwinder {
             stacks_used: 0,
             work: Vec::new(),
             key: Vec::new(),
+            walk_memo: HashMap::default(),
+            memos: Vec::new(),
+            memo_pieces: Vec::new(),
+            walks: Vec::new(),
+            ranges: Vec::new(),
+            recording: false,
         }
     }
 }
@@ -161,11 +203,18 @@ impl<'a> VirtualUnwinder<'a> {
         counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
-        if self.kept.trie.len() > MAX_KEPT_FRAMES {
-            self.kept.trie.clear();
+        if self.kept.trie.len() > MAX_KEPT_FRAMES || self.kept.contexts_of != Some(counters.id()) {
+            // The frames' contexts and walks are ids of this trie and of that table.
+            if self.kept.trie.len() > MAX_KEPT_FRAMES {
+                self.kept.trie.clear();
+            }
             self.kept.contexts.clear();
+            self.kept.walk_memo.clear();
+            self.kept.memos.clear();
+            self.kept.memo_pieces.clear();
+            self.kept.contexts_of = Some(counters.id());
         }
-        if !self.replay(sample, repeat, stats) {
+        if !self.replay(sample, repeat, stats, true) {
             return false;
         }
         if self.kept.zero_frames {
@@ -195,9 +244,10 @@ impl<'a> VirtualUnwinder<'a> {
             f.ranges.clear();
             f.branches.clear();
         }
+        self.kept.walks.clear();
         std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
         self.kept.trie.clear();
-        let replayed = self.replay(sample, repeat, &mut UnwindStats::default());
+        let replayed = self.replay(sample, repeat, &mut UnwindStats::default(), false);
         debug_assert!(replayed);
         self.collect_exact(counters, stats);
         self.kept.touched.clear();
@@ -216,7 +266,7 @@ impl<'a> VirtualUnwinder<'a> {
     ) -> bool {
         std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
         self.kept.trie.clear();
-        let replayed = self.replay(sample, repeat, stats);
+        let replayed = self.replay(sample, repeat, stats, false);
         if replayed {
             self.collect_exact(counters, stats);
         }
@@ -225,9 +275,16 @@ impl<'a> VirtualUnwinder<'a> {
         replayed
     }
 
-    /// Replays the sample on the trie, leaving its counters on the frames it touched;
-    /// false for a rejected sample.
-    fn replay(&mut self, sample: &PerfSample, repeat: u64, stats: &mut UnwindStats) -> bool {
+    /// Replays the sample on the trie, leaving its counters on the frames it touched (and,
+    /// with `memoize`, on the kept trie, its memoized walks in `walks`); false for a
+    /// rejected sample.
+    fn replay(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        stats: &mut UnwindStats,
+        memoize: bool,
+    ) -> bool {
         let (Some(&leaf_addr), Some(newest)) = (sample.call_stack.first(), sample.lbr.first())
         else {
             return false;
@@ -250,7 +307,7 @@ impl<'a> VirtualUnwinder<'a> {
         };
         for (i, br) in sample.lbr.iter().enumerate() {
             if i > 0 {
-                self.unwind_linear(&mut st, br.target, repeat, stats);
+                self.unwind_linear(&mut st, br.target, repeat, stats, memoize);
             }
             let src = br.source;
             let from_external_call_site =
@@ -339,7 +396,14 @@ impl<'a> VirtualUnwinder<'a> {
         st.ip = source;
     }
 
-    fn unwind_linear(&mut self, st: &mut State, target: u64, repeat: u64, stats: &mut UnwindStats) {
+    fn unwind_linear(
+        &mut self,
+        st: &mut State,
+        target: u64,
+        repeat: u64,
+        stats: &mut UnwindStats,
+        memoize: bool,
+    ) {
         let end = st.ip;
         if end == EXTERNAL_ADDR && target == EXTERNAL_ADDR {
             stats.paired_external_addresses += 1;
@@ -354,21 +418,71 @@ impl<'a> VirtualUnwinder<'a> {
             st.invalid = true;
             return;
         }
+        let parent = self.kept.trie.frame(st.leaf).parent;
         if self.kept.shape.probes {
-            let parent = self.kept.trie.frame(st.leaf).parent;
             self.add_range(parent, target, end, repeat);
             return;
         }
-        // Split the range where the inline context changes: each piece belongs to the
-        // frame of its own inline context.
-        let mut end = end;
+        if !memoize {
+            self.walk_line(st, target, repeat);
+            return;
+        }
+        // Memoized: the walk from the leaf at `end` (the child of `parent` there) back to
+        // `target` depends on nothing else.
+        let key = (parent, target, end);
+        if self.kept.trie.frame(st.leaf).address == end {
+            match self.kept.walk_memo.get(&key) {
+                Some(&Walk::Memo { memo, leaf, ip }) => {
+                    self.kept.external_children |=
+                        self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+                    self.kept.walks.push((memo, repeat));
+                    st.leaf = leaf;
+                    st.ip = ip;
+                    return;
+                }
+                Some(Walk::Unmemoized) => {}
+                None => {
+                    let had_zero_frames = std::mem::replace(&mut self.kept.zero_frames, false);
+                    let first = self.kept.memo_pieces.len();
+                    self.kept.recording = true;
+                    self.walk_line(st, target, repeat);
+                    self.kept.recording = false;
+                    let memo =
+                        if self.kept.zero_frames || self.kept.memo_pieces.len() > MAX_WALK_PIECES {
+                            self.kept.memo_pieces.truncate(first);
+                            Walk::Unmemoized
+                        } else {
+                            self.kept.memos.push(MemoWalk {
+                                pieces: (first as u32, self.kept.memo_pieces.len() as u32),
+                                walk: None,
+                            });
+                            Walk::Memo {
+                                memo: (self.kept.memos.len() - 1) as u32,
+                                leaf: st.leaf,
+                                ip: st.ip,
+                            }
+                        };
+                    self.kept.zero_frames |= had_zero_frames;
+                    self.kept.walk_memo.insert(key, memo);
+                    return;
+                }
+            }
+        }
+        self.walk_line(st, target, repeat);
+    }
+
+    /// Line contexts: walks the range back from the leaf to `target` one instruction at a
+    /// time and splits it where the inline context changes: each piece belongs to the
+    /// frame of its own inline context.
+    fn walk_line(&mut self, st: &mut State, target: u64, repeat: u64) {
+        let mut end = st.ip;
         while st.ip > target {
             let prev = st.ip;
             st.ip = self.cache.previous_instruction(st.ip).unwrap_or(0);
             if !self.kept.inline_frames || !self.cache.inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
-                    self.add_range(st.leaf, prev, end, repeat);
+                    self.add_line_range(st.leaf, prev, end, repeat);
                 }
                 end = st.ip;
             }
@@ -376,8 +490,17 @@ impl<'a> VirtualUnwinder<'a> {
         let ip = st.ip;
         self.switch_to(st, ip);
         if ip <= end {
-            self.add_range(st.leaf, ip, end, repeat);
+            self.add_line_range(st.leaf, ip, end, repeat);
         }
+    }
+
+    /// [`Self::add_range`] of a line walk, noted when the walk is being memoized.
+    #[inline]
+    fn add_line_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
+        if self.kept.recording {
+            self.kept.memo_pieces.push((id, start, end));
+        }
+        self.add_range(id, start, end, repeat);
     }
 
     fn record_branch(&mut self, st: &State, br: Branch, repeat: u64) {
@@ -405,10 +528,27 @@ impl<'a> VirtualUnwinder<'a> {
         if self.kept.external_children {
             stats.untracked_callsites.insert(EXTERNAL_ADDR);
         }
-        if self.kept.contexts_of != Some(counters.id()) {
-            self.kept.contexts.clear();
-            self.kept.contexts_of = Some(counters.id());
+        let walks = std::mem::take(&mut self.kept.walks);
+        for &(memo, n) in &walks {
+            let walk = match self.kept.memos[memo as usize].walk {
+                Some(walk) => Some(walk),
+                None => self.register_walk(memo, counters),
+            };
+            match walk {
+                Some(walk) => counters.add_walk(walk, n),
+                None => {
+                    // The table holds all the walks it may: range by range.
+                    let (first, last) = self.kept.memos[memo as usize].pieces;
+                    for k in first..last {
+                        let (frame, start, end) = self.kept.memo_pieces[k as usize];
+                        let c = self.context_of(frame, counters);
+                        counters.add_range(c, start, end, n);
+                    }
+                }
+            }
         }
+        self.kept.walks = walks;
+        self.kept.walks.clear();
         let touched = std::mem::take(&mut self.kept.touched);
         for &id in &touched {
             let c = self.context_of(id, counters);
@@ -424,6 +564,25 @@ impl<'a> VirtualUnwinder<'a> {
         }
         self.kept.touched = touched;
         self.kept.touched.clear();
+    }
+
+    /// Registers memo `memo`'s walk in `counters` (its first sample is being counted: its
+    /// contexts have counters); `None` when the table holds all the walks it may.
+    fn register_walk(&mut self, memo: u32, counters: &mut CounterTable) -> Option<WalkId> {
+        let (first, last) = self.kept.memos[memo as usize].pieces;
+        if counters.walk_pieces() + (last - first) as usize > MAX_WALK_PIECES {
+            return None;
+        }
+        let mut ranges = std::mem::take(&mut self.kept.ranges);
+        ranges.clear();
+        for k in first..last {
+            let (frame, start, end) = self.kept.memo_pieces[k as usize];
+            ranges.push((self.context_of(frame, counters), start, end));
+        }
+        let walk = counters.walk(&ranges);
+        self.kept.ranges = ranges;
+        self.kept.memos[memo as usize].walk = Some(walk);
+        Some(walk)
     }
 
     /// The context of frame `id` of the kept trie in `counters`, interned on first use.
