@@ -24,7 +24,9 @@
 //!
 //! `convert` calls [`unwind_samples`] once; the live daemon keeps an [`Aggregator`] per
 //! binary, feeds it batches and calls [`Aggregator::flush`] periodically (flushed counter
-//! sets merge into exactly what one conversion of all samples gives).
+//! sets merge into exactly what one conversion of all samples gives); its shards finish
+//! each batch's aggregator with the [`KeptCounting`] of their binary, so that the unwinder
+//! and the interned contexts carry over from batch to batch.
 //!
 //! ```
 //! use collector::{LbrEntry, PerfEvent, Sample};

@@ -49,7 +49,11 @@ struct State {
 /// root (its calling context), so the frames of the contexts samples share are found
 /// rather than made again, and each frame's context is interned in the counter table once
 /// (not hashed as a key again for every sample that reaches it). A sample's counters sit
-/// on the frames it touched until [`Self::unwind`] hands them to the counter table.
+/// on the frames it touched until [`Self::unwind`] hands them to the counter table. In line
+/// contexts, the walk of a range back from its end (a piece per inline context, or per
+/// instruction in a binary without inline frames) depends only on the parent frame and the
+/// range: it is made once, registered in the counter table as a walk of its pieces, and
+/// counted with one [`CounterTable::add_walk`] by every sample that takes it.
 pub struct VirtualUnwinder<'a> {
     cache: LayoutCache<'a>,
     kept: KeptUnwinder,
@@ -86,7 +90,7 @@ pub struct KeptUnwinder {
     work: Vec<Visit>,
     /// The context key being built (reused).
     key: Vec<u64>,
-    /// Line walks by (parent frame, start, end): see [`VirtualUnwinder::unwind`].
+    /// Line walks by (parent frame, start, end): see [`VirtualUnwinder`].
     walk_memo: HashMap<(FrameId, u64, u64), Walk, FxBuildHasher>,
     /// The memoized walks: their ranges by frame (`memo_pieces`) and, once a sample
     /// taking it was counted, their walk in the counter table.
