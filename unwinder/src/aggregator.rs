@@ -14,6 +14,7 @@ use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counter_table::CounterTable;
 use crate::frame_trie::add_or_push;
+use crate::kept_counting::{KeptCounting, MAX_KEPT_CONTEXTS};
 use crate::lbr_counter::{count_lbr_sample, count_leading_ip_sample};
 use crate::sample_prep::{
     extract_lbr_stack_into, extract_repaired_call_stack_into, lane_hash, PerfSample, StackNotes,
@@ -320,6 +321,12 @@ impl<'a> Aggregator<'a> {
     /// statistics stay). Flushes merge: the sum of the sets of several flushes equals one
     /// flush of all the samples.
     pub fn flush(&mut self) -> CounterSet {
+        self.flush_kept(None)
+    }
+
+    /// [`Aggregator::flush`], counting on one thread with what `kept` keeps from the
+    /// previous flushes of this binary (and keeping what the next one may go on from).
+    fn flush_kept(&mut self, kept: Option<&mut KeptCounting>) -> CounterSet {
         let kind = self.kind();
         let samples = std::mem::take(&mut self.samples);
         self.stats.aggregated_samples += samples.len() as u64;
@@ -336,8 +343,19 @@ impl<'a> Aggregator<'a> {
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
             let samples: Vec<(PerfSample, u64)> = samples.into_iter().collect();
-            count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
-                .into_counter_set()
+            match kept {
+                Some(kept) if kind != CounterKind::Flat => count_part_kept(
+                    layout,
+                    kind,
+                    shape,
+                    leading_ip,
+                    &samples,
+                    &mut self.stats,
+                    kept,
+                ),
+                _ => count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
+                    .into_counter_set(),
+            }
         } else {
             // Counters are sums and every statistic a sum or a set union, so the samples
             // may be counted in parts and the parts merged. Small parts, taken by the
@@ -382,8 +400,20 @@ impl<'a> Aggregator<'a> {
     }
 
     /// Flushes and returns the counters with the final statistics.
-    pub fn finish(mut self) -> (CounterSet, UnwindStats) {
-        let counters = self.flush();
+    pub fn finish(self) -> (CounterSet, UnwindStats) {
+        self.finish_with(None)
+    }
+
+    /// [`Aggregator::finish`] for a caller that finishes aggregators of this binary (this
+    /// layout) again and again: counting goes on from what `kept` keeps of the previous
+    /// ones and leaves there what the next may go on from. The counters and statistics
+    /// are [`Aggregator::finish`]'s.
+    pub fn finish_kept(self, kept: &mut KeptCounting) -> (CounterSet, UnwindStats) {
+        self.finish_with(Some(kept))
+    }
+
+    fn finish_with(mut self, kept: Option<&mut KeptCounting>) -> (CounterSet, UnwindStats) {
+        let counters = self.flush_kept(kept);
         self.stats.kernel_not_mapped =
             self.placement.load().kernel && !self.placement.is_loaded_by_mmap();
         (counters, self.stats)
@@ -681,6 +711,38 @@ fn count_part(
     table
 }
 
+/// [`count_part`] with the unwinder and counter table `kept` keeps (a new one of each
+/// when it keeps none for this kind and shape), left there afterwards: the counters.
+fn count_part_kept(
+    layout: &dyn CodeLayout,
+    kind: CounterKind,
+    shape: KeyShape,
+    leading_ip: CountOptions,
+    samples: &[(PerfSample, u64)],
+    stats: &mut UnwindStats,
+    kept: &mut KeptCounting,
+) -> CounterSet {
+    let table = kept
+        .table
+        .take()
+        .filter(|t| t.kind() == kind)
+        .unwrap_or_else(|| CounterTable::new(kind));
+    let unwinder = match kept.unwinder.take() {
+        Some(k) if k.shape() == shape => VirtualUnwinder::resume(layout, k),
+        _ => VirtualUnwinder::new(layout, shape),
+    };
+    let mut counter = PartCounter::with(layout, kind, table, unwinder, leading_ip);
+    counter.add(samples);
+    let (mut table, part_stats, unwinder) = counter.finish_keeping();
+    stats.merge(&part_stats);
+    let counters = table.take_counter_set();
+    kept.unwinder = Some(unwinder.suspend());
+    if table.context_count() <= MAX_KEPT_CONTEXTS {
+        kept.table = Some(table);
+    }
+    counters
+}
+
 /// One thread's counting of parts of the aggregated samples: its counters, its ranges to
 /// check, and its unwinder (whose layout cache stays warm from part to part).
 struct PartCounter<'a> {
@@ -716,12 +778,29 @@ impl<'a> PartCounter<'a> {
             // The one flat context exists even when nothing is counted in it.
             table.context(&[]);
         }
+        PartCounter::with(
+            layout,
+            kind,
+            table,
+            VirtualUnwinder::new(layout, shape),
+            options,
+        )
+    }
+
+    /// Counting into `table` with `unwinder`.
+    fn with(
+        layout: &'a dyn CodeLayout,
+        kind: CounterKind,
+        table: CounterTable,
+        unwinder: VirtualUnwinder<'a>,
+        options: CountOptions,
+    ) -> PartCounter<'a> {
         PartCounter {
             layout,
             kind,
             table,
             ranges: RangeTally::default(),
-            unwinder: VirtualUnwinder::new(layout, shape),
+            unwinder,
             stats: UnwindStats::default(),
             options,
         }
@@ -752,10 +831,16 @@ impl<'a> PartCounter<'a> {
     }
 
     /// The counters, and the statistics with the range checks.
-    fn finish(mut self) -> (CounterTable, UnwindStats) {
+    fn finish(self) -> (CounterTable, UnwindStats) {
+        let (table, stats, _) = self.finish_keeping();
+        (table, stats)
+    }
+
+    /// [`PartCounter::finish`], and the unwinder.
+    fn finish_keeping(mut self) -> (CounterTable, UnwindStats, VirtualUnwinder<'a>) {
         self.ranges
             .check(self.layout, self.options, &mut self.stats);
-        (self.table, self.stats)
+        (self.table, self.stats, self.unwinder)
     }
 }
 
@@ -1172,6 +1257,34 @@ mod tests {
         agg.feed(&events[2]).unwrap();
         merged.merge(&agg.flush());
         assert_eq!(merged, all);
+    }
+
+    /// Aggregators finished one after another with the same kept counting give what each
+    /// finished afresh gives, for probe and line contexts, whatever came before.
+    #[test]
+    fn finishing_with_kept_counting_counts_like_finishing_afresh() {
+        for probes in [true, false] {
+            let l = layout(probes);
+            let mut kept = KeptCounting::default();
+            let batches = [
+                loop_sample_structs(3),
+                loop_sample_structs(5),
+                loop_sample_structs(1),
+                loop_sample_structs(5),
+            ];
+            for (k, batch) in batches.iter().enumerate() {
+                let mut fresh = mapped_aggregator(&l, 1);
+                fresh.feed_batch(batch).unwrap();
+                let expected = fresh.finish();
+                let mut warm = mapped_aggregator(&l, 1);
+                warm.feed_batch(batch).unwrap();
+                let got = warm.finish_kept(&mut kept);
+                assert!(!got.0.contexts.is_empty());
+                assert_eq!(got.0, expected.0, "probes {probes}, batch {k}");
+                assert_eq!(format!("{:?}", got.1), format!("{:?}", expected.1));
+                assert!(kept.unwinder.is_some() && kept.table.is_some());
+            }
+        }
     }
 
     #[test]

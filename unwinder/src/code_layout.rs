@@ -82,6 +82,13 @@ pub trait CodeLayout: Sync {
     /// frames except the leaf's location (llvm-profgen's `inlineContextEqual`).
     fn inline_context_equal(&self, a: u64, b: u64) -> bool;
 
+    /// False when [`CodeLayout::inline_context_equal`] is false for every pair of
+    /// addresses (no instruction has inline frames: a binary without DWARF), so that
+    /// line-context unwinding need not ask it for every instruction.
+    fn has_inline_frames(&self) -> bool {
+        true
+    }
+
     /// For probe binaries: the address of the nearest block probe at or before `addr` in
     /// the same function (the start of the sampled block, when blocks are laid out
     /// contiguously). Leading-IP samples count the range from it to the IP, so that a

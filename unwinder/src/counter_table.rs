@@ -8,6 +8,7 @@
 //! builds the ordered maps once, from sorted counters.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::summing_cache::SummingCache;
 use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
@@ -16,9 +17,14 @@ use rustc_hash::FxBuildHasher;
 /// Index of an interned context in its [`CounterTable`].
 pub type ContextId = u32;
 
+/// Index of a walk ([`CounterTable::walk`]) in its [`CounterTable`].
+pub type WalkId = u32;
+
 /// Range and branch counters keyed by interned context.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug)]
 pub struct CounterTable {
+    /// Tells this table apart from every other (see [`CounterTable::id`]).
+    id: u64,
     kind: CounterKind,
     ids: HashMap<ContextKey, ContextId, FxBuildHasher>,
     keys: Vec<ContextKey>,
@@ -27,15 +33,69 @@ pub struct CounterTable {
     /// Additions on their way to `ranges` and `branches` (flushed before they are read).
     range_sums: SummingCache<(ContextId, u64, u64)>,
     branch_sums: SummingCache<(ContextId, u64, u64)>,
+    /// The ranges of every walk, walk after walk; walk `w`'s are
+    /// `walk_ranges[walk_spans[w].0..walk_spans[w].1]`.
+    walk_ranges: Vec<(ContextId, u64, u64)>,
+    walk_spans: Vec<(u32, u32)>,
+    /// Per walk, the sum added since its ranges last got it (`None`: nothing added).
+    walk_sums: Vec<Option<u64>>,
+    /// The walks with a sum, each once.
+    walks_added: Vec<WalkId>,
+}
+
+/// The next [`CounterTable::id`].
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Default for CounterTable {
+    fn default() -> Self {
+        CounterTable::new(CounterKind::default())
+    }
+}
+
+impl Clone for CounterTable {
+    /// A copy with an id of its own: the two tables intern new contexts apart.
+    fn clone(&self) -> Self {
+        CounterTable {
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+            kind: self.kind,
+            ids: self.ids.clone(),
+            keys: self.keys.clone(),
+            ranges: self.ranges.clone(),
+            branches: self.branches.clone(),
+            range_sums: self.range_sums.clone(),
+            branch_sums: self.branch_sums.clone(),
+            walk_ranges: self.walk_ranges.clone(),
+            walk_spans: self.walk_spans.clone(),
+            walk_sums: self.walk_sums.clone(),
+            walks_added: self.walks_added.clone(),
+        }
+    }
 }
 
 impl CounterTable {
     /// An empty table of `kind`.
     pub fn new(kind: CounterKind) -> CounterTable {
         CounterTable {
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
             kind,
-            ..CounterTable::default()
+            ids: HashMap::default(),
+            keys: Vec::new(),
+            ranges: HashMap::default(),
+            branches: HashMap::default(),
+            range_sums: SummingCache::default(),
+            branch_sums: SummingCache::default(),
+            walk_ranges: Vec::new(),
+            walk_spans: Vec::new(),
+            walk_sums: Vec::new(),
+            walks_added: Vec::new(),
         }
+    }
+
+    /// A number no other table of the process has: what a caller that remembers the
+    /// [`ContextId`]s of a table checks they belong to (ids stay valid as long as the
+    /// table lives; interning only adds).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// True when no context is interned.
@@ -69,10 +129,98 @@ impl CounterTable {
             .add((context, source, target), n, &mut self.branches);
     }
 
+    /// Registers a walk: ranges `(context, start, end)` that are always added together
+    /// (the pieces of one range of a line-context unwinding, one per inline context or
+    /// instruction), which [`CounterTable::add_walk`] then adds in one step.
+    pub fn walk(&mut self, ranges: &[(ContextId, u64, u64)]) -> WalkId {
+        let start = self.walk_ranges.len() as u32;
+        self.walk_ranges.extend_from_slice(ranges);
+        self.walk_spans.push((start, self.walk_ranges.len() as u32));
+        self.walk_sums.push(None);
+        (self.walk_spans.len() - 1) as WalkId
+    }
+
+    /// Number of ranges of all registered walks.
+    pub fn walk_pieces(&self) -> usize {
+        self.walk_ranges.len()
+    }
+
+    /// Adds `n` to every range of `walk` (added to the ranges when the table is read:
+    /// the same sums, wrapping, as adding each range every time).
+    #[inline]
+    pub fn add_walk(&mut self, walk: WalkId, n: u64) {
+        match &mut self.walk_sums[walk as usize] {
+            Some(sum) => *sum = sum.wrapping_add(n),
+            none => {
+                *none = Some(n);
+                self.walks_added.push(walk);
+            }
+        }
+    }
+
     /// Sends the sums on their way to the maps there.
     fn flush(&mut self) {
+        for w in self.walks_added.drain(..) {
+            let Some(n) = self.walk_sums[w as usize].take() else {
+                continue;
+            };
+            let (start, end) = self.walk_spans[w as usize];
+            for &(c, s, e) in &self.walk_ranges[start as usize..end as usize] {
+                self.range_sums.add((c, s, e), n, &mut self.ranges);
+            }
+        }
         self.range_sums.flush_into(&mut self.ranges);
         self.branch_sums.flush_into(&mut self.branches);
+    }
+
+    /// What the keys mean.
+    pub fn kind(&self) -> CounterKind {
+        self.kind
+    }
+
+    /// Number of interned contexts.
+    pub fn context_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The counters added since the table was made or last taken, as a [`CounterSet`] of
+    /// the contexts that have any: what [`CounterTable::into_counter_set`] gives for a
+    /// table that interned only those. The table keeps its interned contexts (and their
+    /// ids) and no counter.
+    pub fn take_counter_set(&mut self) -> CounterSet {
+        self.flush();
+        // Per context with counters: its ranges and branches.
+        let mut slot_of = vec![u32::MAX; self.keys.len()];
+        type Counters = (ContextId, Vec<((u64, u64), u64)>, Vec<((u64, u64), u64)>);
+        let mut taken: Vec<Counters> = Vec::new();
+        let mut slot = |c: ContextId, taken: &mut Vec<Counters>| {
+            let s = &mut slot_of[c as usize];
+            if *s == u32::MAX {
+                *s = taken.len() as u32;
+                taken.push((c, Vec::new(), Vec::new()));
+            }
+            *s as usize
+        };
+        for ((c, s, e), n) in self.ranges.drain() {
+            let i = slot(c, &mut taken);
+            taken[i].1.push(((s, e), n));
+        }
+        for ((c, s, t), n) in self.branches.drain() {
+            let i = slot(c, &mut taken);
+            taken[i].2.push(((s, t), n));
+        }
+        let mut set = CounterSet::new(self.kind);
+        set.contexts.reserve(taken.len());
+        for (c, r, b) in taken {
+            set.contexts.insert(
+                self.keys[c as usize].clone(),
+                ContextCounters {
+                    ranges: ordered(r),
+                    branches: ordered(b),
+                },
+            );
+        }
+        set
     }
 
     /// Adds every counter of `other`.
@@ -98,10 +246,6 @@ impl CounterTable {
         for ((c, s, t), n) in self.branches {
             branches[c as usize].push(((s, t), n));
         }
-        let ordered = |mut v: Vec<((u64, u64), u64)>| -> BTreeMap<(u64, u64), u64> {
-            v.sort_unstable_by_key(|&(k, _)| k);
-            v.into_iter().collect()
-        };
         let mut set = CounterSet::new(self.kind);
         set.contexts.reserve(self.keys.len());
         for ((key, r), b) in self.keys.into_iter().zip(ranges).zip(branches) {
@@ -117,9 +261,43 @@ impl CounterTable {
     }
 }
 
+/// Counters sorted into their map (built from sorted entries at once).
+fn ordered(mut v: Vec<((u64, u64), u64)>) -> BTreeMap<(u64, u64), u64> {
+    v.sort_unstable_by_key(|&(k, _)| k);
+    v.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Taking the counters gives what a table of only that period's additions gives, and
+    /// keeps the contexts' ids.
+    #[test]
+    fn taken_counters_are_those_since_the_last_take() {
+        let mut kept = CounterTable::new(CounterKind::LineContext);
+        let a = kept.context(&[0x10]);
+        let b = kept.context(&[0x10, 0x20]);
+        kept.add_range(a, 1, 2, 3);
+        kept.add_branch(b, 5, 6, 1);
+        let mut first = CounterTable::new(CounterKind::LineContext);
+        let fa = first.context(&[0x10]);
+        first.add_range(fa, 1, 2, 3);
+        let fb = first.context(&[0x10, 0x20]);
+        first.add_branch(fb, 5, 6, 1);
+        assert_eq!(kept.take_counter_set(), first.into_counter_set());
+        // Only b is counted now: a is interned but has no counter, and is left out.
+        kept.add_range(b, 7, 8, u64::MAX);
+        kept.add_range(b, 7, 8, 2);
+        assert_eq!(kept.context(&[0x10, 0x20]), b);
+        let mut second = CounterTable::new(CounterKind::LineContext);
+        let sb = second.context(&[0x10, 0x20]);
+        second.add_range(sb, 7, 8, 1);
+        assert_eq!(kept.take_counter_set(), second.into_counter_set());
+        assert_eq!(kept.context_count(), 2);
+        assert!(kept.take_counter_set().contexts.is_empty());
+        assert_ne!(kept.id(), kept.clone().id());
+    }
 
     #[test]
     fn counters_sum_per_context_and_merge() {

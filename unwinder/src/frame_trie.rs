@@ -1,10 +1,11 @@
 //! [`FrameTrie`]: llvm-profgen's `ProfiledFrame` trie, in a `Vec` arena.
 //!
-//! One trie is built per aggregated sample: the path from the dummy root to the leaf is
-//! the sample's call stack; the virtual unwinder then pushes, pops and switches frames
-//! while it replays the LBR backwards, and records ranges and branches on frames. A
-//! frame's address is "where execution is in that frame": the call instruction for a
-//! caller frame.
+//! For each aggregated sample the path from the dummy root to the leaf is the sample's call
+//! stack; the virtual unwinder then pushes, pops and switches frames while it replays the
+//! LBR backwards, and records ranges and branches on frames. A frame's address is "where
+//! execution is in that frame": the call instruction for a caller frame. A frame stands for
+//! its path from the root, so the unwinder keeps one trie for all its samples (llvm-profgen
+//! builds one per sample).
 
 use std::collections::HashMap;
 
@@ -68,7 +69,7 @@ pub(crate) fn add_or_push(entries: &mut Vec<(u64, u64, u64)>, a: u64, b: u64, co
 /// collect hundreds of children in one sample.
 const INDEXED_CHILDREN: usize = 8;
 
-/// The arena; reused across samples to keep allocations.
+/// The arena.
 #[derive(Clone, Debug)]
 pub struct FrameTrie {
     frames: Vec<Frame>,

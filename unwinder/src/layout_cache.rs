@@ -42,6 +42,14 @@ struct Previous {
 /// and inline contexts cached.
 pub struct LayoutCache<'a> {
     layout: &'a dyn CodeLayout,
+    tables: LayoutTables,
+}
+
+/// The tables of a [`LayoutCache`], apart from its layout: what an owner of the layout
+/// keeps between the caches it makes over it ([`LayoutCache::with_tables`]).
+pub struct LayoutTables {
+    /// The layout the answers are of (its address), `None` while empty.
+    layout: Option<usize>,
     branches: Box<[Branch]>,
     ranges: Box<[Range]>,
     previous: Box<[Previous]>,
@@ -55,11 +63,22 @@ fn slot(a: u64, b: u64) -> usize {
     (h >> (64 - SLOT_BITS)) as usize
 }
 
-impl<'a> LayoutCache<'a> {
-    /// An empty cache over `layout`.
-    pub fn new(layout: &'a dyn CodeLayout) -> LayoutCache<'a> {
-        LayoutCache {
-            layout,
+/// The address of `layout`: what tells two layouts apart.
+fn identity(layout: &dyn CodeLayout) -> usize {
+    (layout as *const dyn CodeLayout).cast::<()>() as usize
+}
+
+impl Default for LayoutTables {
+    fn default() -> Self {
+        LayoutTables::new()
+    }
+}
+
+impl LayoutTables {
+    /// Empty tables.
+    pub fn new() -> LayoutTables {
+        LayoutTables {
+            layout: None,
             branches: vec![
                 Branch {
                     source: EMPTY,
@@ -98,6 +117,35 @@ impl<'a> LayoutCache<'a> {
         }
     }
 
+    /// Forgets every answer.
+    fn clear(&mut self) {
+        *self = LayoutTables::new();
+    }
+}
+
+impl<'a> LayoutCache<'a> {
+    /// An empty cache over `layout`.
+    pub fn new(layout: &'a dyn CodeLayout) -> LayoutCache<'a> {
+        LayoutCache::with_tables(layout, LayoutTables::new())
+    }
+
+    /// A cache over `layout` with `tables`: their answers are kept when they are of this
+    /// layout (a layout answers the same questions the same way all its life), forgotten
+    /// otherwise.
+    pub fn with_tables(layout: &'a dyn CodeLayout, mut tables: LayoutTables) -> LayoutCache<'a> {
+        let id = identity(layout);
+        if tables.layout.is_some_and(|l| l != id) {
+            tables.clear();
+        }
+        tables.layout = Some(id);
+        LayoutCache { layout, tables }
+    }
+
+    /// The tables, for a later [`LayoutCache::with_tables`] over the same layout.
+    pub fn into_tables(self) -> LayoutTables {
+        self.tables
+    }
+
     /// The layout itself, for the questions not cached.
     pub fn layout(&self) -> &'a dyn CodeLayout {
         self.layout
@@ -105,7 +153,7 @@ impl<'a> LayoutCache<'a> {
 
     #[inline]
     fn branch(&mut self, source: u64) -> Branch {
-        let s = &mut self.branches[slot(source, 0)];
+        let s = &mut self.tables.branches[slot(source, 0)];
         if s.source != source || source == EMPTY {
             *s = Branch {
                 source,
@@ -131,7 +179,7 @@ impl<'a> LayoutCache<'a> {
     /// [`CodeLayout::previous_instruction`].
     #[inline]
     pub fn previous_instruction(&mut self, addr: u64) -> Option<u64> {
-        let s = &mut self.previous[slot(addr, 0)];
+        let s = &mut self.tables.previous[slot(addr, 0)];
         if s.addr != addr || addr == EMPTY {
             *s = Previous {
                 addr,
@@ -144,7 +192,7 @@ impl<'a> LayoutCache<'a> {
     /// [`CodeLayout::inline_context_equal`].
     #[inline]
     pub fn inline_context_equal(&mut self, a: u64, b: u64) -> bool {
-        let s = &mut self.inline[slot(a, b)];
+        let s = &mut self.tables.inline[slot(a, b)];
         if s.start != a || s.end != b || a == EMPTY {
             *s = Range {
                 start: a,
@@ -158,7 +206,7 @@ impl<'a> LayoutCache<'a> {
     /// [`CodeLayout::is_valid_fall_through_range`].
     #[inline]
     pub fn is_valid_fall_through_range(&mut self, start: u64, end: u64) -> bool {
-        let s = &mut self.ranges[slot(start, end)];
+        let s = &mut self.tables.ranges[slot(start, end)];
         if s.start != start || s.end != end || start == EMPTY {
             *s = Range {
                 start,

@@ -24,7 +24,9 @@
 //!
 //! `convert` calls [`unwind_samples`] once; the live daemon keeps an [`Aggregator`] per
 //! binary, feeds it batches and calls [`Aggregator::flush`] periodically (flushed counter
-//! sets merge into exactly what one conversion of all samples gives).
+//! sets merge into exactly what one conversion of all samples gives); its shards finish
+//! each batch's aggregator with the [`KeptCounting`] of their binary, so that the unwinder
+//! and the interned contexts carry over from batch to batch.
 //!
 //! ```
 //! use collector::{LbrEntry, PerfEvent, Sample};
@@ -77,6 +79,7 @@ pub mod counter_table;
 pub mod counters;
 pub mod error;
 pub mod frame_trie;
+pub mod kept_counting;
 pub mod layout_cache;
 pub mod lbr_counter;
 pub mod leading_ip;
@@ -98,6 +101,7 @@ pub use counter_table::CounterTable;
 pub use counters::{ContextCounters, ContextKey, CounterKind, CounterSet};
 pub use error::UnwindError;
 pub use frame_trie::FrameTrie;
+pub use kept_counting::KeptCounting;
 pub use options::{processes_mapping, PerfContent, UnwindOptions};
 pub use sample_prep::{Branch, PerfSample};
 pub use stack_repair::{leaf_repair, StackRepair};

@@ -20,8 +20,8 @@ use collector::{Mmap2Event, Sample};
 use crate::leading_ip::{count_leading_ip, leading_ip_kind, LeadingIpOutcome};
 use crate::window::{WindowSettings, WindowedCounters};
 use crate::{
-    Aggregator, BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, PerfContent,
-    UnwindError, UnwindOptions, UnwindStats,
+    Aggregator, BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, KeptCounting,
+    PerfContent, UnwindError, UnwindOptions, UnwindStats,
 };
 
 /// What the shard's samples carry.
@@ -119,6 +119,8 @@ pub struct BinaryShard {
     windows: WindowedCounters,
     max_samples_per_window: Option<u64>,
     stats: ShardStats,
+    /// What counting keeps from one feed to the next.
+    kept: KeptCounting,
 }
 
 impl BinaryShard {
@@ -155,6 +157,7 @@ impl BinaryShard {
             windows: WindowedCounters::new(kind, windows),
             max_samples_per_window,
             stats: ShardStats::default(),
+            kept: KeptCounting::default(),
         })
     }
 
@@ -238,7 +241,7 @@ impl BinaryShard {
                     let _ = agg.feed_mmap(m);
                 }
                 agg.feed_batch(samples)?;
-                let (c, stats) = agg.finish();
+                let (c, stats) = agg.finish_kept(&mut self.kept);
                 counters = c;
                 let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
                 self.stats.bad_stack += dropped;

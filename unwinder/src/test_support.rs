@@ -146,6 +146,9 @@ impl CodeLayout for FakeLayout {
             _ => false,
         }
     }
+    fn has_inline_frames(&self) -> bool {
+        !self.inline_frames.is_empty()
+    }
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
         (!self.function_ranges.is_empty()).then_some(self as &dyn RangeChecks)
     }

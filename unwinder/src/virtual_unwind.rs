@@ -11,9 +11,13 @@
 //! state invalid: the rest of the LBR is replayed context-less under the root.
 
 use crate::context::{compress_recursion, trim_context};
-use crate::counter_table::CounterTable;
+use std::collections::HashMap;
+
+use rustc_hash::FxBuildHasher;
+
+use crate::counter_table::{ContextId, CounterTable, WalkId};
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
-use crate::layout_cache::LayoutCache;
+use crate::layout_cache::{LayoutCache, LayoutTables};
 use crate::sample_prep::{Branch, PerfSample};
 use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
 
@@ -40,19 +44,124 @@ struct State {
 }
 
 /// Unwinds aggregated hybrid samples into a [`CounterTable`].
+///
+/// The frame trie is kept from sample to sample: a frame stands for its path from the
+/// root (its calling context), so the frames of the contexts samples share are found
+/// rather than made again, and each frame's context is interned in the counter table once
+/// (not hashed as a key again for every sample that reaches it). A sample's counters sit
+/// on the frames it touched until [`Self::unwind`] hands them to the counter table. In line
+/// contexts, the walk of a range back from its end (a piece per inline context, or per
+/// instruction in a binary without inline frames) depends only on the parent frame and the
+/// range: it is made once, registered in the counter table as a walk of its pieces, and
+/// counted with one [`CounterTable::add_walk`] by every sample that takes it.
 pub struct VirtualUnwinder<'a> {
     cache: LayoutCache<'a>,
+    kept: KeptUnwinder,
+}
+
+/// What a [`VirtualUnwinder`] keeps from one sample to the next, apart from its layout:
+/// an owner of the layout keeps it between the unwinders it makes over that layout
+/// ([`VirtualUnwinder::resume`], [`VirtualUnwinder::suspend`]), so that a new one starts
+/// with the frames, contexts and layout answers of the previous ones.
+pub struct KeptUnwinder {
+    /// The layout cache's tables (`None` while an unwinder has them).
+    tables: Option<LayoutTables>,
     shape: KeyShape,
+    /// False when the layout has no inline frames (every range splits at every
+    /// instruction: no need to ask).
+    inline_frames: bool,
     trie: FrameTrie,
-    /// The frame-address stacks of [`Self::collect`]; the first `stacks_used` are in use
+    /// The frames the current sample added counters to, each once.
+    touched: Vec<FrameId>,
+    /// Per frame, its context in the counter table `contexts_of` (or [`NO_CONTEXT`]).
+    contexts: Vec<ContextId>,
+    contexts_of: Option<u64>,
+    /// The current sample reached a child of an external frame (`untracked_callsites`).
+    external_children: bool,
+    /// The current sample made a frame at address 0 (see [`VirtualUnwinder::unwind`]).
+    zero_frames: bool,
+    /// The exact walk's own trie, cleared for every sample.
+    exact: FrameTrie,
+    /// The frame-address stacks of the exact walk; the first `stacks_used` are in use
     /// (the others keep their buffers for the next sample).
     stacks: Vec<Vec<u64>>,
     stacks_used: usize,
-    /// [`Self::collect`]'s work list (reused).
+    /// The exact walk's work list (reused).
     work: Vec<Visit>,
     /// The context key being built (reused).
     key: Vec<u64>,
+    /// Line walks by (parent frame, start, end): see [`VirtualUnwinder`].
+    walk_memo: HashMap<(FrameId, u64, u64), Walk, FxBuildHasher>,
+    /// The memoized walks: their ranges by frame (`memo_pieces`) and, once a sample
+    /// taking it was counted, their walk in the counter table.
+    memos: Vec<MemoWalk>,
+    memo_pieces: Vec<(FrameId, u64, u64)>,
+    /// The memoized walks the current sample took (indices in `memos`), with its count.
+    walks: Vec<(u32, u64)>,
+    /// A walk's ranges by context (reused).
+    ranges: Vec<(ContextId, u64, u64)>,
+    /// The walk being memoized adds its ranges to `memo_pieces`.
+    recording: bool,
 }
+
+/// A memoized line walk.
+struct MemoWalk {
+    /// Its ranges: `memo_pieces[pieces.0..pieces.1]`.
+    pieces: (u32, u32),
+    walk: Option<WalkId>,
+}
+
+/// What a line walk memo holds.
+#[derive(Clone, Copy)]
+enum Walk {
+    /// The walk (its index in `memos`) and where it leaves the leaf.
+    Memo { memo: u32, leaf: FrameId, ip: u64 },
+    /// A walk that makes a frame at address 0 (or too many ranges to keep): walked every
+    /// time.
+    Unmemoized,
+}
+
+/// Most ranges of memoized walks the unwinder and a counter table hold (each 24 bytes).
+const MAX_WALK_PIECES: usize = 1 << 18;
+
+impl KeptUnwinder {
+    /// The shape of the keys it was made for.
+    pub fn shape(&self) -> KeyShape {
+        self.shape
+    }
+
+    fn new(layout: &dyn CodeLayout, shape: KeyShape) -> KeptUnwinder {
+        KeptUnwinder {
+            tables: Some(LayoutTables::new()),
+            shape,
+            inline_frames: layout.has_inline_frames(),
+            trie: FrameTrie::new(),
+            touched: Vec::new(),
+            contexts: Vec::new(),
+            contexts_of: None,
+            external_children: false,
+            zero_frames: false,
+            exact: FrameTrie::new(),
+            stacks: Vec::new(),
+            stacks_used: 0,
+            work: Vec::new(),
+            key: Vec::new(),
+            walk_memo: HashMap::default(),
+            memos: Vec::new(),
+            memo_pieces: Vec::new(),
+            walks: Vec::new(),
+            ranges: Vec::new(),
+            recording: false,
+        }
+    }
+}
+
+/// No context interned yet for a frame.
+const NO_CONTEXT: ContextId = ContextId::MAX;
+
+/// Most frames the kept trie holds: past it, the trie starts again from the root alone
+/// (it is a cache of contexts; the counters are in the counter table).
+const MAX_KEPT_FRAMES: usize = 1 << 16;
 
 enum Visit {
     Enter(FrameId, usize),
@@ -62,15 +171,31 @@ enum Visit {
 impl<'a> VirtualUnwinder<'a> {
     /// An unwinder over `layout` producing keys of `shape`.
     pub fn new(layout: &'a dyn CodeLayout, shape: KeyShape) -> VirtualUnwinder<'a> {
+        VirtualUnwinder::resume(layout, KeptUnwinder::new(layout, shape))
+    }
+
+    /// The shape of the keys it produces.
+    pub fn shape(&self) -> KeyShape {
+        self.kept.shape
+    }
+
+    /// An unwinder over `layout` that goes on from `kept`, which unwinders over the same
+    /// layout (alive all along) left with [`Self::suspend`]. Counting is the same as a new
+    /// unwinder's; its shape is `kept`'s.
+    pub fn resume(layout: &'a dyn CodeLayout, mut kept: KeptUnwinder) -> VirtualUnwinder<'a> {
+        let tables = kept.tables.take().unwrap_or_default();
+        kept.inline_frames = layout.has_inline_frames();
         VirtualUnwinder {
-            cache: LayoutCache::new(layout),
-            shape,
-            trie: FrameTrie::new(),
-            stacks: Vec::new(),
-            stacks_used: 0,
-            work: Vec::new(),
-            key: Vec::new(),
+            cache: LayoutCache::with_tables(layout, tables),
+            kept,
         }
+    }
+
+    /// What the next unwinder over this layout may go on from ([`Self::resume`]).
+    pub fn suspend(self) -> KeptUnwinder {
+        let mut kept = self.kept;
+        kept.tables = Some(self.cache.into_tables());
+        kept
     }
 
     /// Unwinds one aggregated sample standing for `repeat` samples and adds its counters.
@@ -82,14 +207,97 @@ impl<'a> VirtualUnwinder<'a> {
         counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
+        if self.kept.trie.len() > MAX_KEPT_FRAMES || self.kept.contexts_of != Some(counters.id()) {
+            // The frames' contexts and walks are ids of this trie and of that table.
+            if self.kept.trie.len() > MAX_KEPT_FRAMES {
+                self.kept.trie.clear();
+            }
+            self.kept.contexts.clear();
+            self.kept.walk_memo.clear();
+            self.kept.memos.clear();
+            self.kept.memo_pieces.clear();
+            self.kept.contexts_of = Some(counters.id());
+        }
+        if !self.replay(sample, repeat, stats, true) {
+            return false;
+        }
+        if self.kept.zero_frames {
+            self.unwind_exact(sample, repeat, counters, stats);
+        } else {
+            self.collect(counters, stats);
+        }
+        true
+    }
+
+    /// A sample that made a frame at address 0 (a return to an address that follows no
+    /// call) is counted as llvm-profgen counts it: on a trie of its own, walked depth
+    /// first with a stack of frame addresses that such a frame pops without having pushed
+    /// (`FrameStack::popFrame`), so that the contexts of the frames visited after it
+    /// depend on the order of the walk, not on their paths alone.
+    fn unwind_exact(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        counters: &mut CounterTable,
+        stats: &mut UnwindStats,
+    ) {
+        // The kept trie's counters of this sample are dropped; the replay's statistics
+        // were counted by the first replay.
+        for id in std::mem::take(&mut self.kept.touched) {
+            let f = self.kept.trie.frame_mut(id);
+            f.ranges.clear();
+            f.branches.clear();
+        }
+        self.kept.walks.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        self.kept.trie.clear();
+        let replayed = self.replay(sample, repeat, &mut UnwindStats::default(), false);
+        debug_assert!(replayed);
+        self.collect_exact(counters, stats);
+        self.kept.touched.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+    }
+
+    /// [`Self::unwind`] always on a trie of the sample's own, walked depth first: the
+    /// reference the kept trie's counting is tested against.
+    #[cfg(test)]
+    fn unwind_by_walk(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        counters: &mut CounterTable,
+        stats: &mut UnwindStats,
+    ) -> bool {
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        self.kept.trie.clear();
+        let replayed = self.replay(sample, repeat, stats, false);
+        if replayed {
+            self.collect_exact(counters, stats);
+        }
+        self.kept.touched.clear();
+        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        replayed
+    }
+
+    /// Replays the sample on the trie, leaving its counters on the frames it touched (and,
+    /// with `memoize`, on the kept trie, its memoized walks in `walks`); false for a
+    /// rejected sample.
+    fn replay(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        stats: &mut UnwindStats,
+        memoize: bool,
+    ) -> bool {
         let (Some(&leaf_addr), Some(newest)) = (sample.call_stack.first(), sample.lbr.first())
         else {
             return false;
         };
-        self.trie.clear();
+        self.kept.external_children = false;
+        self.kept.zero_frames = false;
         let mut leaf = ROOT;
         for &a in sample.call_stack.iter().rev() {
-            leaf = self.trie.child(leaf, a);
+            leaf = self.child(leaf, a);
         }
         if leaf_addr < newest.target || leaf_addr - newest.target >= MAX_LEAF_TO_LBR_TIP {
             stats.bogus_traces += 1;
@@ -103,7 +311,7 @@ impl<'a> VirtualUnwinder<'a> {
         };
         for (i, br) in sample.lbr.iter().enumerate() {
             if i > 0 {
-                self.unwind_linear(&mut st, br.target, repeat, stats);
+                self.unwind_linear(&mut st, br.target, repeat, stats, memoize);
             }
             let src = br.source;
             let from_external_call_site =
@@ -115,19 +323,46 @@ impl<'a> VirtualUnwinder<'a> {
             } else if !st.invalid && (self.cache.is_return(src) || from_external_call_site) {
                 let call = self.call_for_frame(br.target);
                 self.switch_to(&mut st, call);
-                st.leaf = self.trie.child(st.leaf, src);
+                st.leaf = self.child(st.leaf, src);
                 st.ip = src;
             } else if !st.invalid {
                 self.switch_to(&mut st, src);
                 st.ip = src;
             } else {
                 st.ip = src;
-                st.leaf = self.trie.child(ROOT, src);
+                st.leaf = self.child(ROOT, src);
             }
             self.record_branch(&st, *br, repeat);
         }
-        self.collect(counters, stats);
         true
+    }
+
+    /// [`FrameTrie::child`], noting what [`Self::collect`] must know of the sample.
+    #[inline]
+    fn child(&mut self, parent: FrameId, address: u64) -> FrameId {
+        self.kept.external_children |= self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+        self.kept.zero_frames |= address == 0;
+        self.kept.trie.child(parent, address)
+    }
+
+    /// Records the range on frame `id`.
+    #[inline]
+    fn add_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
+        let f = self.kept.trie.frame_mut(id);
+        if f.ranges.is_empty() && f.branches.is_empty() {
+            self.kept.touched.push(id);
+        }
+        f.add_range(start, end, repeat);
+    }
+
+    /// Records the branch on frame `id`.
+    #[inline]
+    fn add_branch(&mut self, id: FrameId, source: u64, target: u64, repeat: u64) {
+        let f = self.kept.trie.frame_mut(id);
+        if f.ranges.is_empty() && f.branches.is_empty() {
+            self.kept.touched.push(id);
+        }
+        f.add_branch(source, target, repeat);
     }
 
     /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
@@ -139,16 +374,16 @@ impl<'a> VirtualUnwinder<'a> {
     }
 
     fn switch_to(&mut self, st: &mut State, address: u64) {
-        if self.trie.frame(st.leaf).address == address {
+        if self.kept.trie.frame(st.leaf).address == address {
             return;
         }
-        let parent = self.trie.frame(st.leaf).parent;
-        st.leaf = self.trie.child(parent, address);
+        let parent = self.kept.trie.frame(st.leaf).parent;
+        st.leaf = self.child(parent, address);
     }
 
     fn unwind_call(&mut self, st: &mut State, source: u64, stats: &mut UnwindStats) {
-        let parent = self.trie.frame(st.leaf).parent;
-        if parent == ROOT || self.trie.frame(parent).address != source {
+        let parent = self.kept.trie.frame(st.leaf).parent;
+        if parent == ROOT || self.kept.trie.frame(parent).address != source {
             // The caller's frame is missing (sampled in a prolog/epilog, or an external
             // caller): stay at this depth on the call site.
             self.switch_to(st, source);
@@ -165,7 +400,14 @@ impl<'a> VirtualUnwinder<'a> {
         st.ip = source;
     }
 
-    fn unwind_linear(&mut self, st: &mut State, target: u64, repeat: u64, stats: &mut UnwindStats) {
+    fn unwind_linear(
+        &mut self,
+        st: &mut State,
+        target: u64,
+        repeat: u64,
+        stats: &mut UnwindStats,
+        memoize: bool,
+    ) {
         let end = st.ip;
         if end == EXTERNAL_ADDR && target == EXTERNAL_ADDR {
             stats.paired_external_addresses += 1;
@@ -180,21 +422,71 @@ impl<'a> VirtualUnwinder<'a> {
             st.invalid = true;
             return;
         }
-        if self.shape.probes {
-            let parent = self.trie.frame(st.leaf).parent;
-            self.trie.frame_mut(parent).add_range(target, end, repeat);
+        let parent = self.kept.trie.frame(st.leaf).parent;
+        if self.kept.shape.probes {
+            self.add_range(parent, target, end, repeat);
             return;
         }
-        // Split the range where the inline context changes: each piece belongs to the
-        // frame of its own inline context.
-        let mut end = end;
+        if !memoize {
+            self.walk_line(st, target, repeat);
+            return;
+        }
+        // Memoized: the walk from the leaf at `end` (the child of `parent` there) back to
+        // `target` depends on nothing else.
+        let key = (parent, target, end);
+        if self.kept.trie.frame(st.leaf).address == end {
+            match self.kept.walk_memo.get(&key) {
+                Some(&Walk::Memo { memo, leaf, ip }) => {
+                    self.kept.external_children |=
+                        self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+                    self.kept.walks.push((memo, repeat));
+                    st.leaf = leaf;
+                    st.ip = ip;
+                    return;
+                }
+                Some(Walk::Unmemoized) => {}
+                None => {
+                    let had_zero_frames = std::mem::replace(&mut self.kept.zero_frames, false);
+                    let first = self.kept.memo_pieces.len();
+                    self.kept.recording = true;
+                    self.walk_line(st, target, repeat);
+                    self.kept.recording = false;
+                    let memo =
+                        if self.kept.zero_frames || self.kept.memo_pieces.len() > MAX_WALK_PIECES {
+                            self.kept.memo_pieces.truncate(first);
+                            Walk::Unmemoized
+                        } else {
+                            self.kept.memos.push(MemoWalk {
+                                pieces: (first as u32, self.kept.memo_pieces.len() as u32),
+                                walk: None,
+                            });
+                            Walk::Memo {
+                                memo: (self.kept.memos.len() - 1) as u32,
+                                leaf: st.leaf,
+                                ip: st.ip,
+                            }
+                        };
+                    self.kept.zero_frames |= had_zero_frames;
+                    self.kept.walk_memo.insert(key, memo);
+                    return;
+                }
+            }
+        }
+        self.walk_line(st, target, repeat);
+    }
+
+    /// Line contexts: walks the range back from the leaf to `target` one instruction at a
+    /// time and splits it where the inline context changes: each piece belongs to the
+    /// frame of its own inline context.
+    fn walk_line(&mut self, st: &mut State, target: u64, repeat: u64) {
+        let mut end = st.ip;
         while st.ip > target {
             let prev = st.ip;
             st.ip = self.cache.previous_instruction(st.ip).unwrap_or(0);
-            if !self.cache.inline_context_equal(prev, st.ip) {
+            if !self.kept.inline_frames || !self.cache.inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
-                    self.trie.frame_mut(st.leaf).add_range(prev, end, repeat);
+                    self.add_line_range(st.leaf, prev, end, repeat);
                 }
                 end = st.ip;
             }
@@ -202,8 +494,17 @@ impl<'a> VirtualUnwinder<'a> {
         let ip = st.ip;
         self.switch_to(st, ip);
         if ip <= end {
-            self.trie.frame_mut(st.leaf).add_range(ip, end, repeat);
+            self.add_line_range(st.leaf, ip, end, repeat);
         }
+    }
+
+    /// [`Self::add_range`] of a line walk, noted when the walk is being memoized.
+    #[inline]
+    fn add_line_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
+        if self.kept.recording {
+            self.kept.memo_pieces.push((id, start, end));
+        }
+        self.add_range(id, start, end, repeat);
     }
 
     fn record_branch(&mut self, st: &State, br: Branch, repeat: u64) {
@@ -212,40 +513,135 @@ impl<'a> VirtualUnwinder<'a> {
         }
         if br.source == EXTERNAL_ADDR {
             // External caller: kept on the root for head samples.
-            self.trie
-                .frame_mut(ROOT)
-                .add_branch(br.source, br.target, repeat);
+            self.add_branch(ROOT, br.source, br.target, repeat);
             return;
         }
-        let owner = if self.shape.probes {
-            self.trie.frame(st.leaf).parent
+        let owner = if self.kept.shape.probes {
+            self.kept.trie.frame(st.leaf).parent
         } else {
             st.leaf
         };
-        self.trie
-            .frame_mut(owner)
-            .add_branch(br.source, br.target, repeat);
+        self.add_branch(owner, br.source, br.target, repeat);
+    }
+
+    /// `collectSamplesFromFrameTrie` for a sample without frames at address 0: every
+    /// frame's context is its path from the root (frame addresses, restarting after an
+    /// external frame, which truncates the context), interned once per frame of the kept
+    /// trie; the counters of the frames the sample touched go to it.
+    fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
+        if self.kept.external_children {
+            stats.untracked_callsites.insert(EXTERNAL_ADDR);
+        }
+        let walks = std::mem::take(&mut self.kept.walks);
+        for &(memo, n) in &walks {
+            let walk = match self.kept.memos[memo as usize].walk {
+                Some(walk) => Some(walk),
+                None => self.register_walk(memo, counters),
+            };
+            match walk {
+                Some(walk) => counters.add_walk(walk, n),
+                None => {
+                    // The table holds all the walks it may: range by range.
+                    let (first, last) = self.kept.memos[memo as usize].pieces;
+                    for k in first..last {
+                        let (frame, start, end) = self.kept.memo_pieces[k as usize];
+                        let c = self.context_of(frame, counters);
+                        counters.add_range(c, start, end, n);
+                    }
+                }
+            }
+        }
+        self.kept.walks = walks;
+        self.kept.walks.clear();
+        let touched = std::mem::take(&mut self.kept.touched);
+        for &id in &touched {
+            let c = self.context_of(id, counters);
+            let f = self.kept.trie.frame_mut(id);
+            for &(s, e, n) in &f.ranges {
+                counters.add_range(c, s, e, n);
+            }
+            for &(s, t, n) in &f.branches {
+                counters.add_branch(c, s, t, n);
+            }
+            f.ranges.clear();
+            f.branches.clear();
+        }
+        self.kept.touched = touched;
+        self.kept.touched.clear();
+    }
+
+    /// Registers memo `memo`'s walk in `counters` (its first sample is being counted: its
+    /// contexts have counters); `None` when the table holds all the walks it may.
+    fn register_walk(&mut self, memo: u32, counters: &mut CounterTable) -> Option<WalkId> {
+        let (first, last) = self.kept.memos[memo as usize].pieces;
+        if counters.walk_pieces() + (last - first) as usize > MAX_WALK_PIECES {
+            return None;
+        }
+        let mut ranges = std::mem::take(&mut self.kept.ranges);
+        ranges.clear();
+        for k in first..last {
+            let (frame, start, end) = self.kept.memo_pieces[k as usize];
+            ranges.push((self.context_of(frame, counters), start, end));
+        }
+        let walk = counters.walk(&ranges);
+        self.kept.ranges = ranges;
+        self.kept.memos[memo as usize].walk = Some(walk);
+        Some(walk)
+    }
+
+    /// The context of frame `id` of the kept trie in `counters`, interned on first use.
+    fn context_of(&mut self, id: FrameId, counters: &mut CounterTable) -> ContextId {
+        if let Some(&c) = self.kept.contexts.get(id as usize) {
+            if c != NO_CONTEXT {
+                return c;
+            }
+        }
+        self.kept.key.clear();
+        let mut f = id;
+        while f != ROOT {
+            let frame = self.kept.trie.frame(f);
+            if frame.address == EXTERNAL_ADDR {
+                break;
+            }
+            if frame.address != 0 {
+                self.kept.key.push(frame.address);
+            }
+            f = frame.parent;
+        }
+        self.kept.key.reverse();
+        if self.kept.shape.probes {
+            compress_recursion(&mut self.kept.key, self.kept.shape.compress_recursion);
+            trim_context(&mut self.kept.key, self.kept.shape.depth);
+        }
+        let c = counters.context(&self.kept.key);
+        if self.kept.contexts.len() <= id as usize {
+            self.kept
+                .contexts
+                .resize(self.kept.trie.len().max(id as usize + 1), NO_CONTEXT);
+        }
+        self.kept.contexts[id as usize] = c;
+        c
     }
 
     /// `collectSamplesFromFrameTrie`: DFS from the root with the stack of frame addresses;
     /// an external frame restarts its subtree with an empty stack (context truncation).
     /// Iterative, so hostile stack depths cannot overflow the thread's stack.
-    fn collect(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
-        self.stacks_used = 0;
+    fn collect_exact(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
+        self.kept.stacks_used = 0;
         let root_stack = self.new_stack();
-        let mut work = std::mem::take(&mut self.work);
+        let mut work = std::mem::take(&mut self.kept.work);
         work.clear();
         work.push(Visit::Enter(ROOT, root_stack));
         while let Some(visit) = work.pop() {
             let (id, s) = match visit {
                 Visit::Exit(s) => {
-                    self.stacks[s].pop();
+                    self.kept.stacks[s].pop();
                     continue;
                 }
                 Visit::Enter(id, s) => (id, s),
             };
-            let address = self.trie.frame(id).address;
-            let has_children = !self.trie.frame(id).children.is_empty();
+            let address = self.kept.trie.frame(id).address;
+            let has_children = !self.kept.trie.frame(id).children.is_empty();
             let s = if address != 0 && address == EXTERNAL_ADDR {
                 if has_children {
                     stats.untracked_callsites.insert(address);
@@ -256,41 +652,41 @@ impl<'a> VirtualUnwinder<'a> {
                 // for a return whose target follows no call): nothing pushed, but the
                 // exit still pops, like FrameStack::popFrame.
                 if address != 0 {
-                    self.stacks[s].push(address);
+                    self.kept.stacks[s].push(address);
                 }
                 work.push(Visit::Exit(s));
                 s
             };
             self.collect_frame(id, s, counters);
-            for &(_, child) in self.trie.frame(id).children.iter().rev() {
+            for &(_, child) in self.kept.trie.frame(id).children.iter().rev() {
                 work.push(Visit::Enter(child, s));
             }
         }
-        self.work = work;
+        self.kept.work = work;
     }
 
-    /// An empty stack for [`Self::collect`]: its index.
+    /// An empty stack for [`Self::collect_exact`]: its index.
     fn new_stack(&mut self) -> usize {
-        if self.stacks_used == self.stacks.len() {
-            self.stacks.push(Vec::new());
+        if self.kept.stacks_used == self.kept.stacks.len() {
+            self.kept.stacks.push(Vec::new());
         }
-        self.stacks[self.stacks_used].clear();
-        self.stacks_used += 1;
-        self.stacks_used - 1
+        self.kept.stacks[self.kept.stacks_used].clear();
+        self.kept.stacks_used += 1;
+        self.kept.stacks_used - 1
     }
 
     fn collect_frame(&mut self, id: FrameId, stack: usize, counters: &mut CounterTable) {
-        let f = self.trie.frame(id);
+        let f = self.kept.trie.frame(id);
         if f.ranges.is_empty() && f.branches.is_empty() {
             return;
         }
-        self.key.clear();
-        self.key.extend_from_slice(&self.stacks[stack]);
-        if self.shape.probes {
-            compress_recursion(&mut self.key, self.shape.compress_recursion);
-            trim_context(&mut self.key, self.shape.depth);
+        self.kept.key.clear();
+        self.kept.key.extend_from_slice(&self.kept.stacks[stack]);
+        if self.kept.shape.probes {
+            compress_recursion(&mut self.kept.key, self.kept.shape.compress_recursion);
+            trim_context(&mut self.kept.key, self.kept.shape.depth);
         }
-        let c = counters.context(&self.key);
+        let c = counters.context(&self.kept.key);
         for &(s, e, n) in &f.ranges {
             counters.add_range(c, s, e, n);
         }
@@ -517,6 +913,111 @@ mod tests {
         let mut keys: Vec<_> = reused.contexts.keys().cloned().collect();
         keys.sort();
         assert_eq!(keys, [vec![], vec![0x104]]);
+    }
+
+    /// Stack foo, main (0x104), main2 (0x124). Newest first: main calls foo; main jumps
+    /// at 0x10b (a sibling frame of main's under main2); foo returns to 0x109 (back in
+    /// main's frame); foo branches at 0x117; main2 returns to foo's 0x110, which follows
+    /// no call: a frame at address 0 under main's. In llvm-profgen's walk that frame pops
+    /// main's address without having pushed it, so the sibling frame 0x10b, walked after
+    /// it, is keyed without main2's call site.
+    fn zero_frame_sample() -> PerfSample {
+        PerfSample {
+            call_stack: vec![0x110, 0x104, 0x124],
+            lbr: vec![
+                br(0x104, 0x110),
+                br(0x10b, 0x104),
+                br(0x11d, 0x109),
+                br(0x117, 0x11c),
+                br(0x12a, 0x110),
+            ],
+        }
+    }
+
+    /// Counting on the kept trie (contexts by path, interned once) equals llvm-profgen's
+    /// walk of a trie per sample, for probe and line keys, with and without inline
+    /// frames, over samples with external frames and frames at address 0, in any order.
+    #[test]
+    fn the_kept_trie_counts_like_a_walk_per_sample() {
+        let samples = [
+            (loop_sample(), 3),
+            (callback_sample(), 2),
+            (zero_frame_sample(), 5),
+            (loop_sample(), 7),
+            (zero_frame_sample(), 1),
+            (callback_sample(), 11),
+        ];
+        let layouts = [
+            (layout(true), true, None),
+            (layout(true), true, Some(1)),
+            (layout(false), false, None),
+        ];
+        for (l, probes, depth) in layouts {
+            let without_inline = FakeLayout::new(
+                &[
+                    (0x100, Inst::Other),
+                    (0x101, Inst::Other),
+                    (0x104, Inst::Call),
+                    (0x109, Inst::Other),
+                    (0x10b, Inst::CondBranch),
+                    (0x10d, Inst::Other),
+                    (0x10e, Inst::Return),
+                    (0x110, Inst::Other),
+                    (0x111, Inst::Other),
+                    (0x114, Inst::Other),
+                    (0x117, Inst::CondBranch),
+                    (0x119, Inst::Other),
+                    (0x11c, Inst::Other),
+                    (0x11d, Inst::Return),
+                    (0x120, Inst::Other),
+                    (0x121, Inst::Other),
+                    (0x124, Inst::Call),
+                    (0x129, Inst::Other),
+                    (0x12a, Inst::Return),
+                ],
+                &[0x100, 0x110, 0x120],
+            )
+            .with_probes(probes);
+            for layout in [&l, &without_inline] {
+                let shape = KeyShape {
+                    probes,
+                    depth,
+                    ..KeyShape::default()
+                };
+                let kind = if probes {
+                    CounterKind::ProbeContext
+                } else {
+                    CounterKind::LineContext
+                };
+                for order in [false, true] {
+                    let mut ordered = samples.to_vec();
+                    if order {
+                        ordered.reverse();
+                    }
+                    let (mut kept, mut walked) = (CounterTable::new(kind), CounterTable::new(kind));
+                    let (mut kept_stats, mut walked_stats) =
+                        (UnwindStats::default(), UnwindStats::default());
+                    let mut u = VirtualUnwinder::new(layout, shape);
+                    let mut reference = VirtualUnwinder::new(layout, shape);
+                    for (s, n) in &ordered {
+                        let a = u.unwind(s, *n, &mut kept, &mut kept_stats);
+                        let b = reference.unwind_by_walk(s, *n, &mut walked, &mut walked_stats);
+                        assert_eq!(a, b);
+                    }
+                    let mut zero = VirtualUnwinder::new(layout, shape);
+                    let mut scratch = CounterTable::new(kind);
+                    let mut st = UnwindStats::default();
+                    zero.unwind(&zero_frame_sample(), 1, &mut scratch, &mut st);
+                    assert!(zero.kept.zero_frames, "the sample makes a frame at 0");
+                    zero.unwind(&loop_sample(), 1, &mut scratch, &mut st);
+                    assert!(!zero.kept.zero_frames);
+                    let (kept, walked) = (kept.into_counter_set(), walked.into_counter_set());
+                    assert!(kept.contexts.len() > 1);
+                    assert_eq!(kept, walked, "probes {probes}");
+                    assert_eq!(format!("{kept_stats:?}"), format!("{walked_stats:?}"));
+                }
+            }
+        }
     }
 
     #[test]

@@ -493,6 +493,10 @@ impl CodeLayout for LazyCode {
         false
     }
 
+    fn has_inline_frames(&self) -> bool {
+        false
+    }
+
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
         Some(self)
     }

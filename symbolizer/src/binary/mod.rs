@@ -812,6 +812,10 @@ impl CodeLayout for ProfiledBinary {
         fa[..fa.len() - 1] == fb[..fb.len() - 1]
     }
 
+    fn has_inline_frames(&self) -> bool {
+        self.has_line_info()
+    }
+
     fn range_checks(&self) -> Option<&dyn RangeChecks> {
         Some(self)
     }
