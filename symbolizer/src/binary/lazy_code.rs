@@ -25,6 +25,7 @@ use unwinder::{CodeLayout, RangeChecks, EXTERNAL_ADDR};
 use crate::decoded_bytes::Cache;
 
 use super::disasm::{decode_range, KIND_BRANCH, KIND_CALL, KIND_RETURN, KIND_UNCOND};
+use super::start_bits::StartBits;
 
 /// The bytes of a binary file, shared: a memory map (`Arc<memmap2::Mmap>` coerces to it)
 /// or, in tests, a `Vec<u8>`.
@@ -51,7 +52,8 @@ pub(crate) struct ExtentPlan {
     pub bytes_end: usize,
 }
 
-/// The decoded instructions of one extent: offsets from its start, sorted.
+/// The decoded instructions of one extent: offsets from its start, sorted, and the same
+/// starts as a bitmap (lookups by address are a bit test and a population count).
 #[derive(Debug, Default)]
 struct Decoded {
     /// Dense index of the first instruction: extents are numbered in the order they are
@@ -62,6 +64,8 @@ struct Decoded {
     kinds: Box<[u8]>,
     /// Offsets of the instructions in llvm-profgen's `UncondBranchAddrSet`.
     uncond: Box<[u32]>,
+    /// The instruction starts, one bit per byte of the extent.
+    starts: StartBits,
 }
 
 impl Decoded {
@@ -76,6 +80,7 @@ impl Decoded {
             + self.sizes.len()
             + self.kinds.len()
             + self.uncond.len() * 4
+            + self.starts.heap_bytes()
     }
 }
 
@@ -308,8 +313,10 @@ impl LazyCode {
                 let end = (p.offset + read).min(p.bytes_end);
                 Self::release(fault_around(data, p.offset..end));
             }
+            let starts = StartBits::new(&offsets, p.end - p.start);
             let decoded = Box::new(Decoded {
                 base,
+                starts,
                 offsets: offsets.into_boxed_slice(),
                 sizes: sizes.into_boxed_slice(),
                 kinds: kinds.into_boxed_slice(),
@@ -348,9 +355,21 @@ impl LazyCode {
         if addr >= plan.end {
             return None;
         }
-        let off = (addr - plan.start) as u32;
-        let j = self.decode(k).offsets.binary_search(&off).ok()?;
+        let j = self.decode(k).starts.index_of(addr - plan.start)?;
         Some((k, j))
+    }
+
+    /// The last extent starting below `addr`: the one the last address lookup found when it
+    /// is (a call stack's return addresses mostly lie in the functions its LBR entries do).
+    fn last_extent_below(&self, addr: u64) -> Option<usize> {
+        let hint = self.last_extent.load(Ordering::Relaxed);
+        let below = |k: usize| self.extents.get(k).is_some_and(|e| e.plan.start < addr);
+        if below(hint) && !below(hint + 1) {
+            return Some(hint);
+        }
+        self.extents
+            .partition_point(|e| e.plan.start < addr)
+            .checked_sub(1)
     }
 
     /// The last instruction of extent `k` or of the nearest extent before it with any.
@@ -363,15 +382,9 @@ impl LazyCode {
 
     /// `lower_bound(CodeAddressVec, addr) - 1`: the last instruction below `addr`.
     fn before(&self, addr: u64) -> Option<Pos> {
-        let k = self
-            .extents
-            .partition_point(|e| e.plan.start < addr)
-            .checked_sub(1)?;
-        let off = (addr - self.extents[k].plan.start).min(u64::from(u32::MAX) + 1);
-        let j = self
-            .decode(k)
-            .offsets
-            .partition_point(|&o| u64::from(o) < off);
+        let k = self.last_extent_below(addr)?;
+        let d = self.decode(k);
+        let j = d.starts.rank(addr - self.extents[k].plan.start, d.len());
         match j.checked_sub(1) {
             Some(j) => Some((k, j)),
             None => self.last_at_or_before_extent(k.checked_sub(1)?),

@@ -17,6 +17,7 @@ pub mod functions;
 pub mod lazy_code;
 pub mod name_source;
 pub mod segments;
+mod start_bits;
 pub mod unwind_extents;
 mod view;
 
