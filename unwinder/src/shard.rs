@@ -289,7 +289,7 @@ impl BinaryShard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{FakeLayout, Inst};
+    use crate::test_support::{fake_load as load, FakeLayout, Inst};
 
     fn layout() -> Arc<dyn CodeLayout + Send + Sync> {
         Arc::new(
@@ -305,16 +305,6 @@ mod tests {
             )
             .with_probes(true),
         )
-    }
-
-    fn load() -> BinaryLoadInfo {
-        BinaryLoadInfo {
-            name: "p".into(),
-            preferred_base: 0x1000,
-            text_segment_offsets: vec![0],
-            preferred_text_segment_addresses: vec![0x1000],
-            kernel: false,
-        }
     }
 
     fn mmap(pid: i32, addr: u64) -> Mmap2Event {

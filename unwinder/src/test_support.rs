@@ -213,20 +213,21 @@ pub fn main_calls_foo_load() -> BinaryLoadInfo {
     }
 }
 
-/// The placement of a binary `p` (preferred base 0x1000, one text segment at file offset 0)
-/// mapped at `base` by a process, as its MMAP2 event (`/x/p`) places it.
+/// The load of a binary `p`: preferred base 0x1000, one text segment at file offset 0.
+pub fn fake_load() -> BinaryLoadInfo {
+    BinaryLoadInfo {
+        name: "p".into(),
+        preferred_base: 0x1000,
+        text_segment_offsets: vec![0],
+        preferred_text_segment_addresses: vec![0x1000],
+        kernel: false,
+    }
+}
+
+/// The placement of [`fake_load`]'s binary `p` mapped at `base` by a process, as its MMAP2
+/// event (`/x/p`) places it.
 pub fn fake_placement(base: u64) -> BinaryPlacement {
-    let mut p = BinaryPlacement::new(
-        BinaryLoadInfo {
-            name: "p".into(),
-            preferred_base: 0x1000,
-            text_segment_offsets: vec![0],
-            preferred_text_segment_addresses: vec![0x1000],
-            kernel: false,
-        },
-        None,
-    )
-    .expect("a fixed load info");
+    let mut p = BinaryPlacement::new(fake_load(), None).expect("a fixed load info");
     p.observe(&collector::Mmap2Event {
         addr: base,
         pgoff: 0,

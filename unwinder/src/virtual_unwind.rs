@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use rustc_hash::FxBuildHasher;
 
 use crate::counter_table::{ContextId, CounterTable, WalkId};
-use crate::frame_trie::{FrameId, FrameTrie, ROOT};
+use crate::frame_trie::{Frame, FrameId, FrameTrie, ROOT};
 use crate::layout_cache::{LayoutCache, LayoutTables};
 use crate::sample_prep::{Branch, PerfSample};
 use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
@@ -345,24 +345,27 @@ impl<'a> VirtualUnwinder<'a> {
         self.kept.trie.child(parent, address)
     }
 
-    /// Records the range on frame `id`.
+    /// Frame `id`, about to be given a range or branch: noted as touched by this sample
+    /// when it has none yet (what [`Self::collect`] visits).
     #[inline]
-    fn add_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
+    fn touch(&mut self, id: FrameId) -> &mut Frame {
         let f = self.kept.trie.frame_mut(id);
         if f.ranges.is_empty() && f.branches.is_empty() {
             self.kept.touched.push(id);
         }
-        f.add_range(start, end, repeat);
+        f
+    }
+
+    /// Records the range on frame `id`.
+    #[inline]
+    fn add_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
+        self.touch(id).add_range(start, end, repeat);
     }
 
     /// Records the branch on frame `id`.
     #[inline]
     fn add_branch(&mut self, id: FrameId, source: u64, target: u64, repeat: u64) {
-        let f = self.kept.trie.frame_mut(id);
-        if f.ranges.is_empty() && f.branches.is_empty() {
-            self.kept.touched.push(id);
-        }
-        f.add_branch(source, target, repeat);
+        self.touch(id).add_branch(source, target, repeat);
     }
 
     /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
