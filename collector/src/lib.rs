@@ -22,6 +22,7 @@
 
 pub mod build_id;
 pub mod event;
+pub mod freed_memory;
 pub mod ground_truth;
 pub mod large_writes;
 pub mod live;

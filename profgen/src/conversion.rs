@@ -45,6 +45,10 @@ pub fn convert(options: &ConvertOptions, timer: &PhaseTimer) -> Result<(), Conve
             })
         })
     })?;
+    // Reading and unwinding freed what they held (a part's samples, the threads' frame
+    // tries and counter tables) in their threads' arenas: the profile is made beside it
+    // otherwise, and the peak is their sum.
+    collector::freed_memory::give_back_freed_memory();
     let binary = loaded.get().expect("read_counters got the binary");
     let address_base = options.address_base.of(binary);
     let mut out = create_output(options)?;

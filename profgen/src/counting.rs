@@ -70,8 +70,9 @@ impl From<unwinder::UnwindError> for PartsStop {
 ///
 /// The parts are held until one tells the samples' content (the first sample with a branch
 /// stack, when `options` does not say): the aggregator needs it from the first sample on.
-/// The last part is not freed: both callers of [`crate::read_counters`] (`convert`,
-/// `verify`) exit soon after, and the exit returns the memory at once.
+/// The aggregator counts each sample as it is prepared
+/// ([`Aggregator::counting_as_fed`]), so a part is dropped once fed: what is held is one
+/// part's samples, the counters, and a fingerprint per distinct prepared sample.
 fn unwind_parts(
     parts: &mut impl Iterator<Item = Result<ScriptTally, PerfScriptError>>,
     layout: &dyn CodeLayout,
@@ -84,7 +85,6 @@ fn unwind_parts(
     let mut script_stats = PerfScriptStats::default();
     let mut waiting: Vec<ScriptTally> = Vec::new();
     let mut agg = None;
-    let mut last = None;
     for part in parts {
         let tally = part.map_err(PartsStop::Read)?;
         script_stats.add(&tally.stats);
@@ -92,12 +92,10 @@ fn unwind_parts(
         if agg.is_none() {
             match options.content.or_else(|| content_of(&waiting)) {
                 Some(content) => {
-                    agg = Some(Aggregator::new(
-                        layout,
-                        load.clone(),
-                        content,
-                        options.clone(),
-                    )?)
+                    agg = Some(
+                        Aggregator::new(layout, load.clone(), content, options.clone())?
+                            .counting_as_fed(),
+                    )
                 }
                 None => continue,
             }
@@ -105,11 +103,9 @@ fn unwind_parts(
         if let Some(agg) = &mut agg {
             for tally in waiting.drain(..) {
                 feed_tally(agg, &tally, show_mmap_events, &mut script_stats)?;
-                last = Some(tally);
             }
         }
     }
-    std::mem::forget(last);
     let agg = agg.ok_or(unwinder::UnwindError::NoLbrSamples)?;
     let (counters, stats) = agg.finish();
     Ok((counters, stats, script_stats))

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use collector::threads::on_threads;
 use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
+use crate::counted_samples::CountedSamples;
 use crate::counter_table::CounterTable;
 use crate::frame_trie::add_or_push;
 use crate::kept_counting::{KeptCounting, MAX_KEPT_CONTEXTS};
@@ -49,6 +50,17 @@ pub struct Aggregator<'a> {
     scratch: PerfSample,
     stats: UnwindStats,
     sample_index: u64,
+    /// Set by [`Aggregator::counting_as_fed`]: samples are counted as they are prepared.
+    as_fed: Option<CountingAsFed<'a>>,
+}
+
+/// An [`Aggregator`]'s counting as samples are prepared: per-thread counters, idle between
+/// batches, and the distinct samples counted.
+struct CountingAsFed<'a> {
+    counters: Vec<PartCounter<'a>>,
+    counted: CountedSamples,
+    /// The fingerprint's buffer of the one-thread path.
+    scratch: Vec<u8>,
 }
 
 impl<'a> Aggregator<'a> {
@@ -69,7 +81,38 @@ impl<'a> Aggregator<'a> {
             scratch: PerfSample::default(),
             stats: UnwindStats::default(),
             sample_index: 0,
+            as_fed: None,
         })
+    }
+
+    /// This aggregator, counting each sample as it is prepared instead of aggregating it:
+    /// for an input read once (`convert`), whose prepared samples would otherwise all be
+    /// held until the flush. It holds 16 bytes per distinct prepared sample
+    /// ([`CountedSamples`]) and per-thread counters. Counters and statistics are what
+    /// aggregating then flushing gives: counters are sums over samples, and what
+    /// llvm-profgen counts once per distinct sample is counted for its first occurrence.
+    pub fn counting_as_fed(mut self) -> Aggregator<'a> {
+        self.as_fed = Some(CountingAsFed {
+            counters: Vec::new(),
+            counted: CountedSamples::new(),
+            scratch: Vec::new(),
+        });
+        self
+    }
+
+    /// The kind, key shape and options of counting.
+    fn count_setup(&self) -> (CounterKind, KeyShape, CountOptions) {
+        let kind = self.kind();
+        let shape = KeyShape {
+            probes: kind == CounterKind::ProbeContext,
+            compress_recursion: self.options.compress_recursion,
+            depth: self.options.probe_context_depth(),
+        };
+        let options = CountOptions {
+            leading_ip: self.options.leading_ip_only,
+            range_details: self.options.detailed_warnings,
+        };
+        (kind, shape, options)
     }
 
     /// What the produced counters' keys mean: context-sensitive for hybrid input (probe or
@@ -190,6 +233,7 @@ impl<'a> Aggregator<'a> {
         }
         let index = self.sample_index;
         self.sample_index += occurrences;
+        let setup = self.count_setup();
         let mut scratch = std::mem::take(&mut self.scratch);
         let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
         let result = prepare_sample(
@@ -200,7 +244,22 @@ impl<'a> Aggregator<'a> {
             &mut scratch,
             &mut self.stats,
         );
-        if let Ok(true) = result {
+        if let (Ok(true), Some(as_fed)) = (&result, &mut self.as_fed) {
+            let count = scope.count(&scratch, occurrences, count);
+            let first = as_fed
+                .counted
+                .first_occurrence(&scratch, &mut as_fed.scratch);
+            if first {
+                self.stats.aggregated_samples += 1;
+            }
+            if as_fed.counters.is_empty() {
+                let (kind, shape, options) = setup;
+                as_fed
+                    .counters
+                    .push(PartCounter::new(self.layout, kind, shape, options));
+            }
+            as_fed.counters[0].add_one(&scratch, count, first);
+        } else if let Ok(true) = result {
             let count = scope.count(&scratch, occurrences, count);
             match self.samples.get_mut(&scratch) {
                 Some(n) => *n = n.wrapping_add(count),
@@ -251,6 +310,9 @@ impl<'a> Aggregator<'a> {
         len: usize,
         read: impl Fn(usize, &mut T, &mut Sample) -> Option<u64> + Sync,
     ) -> Result<Vec<T>, UnwindError> {
+        if self.as_fed.is_some() {
+            return self.count_parallel(len, read);
+        }
         let threads = self
             .options
             .unwind_threads
@@ -317,6 +379,104 @@ impl<'a> Aggregator<'a> {
         Ok(states)
     }
 
+    /// [`Aggregator::feed_parallel`] counting as fed: each thread reads, prepares and
+    /// counts the samples of the parts it takes with a counter of its own (kept for the
+    /// next batch). The statistics of preparing are added whatever the order; an error
+    /// is the one of the lowest sample index.
+    fn count_parallel<T: Default + Send>(
+        &mut self,
+        len: usize,
+        read: impl Fn(usize, &mut T, &mut Sample) -> Option<u64> + Sync,
+    ) -> Result<Vec<T>, UnwindError> {
+        let threads = self
+            .options
+            .unwind_threads
+            .clamp(1, MAX_UNWIND_THREADS)
+            .min(len.div_ceil(MIN_SAMPLES_PER_THREAD))
+            .max(1);
+        let (kind, shape, options) = self.count_setup();
+        let layout = self.layout;
+        let Some(as_fed) = self.as_fed.as_mut() else {
+            unreachable!("count_parallel is called when counting as fed");
+        };
+        let scope = PrepareScope::new(layout, &self.placement, self.content, &self.options);
+        let pids = self.options.sample_pids.as_ref();
+        let first_index = self.sample_index;
+        let parts = len.div_ceil(UNWIND_PART);
+        let idle = Mutex::new(std::mem::take(&mut as_fed.counters));
+        let counted = &as_fed.counted;
+        // The statistics of preparing, and the first error (by part) with its part.
+        let outcome: Mutex<(UnwindStats, Option<(usize, UnwindError)>)> =
+            Mutex::new((UnwindStats::default(), None));
+        type State<'c, T> = (T, Sample, PerfSample, Vec<u8>, PartCounter<'c>);
+        let new_state = || {
+            let counter = idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop()
+                .unwrap_or_else(|| PartCounter::new(layout, kind, shape, options));
+            (
+                T::default(),
+                Sample::default(),
+                PerfSample::default(),
+                Vec::new(),
+                counter,
+            )
+        };
+        let each = |(state, sample, out, bytes, counter): &mut State<'a, T>, k: usize| {
+            let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
+            let mut stats = UnwindStats::default();
+            let mut error = None;
+            for i in range {
+                let Some(occurrences) = read(i, state, sample) else {
+                    continue;
+                };
+                if pids.is_some_and(|p| !p.contains(&sample.pid)) {
+                    stats.filtered_by_pid += occurrences;
+                    continue;
+                }
+                let index = first_index + i as u64;
+                match prepare_sample(&scope, sample, occurrences, index, out, &mut stats) {
+                    Ok(true) => {
+                        let count = scope.count(out, occurrences, sample.count);
+                        let first = counted.first_occurrence(out, bytes);
+                        if first {
+                            stats.aggregated_samples += 1;
+                        }
+                        counter.add_one(out, count, first);
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            }
+            let mut outcome = outcome.lock().unwrap_or_else(|e| e.into_inner());
+            outcome.0.merge(&stats);
+            if let Some(e) = error {
+                if outcome.1.as_ref().is_none_or(|(j, _)| k < *j) {
+                    outcome.1 = Some((k, e));
+                }
+            }
+        };
+        let states = on_parts(threads, parts, new_state, each);
+        let mut counters = idle.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::with_capacity(states.len());
+        for (state, _, _, _, counter) in states {
+            counters.push(counter);
+            out.push(state);
+        }
+        as_fed.counters = counters;
+        self.sample_index += len as u64;
+        let (stats, error) = outcome.into_inner().unwrap_or_else(|e| e.into_inner());
+        self.stats.merge(&stats);
+        match error {
+            Some((_, e)) => Err(e),
+            None => Ok(out),
+        }
+    }
+
     /// Turns the aggregated samples into counters and forgets them (placement and
     /// statistics stay). Flushes merge: the sum of the sets of several flushes equals one
     /// flush of all the samples.
@@ -327,6 +487,14 @@ impl<'a> Aggregator<'a> {
     /// [`Aggregator::flush`], counting on one thread with what `kept` keeps from the
     /// previous flushes of this binary (and keeping what the next one may go on from).
     fn flush_kept(&mut self, kept: Option<&mut KeptCounting>) -> CounterSet {
+        if let Some(as_fed) = &mut self.as_fed {
+            return flush_counted(
+                std::mem::take(&mut as_fed.counters),
+                self.layout,
+                self.count_setup(),
+                &mut self.stats,
+            );
+        }
         let kind = self.kind();
         let samples = std::mem::take(&mut self.samples);
         self.stats.aggregated_samples += samples.len() as u64;
@@ -694,6 +862,36 @@ fn warn_if_missing_mmap(placement: &BinaryPlacement, stats: &mut UnwindStats) {
     }
 }
 
+/// The counters of an aggregator counting as fed: its threads' `counters` merged (one
+/// made when there are none: an empty flat set still has its context), their statistics
+/// added to `stats` with the contexts produced.
+fn flush_counted<'a>(
+    mut counters: Vec<PartCounter<'a>>,
+    layout: &'a dyn CodeLayout,
+    (kind, shape, options): (CounterKind, KeyShape, CountOptions),
+    stats: &mut UnwindStats,
+) -> CounterSet {
+    if counters.is_empty() {
+        counters.push(PartCounter::new(layout, kind, shape, options));
+    }
+    let mut total: Option<CounterTable> = None;
+    for counter in counters {
+        let (table, part_stats) = counter.finish();
+        stats.merge(&part_stats);
+        match &mut total {
+            Some(total) => total.merge(table),
+            None => total = Some(table),
+        }
+    }
+    let counters = total
+        .unwrap_or_else(|| CounterTable::new(kind))
+        .into_counter_set();
+    if kind != CounterKind::Flat {
+        stats.contexts += counters.contexts.len() as u64;
+    }
+    counters
+}
+
 /// Counters of some aggregated samples: `warnInvalidRange`'s checks, then LBR-only
 /// counting or virtual unwinding, with their statistics added to `stats`.
 fn count_part(
@@ -747,8 +945,9 @@ fn count_part_kept(
 /// check, and its unwinder (whose layout cache stays warm from part to part).
 struct PartCounter<'a> {
     layout: &'a dyn CodeLayout,
-    kind: CounterKind,
     table: CounterTable,
+    /// The one context of flat counting.
+    flat: Option<crate::counter_table::ContextId>,
     ranges: RangeTally,
     unwinder: VirtualUnwinder<'a>,
     stats: UnwindStats,
@@ -773,15 +972,10 @@ impl<'a> PartCounter<'a> {
         shape: KeyShape,
         options: CountOptions,
     ) -> PartCounter<'a> {
-        let mut table = CounterTable::new(kind);
-        if kind == CounterKind::Flat {
-            // The one flat context exists even when nothing is counted in it.
-            table.context(&[]);
-        }
         PartCounter::with(
             layout,
             kind,
-            table,
+            CounterTable::new(kind),
             VirtualUnwinder::new(layout, shape),
             options,
         )
@@ -791,13 +985,14 @@ impl<'a> PartCounter<'a> {
     fn with(
         layout: &'a dyn CodeLayout,
         kind: CounterKind,
-        table: CounterTable,
+        mut table: CounterTable,
         unwinder: VirtualUnwinder<'a>,
         options: CountOptions,
     ) -> PartCounter<'a> {
         PartCounter {
             layout,
-            kind,
+            // The one flat context exists even when nothing is counted in it.
+            flat: (kind == CounterKind::Flat).then(|| table.context(&[])),
             table,
             ranges: RangeTally::default(),
             unwinder,
@@ -807,26 +1002,38 @@ impl<'a> PartCounter<'a> {
     }
 
     fn add(&mut self, samples: &[(PerfSample, u64)]) {
-        let flat = (self.kind == CounterKind::Flat).then(|| self.table.context(&[]));
         for (i, (sample, count)) in samples.iter().enumerate() {
             if let Some((next, _)) = samples.get(i + 1) {
                 next.prefetch();
             }
+            self.add_one(sample, *count, true);
+        }
+    }
+
+    /// Counts `sample` with `count`. What llvm-profgen counts once per distinct sample
+    /// (unwinding's statistics) is counted only when it is the `first` occurrence; its
+    /// ranges, like its counters, add up whatever the occurrence.
+    fn add_one(&mut self, sample: &PerfSample, count: u64, first: bool) {
+        if self.options.leading_ip {
+            self.ranges.add_leading_ip(sample, count);
+        } else {
+            self.ranges.add(sample, count);
+        }
+        if let Some(flat) = self.flat {
             if self.options.leading_ip {
-                self.ranges.add_leading_ip(sample, *count);
+                count_leading_ip_sample(sample, count, self.layout, &mut self.table, flat)
             } else {
-                self.ranges.add(sample, *count);
+                count_lbr_sample(sample, count, self.layout, &mut self.table, flat)
             }
-            match flat {
-                Some(flat) if self.options.leading_ip => {
-                    count_leading_ip_sample(sample, *count, self.layout, &mut self.table, flat)
-                }
-                Some(flat) => count_lbr_sample(sample, *count, self.layout, &mut self.table, flat),
-                None => {
-                    self.unwinder
-                        .unwind(sample, *count, &mut self.table, &mut self.stats);
-                }
-            }
+        } else if first {
+            self.unwinder
+                .unwind(sample, count, &mut self.table, &mut self.stats);
+        } else {
+            // A repeat's unwinding statistics are its first occurrence's (its untracked
+            // call sites too: the same sample truncates the same contexts).
+            let mut repeat = UnwindStats::default();
+            self.unwinder
+                .unwind(sample, count, &mut self.table, &mut repeat);
         }
     }
 
@@ -962,7 +1169,8 @@ pub fn unwind_repeated_samples(
             }
         },
     };
-    let mut agg = Aggregator::new(layout, load.clone(), content, options.clone())?;
+    let mut agg =
+        Aggregator::new(layout, load.clone(), content, options.clone())?.counting_as_fed();
     // Consecutive samples go in batches (prepared on threads when options ask for them).
     let mut batch: Vec<(Sample, u64)> = Vec::new();
     for (event, occurrences) in buffered.into_iter().chain(events) {
@@ -1494,6 +1702,98 @@ mod tests {
         let n = samples.len() as u64;
         let dropped: u64 = (0..n).filter(|i| i % 7 == 3).map(|i| i + 1).sum();
         assert_eq!(one_by_one.1.samples_seen, n * (n + 1) / 2 - dropped);
+    }
+
+    /// Counting as fed gives the counters and statistics of aggregating then flushing, on
+    /// one thread or several, fed one by one or in parallel, with repeats of a prepared
+    /// sample that arrive as other samples (they differ only in the call chain's leaf,
+    /// which preparing replaces) and later, and an error names the lowest sample index.
+    #[test]
+    fn counting_as_fed_counts_like_aggregating_then_flushing() {
+        let distinct = loop_sample_structs(UNWIND_PART as u64 + 40);
+        let mut samples = distinct.clone();
+        for (i, s) in distinct.iter().enumerate().step_by(3) {
+            let mut repeat = s.clone();
+            repeat.callchain[0] += 1 + i as u64 % 2;
+            repeat.count = 7;
+            samples.push(repeat);
+        }
+        // Repeats within the first batch too.
+        samples.swap(5, distinct.len() + 1);
+        let half = samples.len() / 2;
+        for ignore_stack_samples in [false, true] {
+            for probes in [true, false] {
+                let l = layout(probes);
+                for threads in [1, 2, 3] {
+                    let options = UnwindOptions {
+                        unwind_threads: threads,
+                        ignore_stack_samples,
+                        ..UnwindOptions::default()
+                    };
+                    let new = || {
+                        let mut agg =
+                            Aggregator::new(&l, load(), PerfContent::LbrStack, options.clone())
+                                .unwrap();
+                        let PerfEvent::SideBand(SideBandEvent::Mmap2(m)) = mmap(0x5000) else {
+                            unreachable!()
+                        };
+                        agg.feed_mmap(&m).unwrap();
+                        agg
+                    };
+                    let mut held = new();
+                    held.feed_batch(&samples).unwrap();
+                    let held = held.finish();
+                    let mut as_fed = new().counting_as_fed();
+                    for s in &samples[..half] {
+                        as_fed.feed_sample(s).unwrap();
+                    }
+                    as_fed
+                        .feed_parallel(samples.len() - half, |i, _: &mut (), out| {
+                            out.clone_from(&samples[half + i]);
+                            Some(1)
+                        })
+                        .unwrap();
+                    let got = as_fed.finish();
+                    let what =
+                        format!("ignore {ignore_stack_samples} probes {probes} threads {threads}");
+                    assert_eq!(got.0, held.0, "{what}");
+                    assert_eq!(got.1, held.1, "{what}");
+                    assert_eq!(got.1.aggregated_samples, distinct.len() as u64, "{what}");
+                    if !ignore_stack_samples {
+                        // Every loop sample has its own branch count, counted once.
+                        let branches: u64 = distinct.iter().map(|s| s.lbr.len() as u64).sum();
+                        assert_eq!(got.1.total_branches, branches, "{what}");
+                    }
+
+                    // Flushed in two halves: the counters sum to the one flush's.
+                    let mut as_fed = new().counting_as_fed();
+                    as_fed.feed_batch(&samples[..half]).unwrap();
+                    let mut merged = as_fed.flush();
+                    as_fed.feed_batch(&samples[half..]).unwrap();
+                    merged.merge(&as_fed.flush());
+                    assert_eq!(merged, held.0, "{what}");
+                    assert_eq!(as_fed.stats().total_branches, held.1.total_branches);
+
+                    // An error: the lowest sample index, whichever thread met it first.
+                    let bad_at = [UNWIND_PART + 5, 2 * UNWIND_PART + 1];
+                    let mut as_fed = new().counting_as_fed();
+                    let err = as_fed.feed_parallel(3 * UNWIND_PART, |i, _: &mut (), out| {
+                        out.clone_from(&distinct[i % distinct.len()]);
+                        if bad_at.contains(&i) {
+                            out.lbr.clear();
+                        }
+                        Some(1)
+                    });
+                    assert_eq!(
+                        err.unwrap_err(),
+                        UnwindError::HybridSampleWithoutLbr {
+                            sample_index: bad_at[0] as u64
+                        },
+                        "{what}"
+                    );
+                }
+            }
+        }
     }
 
     /// The range tally sums loops in a sample before its map: the sums equal counting

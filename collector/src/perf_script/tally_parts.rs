@@ -27,7 +27,7 @@ use super::PerfScriptType;
 ///
 /// A smaller bound holds less but parses a sample repeated across parts once per part:
 /// the choice is measured in `bench/convert_large_binary.md` ("Part size").
-pub const TALLY_HELD_BYTES: usize = 32 << 20;
+pub const TALLY_HELD_BYTES: usize = 4 << 20;
 
 /// Most bytes of script a part reads, in bounds: a part after one that held little
 /// reads more, but not so much that a change of the samples makes it hold many times

@@ -635,12 +635,8 @@ impl Worker {
         );
         service::metrics::count_evictions("context", contexts);
         service::metrics::count_evictions("binary", binaries);
-        // Give the freed counters back to the kernel: glibc keeps freed heap pages in its
-        // arenas, so RSS would otherwise stay at its peak.
-        // SAFETY: malloc_trim only walks the allocator's own free lists.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        // Give the freed counters back to the kernel, or RSS stays at its peak.
+        collector::freed_memory::give_back_freed_memory();
     }
 
     fn load(&self, g: &SampleGroup) -> anyhow::Result<Entry> {
@@ -683,10 +679,7 @@ impl Worker {
         }
         // Loading frees as much as it keeps (section copies, the decoder's scratch): give
         // it back to the kernel, or RSS stays at the load's peak.
-        // SAFETY: malloc_trim only walks the allocator's own free lists.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        collector::freed_memory::give_back_freed_memory();
         self.entry_for(Arc::new(binary), names, g.binary.path.clone(), source)
     }
 

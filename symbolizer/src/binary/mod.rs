@@ -258,13 +258,20 @@ impl ProfiledBinary {
         // loadSymbolsFromDWARF: from the debug file when it has DWARF.
         let mut dwarf = match (&debug_file, debug_shared) {
             (Some((d, dpath)), owner) if d.section_by_name(".debug_info").is_some() => {
-                DwarfInfo::load_split(d, dpath, owner, &options.split_dwarf)?
+                DwarfInfo::load_split(
+                    d,
+                    dpath,
+                    owner,
+                    &options.split_dwarf,
+                    options.release_decoded_pages,
+                )?
             }
             _ => DwarfInfo::load_split(
                 &file,
                 path,
                 shared.filter(|_| options.lazy_code),
                 &options.split_dwarf,
+                options.release_decoded_pages,
             )?,
         };
         let chosen =

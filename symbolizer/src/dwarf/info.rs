@@ -110,7 +110,7 @@ impl DwarfInfo {
         file: &impl Object<'data>,
         path: &Path,
     ) -> Result<DwarfInfo, SymbolizerError> {
-        Self::load_from(file, path, None, None)
+        Self::load_from(file, path, None, None, false)
     }
 
     /// [`DwarfInfo::load`], with the line tables read when first used (see the module
@@ -122,20 +122,24 @@ impl DwarfInfo {
         path: &Path,
         owner: &SharedBytes,
     ) -> Result<DwarfInfo, SymbolizerError> {
-        Self::load_from(file, path, Some(owner), None)
+        Self::load_from(file, path, Some(owner), None, false)
     }
 
     /// [`DwarfInfo::load`] ([`DwarfInfo::load_lazy_lines`] with `owner`), reading the
     /// split units of skeleton units (`-gsplit-dwarf`) from the DWARF package or the
     /// `.dwo` files `split` leads to (see [`super::split`]). A binary without skeleton
-    /// units reads no other file.
+    /// units reads no other file. With `release_checked_lines` (`owner` must then be a
+    /// read-only file mapping), the pages of each line table checked at load are given
+    /// back once it is checked: a large binary's `.debug_line` (tens of megabytes) is not
+    /// resident all at once.
     pub fn load_split<'data>(
         file: &impl Object<'data>,
         path: &Path,
         owner: Option<&SharedBytes>,
         split: &SplitDwarf,
+        release_checked_lines: bool,
     ) -> Result<DwarfInfo, SymbolizerError> {
-        Self::load_from(file, path, owner, Some(split))
+        Self::load_from(file, path, owner, Some(split), release_checked_lines)
     }
 
     /// Skeleton units whose split unit was in no package or `.dwo` file: their functions
@@ -150,6 +154,7 @@ impl DwarfInfo {
         path: &Path,
         owner: Option<&SharedBytes>,
         split: Option<&SplitDwarf>,
+        release_checked_lines: bool,
     ) -> Result<DwarfInfo, SymbolizerError> {
         let sections = DebugSections::load(file, path)?;
         let dwarf = sections.dwarf().map_err(|e| dwarf_error(path, e, None))?;
@@ -169,9 +174,16 @@ impl DwarfInfo {
             }))
         });
         let missing_split_units = units.missing_split_units();
+        // Only a range of the file's mapping may be given back (a copy's pages would read
+        // back as zeros).
+        let release_lines = lines.as_ref().and_then(|l| match &l.debug_line {
+            SectionBytes::Mapped(..) if release_checked_lines => Some(l.clone()),
+            _ => None,
+        });
         Loader {
             units,
             path,
+            release_lines,
             names: HashMap::new(),
             info: {
                 let mut info = DwarfInfo::default();
@@ -295,6 +307,8 @@ impl Drop for DwarfInfo {
 struct Loader<'a, 'd> {
     units: UnitSet<'a, 'd>,
     path: &'a Path,
+    /// The mapped `.debug_line` whose checked tables' pages are given back.
+    release_lines: Option<Arc<LineSource>>,
     names: HashMap<String, u32>,
     info: DwarfInfo,
 }
@@ -369,6 +383,16 @@ impl Loader<'_, '_> {
         if self.info.lines.is_some() {
             self.units.check_line_rows(index)?;
             info.program = self.units.line_program_ref(index);
+            if let (Some(source), Some(extent)) =
+                (&self.release_lines, self.units.line_program_extent(index))
+            {
+                let bytes = source.debug_line.bytes();
+                if let Some(table) =
+                    bytes.get(extent.start.min(bytes.len())..extent.end.min(bytes.len()))
+                {
+                    crate::binary::LazyCode::release(table);
+                }
+            }
         } else {
             info.sequences = OnceLock::from(self.units.line_sequences(index, line_row)?);
         }

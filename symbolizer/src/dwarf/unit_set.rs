@@ -327,6 +327,22 @@ impl<'a, 'd> UnitSet<'a, 'd> {
         }
     }
 
+    /// The `.debug_line` bytes of unit `index`'s line table (header and program).
+    pub(crate) fn line_program_extent(&self, index: usize) -> Option<std::ops::Range<usize>> {
+        let header = self.units[index].line_program.as_ref()?.header();
+        let start = header.offset().0;
+        // The unit length counts the bytes after itself: 4 of them in 32-bit DWARF, 12
+        // (0xffffffff, then 8) in 64-bit.
+        let length_field = match header.format() {
+            gimli::Format::Dwarf32 => 4,
+            gimli::Format::Dwarf64 => 12,
+        };
+        let end = start
+            .checked_add(length_field)?
+            .checked_add(header.unit_length())?;
+        Some(start..end)
+    }
+
     /// Where unit `index`'s line program is: its `.debug_line` offset and address size
     /// (what [`gimli::DebugLine::program`] needs to read it again without the unit).
     pub(crate) fn line_program_ref(&self, index: usize) -> Option<(gimli::DebugLineOffset, u8)> {
