@@ -90,7 +90,8 @@ impl<'a> Aggregator<'a> {
     /// held until the flush. It holds 16 bytes per distinct prepared sample
     /// ([`CountedSamples`]) and per-thread counters. Counters and statistics are what
     /// aggregating then flushing gives: counters are sums over samples, and what
-    /// llvm-profgen counts once per distinct sample is counted for its first occurrence.
+    /// llvm-profgen counts once per distinct sample is counted for its first occurrence
+    /// (once over all flushes: the statistics are those of one flush of every sample fed).
     pub fn counting_as_fed(mut self) -> Aggregator<'a> {
         self.as_fed = Some(CountingAsFed {
             counters: Vec::new(),
@@ -341,27 +342,19 @@ impl<'a> Aggregator<'a> {
             let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
             let mut stats = UnwindStats::default();
             let mut kept = Vec::with_capacity(range.len());
-            let mut error = None;
-            for i in range {
-                let Some(occurrences) = read(i, state, sample) else {
-                    continue;
-                };
-                if pids.is_some_and(|p| !p.contains(&sample.pid)) {
-                    stats.filtered_by_pid += occurrences;
-                    continue;
-                }
-                let index = first_index + i as u64;
-                match prepare_sample(&scope, sample, occurrences, index, out, &mut stats) {
-                    Ok(true) => {
-                        kept.push((out.clone(), scope.count(out, occurrences, sample.count)))
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        error = Some(e);
-                        break;
-                    }
-                }
-            }
+            let part = PartReading {
+                scope: &scope,
+                pids,
+                first_index,
+            };
+            let error = part.prepare(
+                range,
+                |i, s| read(i, state, s),
+                sample,
+                out,
+                &mut stats,
+                |out, count| kept.push((out.clone(), count)),
+            );
             *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((kept, stats, error));
             if let Ok(mut sink) = sink.try_lock() {
                 sink.drain(&results);
@@ -426,32 +419,25 @@ impl<'a> Aggregator<'a> {
         let each = |(state, sample, out, bytes, counter): &mut State<'a, T>, k: usize| {
             let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
             let mut stats = UnwindStats::default();
-            let mut error = None;
-            for i in range {
-                let Some(occurrences) = read(i, state, sample) else {
-                    continue;
-                };
-                if pids.is_some_and(|p| !p.contains(&sample.pid)) {
-                    stats.filtered_by_pid += occurrences;
-                    continue;
-                }
-                let index = first_index + i as u64;
-                match prepare_sample(&scope, sample, occurrences, index, out, &mut stats) {
-                    Ok(true) => {
-                        let count = scope.count(out, occurrences, sample.count);
-                        let first = counted.first_occurrence(out, bytes);
-                        if first {
-                            stats.aggregated_samples += 1;
-                        }
-                        counter.add_one(out, count, first);
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        error = Some(e);
-                        break;
-                    }
-                }
-            }
+            let mut firsts = 0;
+            let part = PartReading {
+                scope: &scope,
+                pids,
+                first_index,
+            };
+            let error = part.prepare(
+                range,
+                |i, s| read(i, state, s),
+                sample,
+                out,
+                &mut stats,
+                |out, count| {
+                    let first = counted.first_occurrence(out, bytes);
+                    firsts += u64::from(first);
+                    counter.add_one(out, count, first);
+                },
+            );
+            stats.aggregated_samples += firsts;
             let mut outcome = outcome.lock().unwrap_or_else(|e| e.into_inner());
             outcome.0.merge(&stats);
             if let Some(e) = error {
@@ -762,6 +748,47 @@ impl<'a> PrepareScope<'a> {
         scale(each)
             .wrapping_mul(occurrences)
             .wrapping_add(scale(count - each * occurrences))
+    }
+}
+
+/// What a thread reading a part of consecutive samples needs besides them.
+struct PartReading<'s, 'a> {
+    scope: &'s PrepareScope<'a>,
+    pids: Option<&'s std::collections::BTreeSet<u32>>,
+    /// The index of the batch's first sample among all.
+    first_index: u64,
+}
+
+impl PartReading<'_, '_> {
+    /// Reads the samples of `range` with `read` (into `sample`; `None` when there is no
+    /// such sample), skips those of other processes, prepares each into `out` and hands
+    /// it to `kept` with its aggregated count, adding to `stats`; stops at the first error
+    /// and returns it.
+    fn prepare(
+        &self,
+        range: std::ops::Range<usize>,
+        mut read: impl FnMut(usize, &mut Sample) -> Option<u64>,
+        sample: &mut Sample,
+        out: &mut PerfSample,
+        stats: &mut UnwindStats,
+        mut kept: impl FnMut(&PerfSample, u64),
+    ) -> Option<UnwindError> {
+        for i in range {
+            let Some(occurrences) = read(i, sample) else {
+                continue;
+            };
+            if self.pids.is_some_and(|p| !p.contains(&sample.pid)) {
+                stats.filtered_by_pid += occurrences;
+                continue;
+            }
+            let index = self.first_index + i as u64;
+            match prepare_sample(self.scope, sample, occurrences, index, out, stats) {
+                Ok(true) => kept(out, self.scope.count(out, occurrences, sample.count)),
+                Ok(false) => {}
+                Err(e) => return Some(e),
+            }
+        }
+        None
     }
 }
 
