@@ -22,7 +22,9 @@
 //! It does not symbolize: line contexts stay address stacks until the symbolizer expands
 //! them into inline frames.
 //!
-//! `convert` calls [`unwind_samples`] once; the live daemon keeps an [`Aggregator`] per
+//! `convert` calls [`unwind_samples`] once (or feeds an aggregator
+//! [`Aggregator::counting_as_fed`], which counts each sample as it is prepared instead of
+//! holding it until the end); the live daemon keeps an [`Aggregator`] per
 //! binary, feeds it batches and calls [`Aggregator::flush`] periodically (flushed counter
 //! sets merge into exactly what one conversion of all samples gives); its shards finish
 //! each batch's aggregator with the [`KeptCounting`] of their binary, so that the unwinder
