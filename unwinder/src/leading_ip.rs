@@ -5,7 +5,7 @@
 //! frame-pointer call chain is kept as the context, with the same shaping the virtual
 //! unwinder gives a range that lies in the leaf frame:
 //!
-//! * the chain is prepared like a hybrid sample's ([`extract_call_stack`]: rebased,
+//! * the chain is prepared like a hybrid sample's ([`crate::sample_prep::extract_call_stack`]: rebased,
 //!   return addresses → call addresses, external frames collapsed, truncated at a return
 //!   address that follows no call, rejected when the leaf is in a prolog/epilog — unless
 //!   [`UnwindOptions::stack_repair`] and the sample's registers give the caller the chain
