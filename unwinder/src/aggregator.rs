@@ -101,6 +101,16 @@ impl<'a> Aggregator<'a> {
         self
     }
 
+    /// Threads worth preparing `len` samples on: the options' threads, at least
+    /// [`MIN_SAMPLES_PER_THREAD`] samples each.
+    fn threads_for(&self, len: usize) -> usize {
+        self.options
+            .unwind_threads
+            .clamp(1, MAX_UNWIND_THREADS)
+            .min(len.div_ceil(MIN_SAMPLES_PER_THREAD))
+            .max(1)
+    }
+
     /// The kind, key shape and options of counting.
     fn count_setup(&self) -> (CounterKind, KeyShape, CountOptions) {
         let kind = self.kind();
@@ -314,15 +324,14 @@ impl<'a> Aggregator<'a> {
         if self.as_fed.is_some() {
             return self.count_parallel(len, read);
         }
-        let threads = self
-            .options
-            .unwind_threads
-            .clamp(1, MAX_UNWIND_THREADS)
-            .min(len.div_ceil(MIN_SAMPLES_PER_THREAD))
-            .max(1);
+        let threads = self.threads_for(len);
         let scope = PrepareScope::new(self.layout, &self.placement, self.content, &self.options);
-        let pids = self.options.sample_pids.as_ref();
-        let first_index = self.sample_index;
+        let reading = PartReading {
+            scope: &scope,
+            pids: self.options.sample_pids.as_ref(),
+            first_index: self.sample_index,
+            len,
+        };
         // Parts of UNWIND_PART samples, taken by the threads as they finish one (a fixed
         // share each left one thread idle while the other finished a slower share); their
         // results are aggregated in order.
@@ -339,16 +348,10 @@ impl<'a> Aggregator<'a> {
         type State<T> = (T, Sample, PerfSample);
         let new_state = || (T::default(), Sample::default(), PerfSample::default());
         let each = |(state, sample, out): &mut State<T>, k: usize| {
-            let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
             let mut stats = UnwindStats::default();
-            let mut kept = Vec::with_capacity(range.len());
-            let part = PartReading {
-                scope: &scope,
-                pids,
-                first_index,
-            };
-            let error = part.prepare(
-                range,
+            let mut kept = Vec::with_capacity(UNWIND_PART);
+            let error = reading.prepare(
+                k,
                 |i, s| read(i, state, s),
                 sample,
                 out,
@@ -381,20 +384,19 @@ impl<'a> Aggregator<'a> {
         len: usize,
         read: impl Fn(usize, &mut T, &mut Sample) -> Option<u64> + Sync,
     ) -> Result<Vec<T>, UnwindError> {
-        let threads = self
-            .options
-            .unwind_threads
-            .clamp(1, MAX_UNWIND_THREADS)
-            .min(len.div_ceil(MIN_SAMPLES_PER_THREAD))
-            .max(1);
+        let threads = self.threads_for(len);
         let (kind, shape, options) = self.count_setup();
         let layout = self.layout;
         let Some(as_fed) = self.as_fed.as_mut() else {
             unreachable!("count_parallel is called when counting as fed");
         };
         let scope = PrepareScope::new(layout, &self.placement, self.content, &self.options);
-        let pids = self.options.sample_pids.as_ref();
-        let first_index = self.sample_index;
+        let reading = PartReading {
+            scope: &scope,
+            pids: self.options.sample_pids.as_ref(),
+            first_index: self.sample_index,
+            len,
+        };
         let parts = len.div_ceil(UNWIND_PART);
         let idle = Mutex::new(std::mem::take(&mut as_fed.counters));
         let counted = &as_fed.counted;
@@ -417,16 +419,10 @@ impl<'a> Aggregator<'a> {
             )
         };
         let each = |(state, sample, out, bytes, counter): &mut State<'a, T>, k: usize| {
-            let range = k * UNWIND_PART..len.min((k + 1) * UNWIND_PART);
             let mut stats = UnwindStats::default();
             let mut firsts = 0;
-            let part = PartReading {
-                scope: &scope,
-                pids,
-                first_index,
-            };
-            let error = part.prepare(
-                range,
+            let error = reading.prepare(
+                k,
                 |i, s| read(i, state, s),
                 sample,
                 out,
@@ -481,18 +477,9 @@ impl<'a> Aggregator<'a> {
                 &mut self.stats,
             );
         }
-        let kind = self.kind();
+        let (kind, shape, leading_ip) = self.count_setup();
         let samples = std::mem::take(&mut self.samples);
         self.stats.aggregated_samples += samples.len() as u64;
-        let shape = KeyShape {
-            probes: kind == CounterKind::ProbeContext,
-            compress_recursion: self.options.compress_recursion,
-            depth: self.options.probe_context_depth(),
-        };
-        let leading_ip = CountOptions {
-            leading_ip: self.options.leading_ip_only,
-            range_details: self.options.detailed_warnings,
-        };
         let layout = self.layout;
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
@@ -523,7 +510,7 @@ impl<'a> Aggregator<'a> {
                 (!part.is_empty()).then(|| Mutex::new(part))
             })
             .collect();
-            let counted: Vec<(CounterTable, UnwindStats)> = on_parts(
+            let counters = on_parts(
                 threads,
                 parts.len(),
                 || PartCounter::new(layout, kind, shape, leading_ip),
@@ -532,20 +519,8 @@ impl<'a> Aggregator<'a> {
                         std::mem::take(&mut *parts[k].lock().unwrap_or_else(|e| e.into_inner()));
                     counter.add(&part);
                 },
-            )
-            .into_iter()
-            .map(PartCounter::finish)
-            .collect();
-            let mut total = CounterTable::new(kind);
-            for (table, stats) in counted {
-                if total.is_empty() {
-                    total = table;
-                } else {
-                    total.merge(table);
-                }
-                self.stats.merge(&stats);
-            }
-            total.into_counter_set()
+            );
+            merge_part_counters(counters, kind, &mut self.stats).into_counter_set()
         };
         if kind != CounterKind::Flat {
             self.stats.contexts += counters.contexts.len() as u64;
@@ -751,29 +726,30 @@ impl<'a> PrepareScope<'a> {
     }
 }
 
-/// What a thread reading a part of consecutive samples needs besides them.
+/// A batch of `len` consecutive samples read in parts of [`UNWIND_PART`] by threads.
 struct PartReading<'s, 'a> {
     scope: &'s PrepareScope<'a>,
     pids: Option<&'s std::collections::BTreeSet<u32>>,
     /// The index of the batch's first sample among all.
     first_index: u64,
+    len: usize,
 }
 
 impl PartReading<'_, '_> {
-    /// Reads the samples of `range` with `read` (into `sample`; `None` when there is no
+    /// Reads the samples of part `k` with `read` (into `sample`; `None` when there is no
     /// such sample), skips those of other processes, prepares each into `out` and hands
     /// it to `kept` with its aggregated count, adding to `stats`; stops at the first error
     /// and returns it.
     fn prepare(
         &self,
-        range: std::ops::Range<usize>,
+        k: usize,
         mut read: impl FnMut(usize, &mut Sample) -> Option<u64>,
         sample: &mut Sample,
         out: &mut PerfSample,
         stats: &mut UnwindStats,
         mut kept: impl FnMut(&PerfSample, u64),
     ) -> Option<UnwindError> {
-        for i in range {
+        for i in k * UNWIND_PART..self.len.min((k + 1) * UNWIND_PART) {
             let Some(occurrences) = read(i, sample) else {
                 continue;
             };
@@ -901,22 +877,30 @@ fn flush_counted<'a>(
     if counters.is_empty() {
         counters.push(PartCounter::new(layout, kind, shape, options));
     }
-    let mut total: Option<CounterTable> = None;
-    for counter in counters {
-        let (table, part_stats) = counter.finish();
-        stats.merge(&part_stats);
-        match &mut total {
-            Some(total) => total.merge(table),
-            None => total = Some(table),
-        }
-    }
-    let counters = total
-        .unwrap_or_else(|| CounterTable::new(kind))
-        .into_counter_set();
+    let counters = merge_part_counters(counters, kind, stats).into_counter_set();
     if kind != CounterKind::Flat {
         stats.contexts += counters.contexts.len() as u64;
     }
     counters
+}
+
+/// The threads' `counters` finished ([`PartCounter::finish`]) and merged into one table,
+/// their statistics added to `stats`.
+fn merge_part_counters(
+    counters: Vec<PartCounter<'_>>,
+    kind: CounterKind,
+    stats: &mut UnwindStats,
+) -> CounterTable {
+    let mut total = CounterTable::new(kind);
+    for (table, part_stats) in counters.into_iter().map(PartCounter::finish) {
+        if total.is_empty() {
+            total = table;
+        } else {
+            total.merge(table);
+        }
+        stats.merge(&part_stats);
+    }
+    total
 }
 
 /// Counters of some aggregated samples: `warnInvalidRange`'s checks, then LBR-only

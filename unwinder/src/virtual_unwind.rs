@@ -249,13 +249,31 @@ impl<'a> VirtualUnwinder<'a> {
             f.branches.clear();
         }
         self.kept.walks.clear();
+        let replayed =
+            self.unwind_on_own_trie(sample, repeat, &mut UnwindStats::default(), counters, stats);
+        debug_assert!(replayed);
+    }
+
+    /// Replays the sample on a trie of its own (statistics to `replay_stats`) and, when it
+    /// was not rejected, counts it walking that trie depth first (statistics to `stats`);
+    /// the kept trie is left as it was. Returns whether the sample was replayed.
+    fn unwind_on_own_trie(
+        &mut self,
+        sample: &PerfSample,
+        repeat: u64,
+        replay_stats: &mut UnwindStats,
+        counters: &mut CounterTable,
+        stats: &mut UnwindStats,
+    ) -> bool {
         std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
         self.kept.trie.clear();
-        let replayed = self.replay(sample, repeat, &mut UnwindStats::default(), false);
-        debug_assert!(replayed);
-        self.collect_exact(counters, stats);
+        let replayed = self.replay(sample, repeat, replay_stats, false);
+        if replayed {
+            self.collect_exact(counters, stats);
+        }
         self.kept.touched.clear();
         std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        replayed
     }
 
     /// [`Self::unwind`] always on a trie of the sample's own, walked depth first: the
@@ -268,14 +286,9 @@ impl<'a> VirtualUnwinder<'a> {
         counters: &mut CounterTable,
         stats: &mut UnwindStats,
     ) -> bool {
-        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
-        self.kept.trie.clear();
-        let replayed = self.replay(sample, repeat, stats, false);
-        if replayed {
-            self.collect_exact(counters, stats);
-        }
-        self.kept.touched.clear();
-        std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
+        let mut replay_stats = UnwindStats::default();
+        let replayed = self.unwind_on_own_trie(sample, repeat, &mut replay_stats, counters, stats);
+        stats.merge(&replay_stats);
         replayed
     }
 
