@@ -176,10 +176,10 @@ impl DwarfInfo {
         let missing_split_units = units.missing_split_units();
         // Only a range of the file's mapping may be given back (a copy's pages would read
         // back as zeros).
-        let release_lines = lines.as_ref().and_then(|l| match &l.debug_line {
-            SectionBytes::Mapped(..) if release_checked_lines => Some(l.clone()),
-            _ => None,
-        });
+        let release_lines = release_checked_lines
+            && lines
+                .as_ref()
+                .is_some_and(|l| matches!(l.debug_line, SectionBytes::Mapped(..)));
         Loader {
             units,
             path,
@@ -307,8 +307,9 @@ impl Drop for DwarfInfo {
 struct Loader<'a, 'd> {
     units: UnitSet<'a, 'd>,
     path: &'a Path,
-    /// The mapped `.debug_line` whose checked tables' pages are given back.
-    release_lines: Option<Arc<LineSource>>,
+    /// The line tables' `.debug_line` is the file's mapping, whose checked tables' pages
+    /// are given back.
+    release_lines: bool,
     names: HashMap<String, u32>,
     info: DwarfInfo,
 }
@@ -383,15 +384,16 @@ impl Loader<'_, '_> {
         if self.info.lines.is_some() {
             self.units.check_line_rows(index)?;
             info.program = self.units.line_program_ref(index);
-            if let (Some(source), Some(extent)) =
-                (&self.release_lines, self.units.line_program_extent(index))
-            {
+            if let (true, Some(source), Some(extent)) = (
+                self.release_lines,
+                &self.info.lines,
+                self.units.line_program_extent(index),
+            ) {
                 let bytes = source.debug_line.bytes();
-                if let Some(table) =
-                    bytes.get(extent.start.min(bytes.len())..extent.end.min(bytes.len()))
-                {
-                    crate::binary::LazyCode::release(table);
-                }
+                let len = bytes.len();
+                crate::binary::LazyCode::release(
+                    &bytes[extent.start.min(len)..extent.end.min(len)],
+                );
             }
         } else {
             info.sequences = OnceLock::from(self.units.line_sequences(index, line_row)?);

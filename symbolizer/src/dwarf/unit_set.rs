@@ -331,14 +331,9 @@ impl<'a, 'd> UnitSet<'a, 'd> {
     pub(crate) fn line_program_extent(&self, index: usize) -> Option<std::ops::Range<usize>> {
         let header = self.units[index].line_program.as_ref()?.header();
         let start = header.offset().0;
-        // The unit length counts the bytes after itself: 4 of them in 32-bit DWARF, 12
-        // (0xffffffff, then 8) in 64-bit.
-        let length_field = match header.format() {
-            gimli::Format::Dwarf32 => 4,
-            gimli::Format::Dwarf64 => 12,
-        };
+        // The unit length counts the bytes after the initial length field.
         let end = start
-            .checked_add(length_field)?
+            .checked_add(usize::from(header.format().initial_length_size()))?
             .checked_add(header.unit_length())?;
         Some(start..end)
     }
