@@ -17,54 +17,47 @@ pub type FrameId = u32;
 /// The dummy root (address 0).
 pub const ROOT: FrameId = 0;
 
-/// One frame of the trie.
-#[derive(Clone, Debug, Default)]
+/// One frame of the trie: 32 bytes, no allocation of its own (the children are a list
+/// through the arena, the counters a sample leaves on it are in [`crate::pending_counters`]).
+#[derive(Clone, Copy, Debug)]
 pub struct Frame {
     /// The frame's address (0 for the dummy root).
     pub address: u64,
     /// The parent frame (the root is its own parent).
     pub parent: FrameId,
-    /// Children by address, in creation order. Only [`FrameTrie::child`] adds to it (it
-    /// indexes long lists).
-    pub children: Vec<(u64, FrameId)>,
-    /// `(start, end, count)` fall-through ranges recorded on this frame.
-    pub ranges: Vec<(u64, u64, u64)>,
-    /// `(source, target, count)` branches recorded on this frame.
-    pub branches: Vec<(u64, u64, u64)>,
+    /// The newest child ([`ROOT`]: none; the root is no one's child).
+    newest_child: FrameId,
+    /// The next older sibling ([`ROOT`]: none).
+    older_sibling: FrameId,
+    /// How many children the frame has.
+    child_count: u32,
+    /// Where the current sample's counters on this frame are ([`NO_PENDING`]: none).
+    pub pending: u32,
 }
+
+/// [`Frame::pending`] of a frame the current sample left no counter on.
+pub const NO_PENDING: u32 = u32::MAX;
 
 impl Frame {
-    /// Records the fall-through range `[start, end]` taken `count` times.
-    #[inline]
-    pub fn add_range(&mut self, start: u64, end: u64, count: u64) {
-        add_or_push(&mut self.ranges, start, end, count);
-    }
-
-    /// Records the branch `source -> target` taken `count` times.
-    #[inline]
-    pub fn add_branch(&mut self, source: u64, target: u64, count: u64) {
-        add_or_push(&mut self.branches, source, target, count);
-    }
-}
-
-/// Adds `count` to the entry `(a, b)` when it is one of the last two of `entries` (a loop
-/// in the LBR records the same one or two ranges and branches over and over: summed here,
-/// each is counted into the counter table once per sample instead of once per
-/// iteration), else appends it. Counts wrap, as the counter table's do.
-#[inline]
-pub(crate) fn add_or_push(entries: &mut Vec<(u64, u64, u64)>, a: u64, b: u64, count: u64) {
-    let n = entries.len();
-    for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
-        if e.0 == a && e.1 == b {
-            e.2 = e.2.wrapping_add(count);
-            return;
+    fn new(address: u64, parent: FrameId) -> Frame {
+        Frame {
+            address,
+            parent,
+            newest_child: ROOT,
+            older_sibling: ROOT,
+            child_count: 0,
+            pending: NO_PENDING,
         }
     }
-    entries.push((a, b, count));
+
+    /// True when the frame has children.
+    pub fn has_children(&self) -> bool {
+        self.child_count != 0
+    }
 }
 
 /// A frame with more children than this finds them through [`FrameTrie`]'s index instead
-/// of a scan of its list: line-context unwinding of a binary without inline information
+/// of a walk of its list: line-context unwinding of a binary without inline information
 /// gives each instruction of a range its own frame under the caller, so a caller can
 /// collect hundreds of children in one sample.
 const INDEXED_CHILDREN: usize = 8;
@@ -73,7 +66,6 @@ const INDEXED_CHILDREN: usize = 8;
 #[derive(Clone, Debug)]
 pub struct FrameTrie {
     frames: Vec<Frame>,
-    len: usize,
     /// `(parent, address) → child` for the children of every frame with more than
     /// [`INDEXED_CHILDREN`] of them.
     index: HashMap<(FrameId, u64), FrameId, FxBuildHasher>,
@@ -89,20 +81,15 @@ impl FrameTrie {
     /// A trie holding only the dummy root.
     pub fn new() -> FrameTrie {
         FrameTrie {
-            frames: vec![Frame::default()],
-            len: 1,
+            frames: vec![Frame::new(0, ROOT)],
             index: HashMap::default(),
         }
     }
 
     /// Resets to the dummy root alone, keeping allocations.
     pub fn clear(&mut self) {
-        for f in &mut self.frames[..self.len] {
-            f.children.clear();
-            f.ranges.clear();
-            f.branches.clear();
-        }
-        self.len = 1;
+        self.frames.truncate(1);
+        self.frames[0] = Frame::new(0, ROOT);
         if !self.index.is_empty() {
             self.index.clear();
         }
@@ -110,12 +97,12 @@ impl FrameTrie {
 
     /// Number of frames, the root included.
     pub fn len(&self) -> usize {
-        self.len
+        self.frames.len()
     }
 
     /// True when only the root exists.
     pub fn is_empty(&self) -> bool {
-        self.len == 1
+        self.frames.len() == 1
     }
 
     /// The frame `id` (must come from this trie).
@@ -128,35 +115,44 @@ impl FrameTrie {
         &mut self.frames[id as usize]
     }
 
+    /// The children of `id`, newest first.
+    pub fn children(&self, id: FrameId) -> impl Iterator<Item = FrameId> + '_ {
+        let mut next = self.frames[id as usize].newest_child;
+        std::iter::from_fn(move || {
+            let child = next;
+            (child != ROOT).then(|| {
+                next = self.frames[child as usize].older_sibling;
+                child
+            })
+        })
+    }
+
     /// The child of `parent` at `address`, created when missing
     /// (`getOrCreateChildFrame`).
     pub fn child(&mut self, parent: FrameId, address: u64) -> FrameId {
-        let children = &self.frames[parent as usize].children;
-        let found = if children.len() > INDEXED_CHILDREN {
+        let p = self.frames[parent as usize];
+        let found = if p.child_count as usize > INDEXED_CHILDREN {
             self.index.get(&(parent, address)).copied()
         } else {
-            children
-                .iter()
-                .find(|(a, _)| *a == address)
-                .map(|&(_, id)| id)
+            self.children(parent)
+                .find(|&c| self.frames[c as usize].address == address)
         };
         if let Some(id) = found {
             return id;
         }
-        let id = self.len as FrameId;
-        if self.len == self.frames.len() {
-            self.frames.push(Frame::default());
-        }
-        let f = &mut self.frames[self.len];
-        f.address = address;
-        f.parent = parent;
-        self.len += 1;
-        let children = &mut self.frames[parent as usize].children;
-        children.push((address, id));
-        match children.len() {
+        let id = self.frames.len() as FrameId;
+        let mut f = Frame::new(address, parent);
+        f.older_sibling = p.newest_child;
+        self.frames.push(f);
+        let p = &mut self.frames[parent as usize];
+        p.newest_child = id;
+        p.child_count += 1;
+        match p.child_count as usize {
             n if n == INDEXED_CHILDREN + 1 => {
-                // The list just outgrew scanning: index all of it.
-                for &(a, c) in children.iter() {
+                // The list just outgrew walking: index all of it.
+                let kids: Vec<FrameId> = self.children(parent).collect();
+                for c in kids {
+                    let a = self.frames[c as usize].address;
                     self.index.insert((parent, a), c);
                 }
             }
@@ -174,25 +170,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_entry_among_the_last_two_is_summed_others_appended() {
-        let mut f = Frame::default();
-        // A loop of two branches, then a third, then the first again (no longer among the
-        // last two: appended).
-        for _ in 0..3 {
-            f.add_branch(1, 2, 1);
-            f.add_branch(3, 4, 10);
-        }
-        f.add_branch(5, 6, 100);
-        f.add_branch(1, 2, u64::MAX);
-        f.add_branch(1, 2, 2);
-        assert_eq!(f.branches, [(1, 2, 3), (3, 4, 30), (5, 6, 100), (1, 2, 1)]);
-        f.add_range(7, 8, 1);
-        f.add_range(7, 9, 1);
-        f.add_range(7, 8, 1);
-        assert_eq!(f.ranges, [(7, 8, 2), (7, 9, 1)]);
-    }
-
-    #[test]
     fn children_are_shared_and_reused_after_clear() {
         let mut t = FrameTrie::new();
         let a = t.child(ROOT, 0x10);
@@ -200,18 +177,22 @@ mod tests {
         assert_eq!(t.child(ROOT, 0x10), a);
         assert_eq!(t.frame(b).parent, a);
         assert_eq!(t.frame(b).address, 0x20);
-        t.frame_mut(b).ranges.push((1, 2, 3));
+        t.frame_mut(b).pending = 7;
         assert_eq!(t.len(), 3);
         t.clear();
         assert!(t.is_empty());
+        assert!(!t.frame(ROOT).has_children());
         let c = t.child(ROOT, 0x30);
         assert_eq!(c, 1);
-        assert!(t.frame(c).ranges.is_empty() && t.frame(c).children.is_empty());
+        assert!(!t.frame(c).has_children());
         let d = t.child(c, 0x40);
-        assert!(
-            t.frame(d).ranges.is_empty(),
-            "stale counters of the reused slot are gone"
+        assert_eq!(d, 2);
+        assert_eq!(
+            t.frame(d).pending,
+            NO_PENDING,
+            "the reused slot forgets its pending counters"
         );
+        assert_eq!(t.children(ROOT).collect::<Vec<_>>(), [c]);
     }
 
     #[test]
@@ -226,13 +207,14 @@ mod tests {
                 assert_eq!(t.child(a, 0x1000 + k), ids[k as usize], "round {round}");
             }
             assert_eq!(t.len(), len);
-            assert_eq!(t.frame(a).children.len(), 100);
-            assert!(t
-                .frame(a)
-                .children
+            // Newest first.
+            let kids: Vec<FrameId> = t.children(a).collect();
+            assert_eq!(kids.len(), 100);
+            assert!(kids
                 .iter()
+                .rev()
                 .enumerate()
-                .all(|(k, &(addr, id))| addr == 0x1000 + k as u64 && id == ids[k]));
+                .all(|(k, &id)| t.frame(id).address == 0x1000 + k as u64 && id == ids[k]));
             // The same address under another parent is another frame.
             let b = t.child(ROOT, 0x20);
             assert_ne!(t.child(b, 0x1000), ids[0]);

@@ -87,6 +87,7 @@ pub mod layout_cache;
 pub mod lbr_counter;
 pub mod leading_ip;
 pub mod options;
+pub mod pending_counters;
 pub mod sample_prep;
 pub mod shard;
 pub mod stack_repair;

@@ -16,7 +16,8 @@ use std::collections::HashMap;
 use rustc_hash::FxBuildHasher;
 
 use crate::counter_table::{ContextId, CounterTable, WalkId};
-use crate::frame_trie::{Frame, FrameId, FrameTrie, ROOT};
+use crate::frame_trie::{FrameId, FrameTrie, ROOT};
+use crate::pending_counters::{FrameCounters, PendingCounters};
 use crate::layout_cache::{LayoutCache, LayoutTables};
 use crate::sample_prep::{Branch, PerfSample};
 use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
@@ -71,8 +72,8 @@ pub struct KeptUnwinder {
     /// instruction: no need to ask).
     inline_frames: bool,
     trie: FrameTrie,
-    /// The frames the current sample added counters to, each once.
-    touched: Vec<FrameId>,
+    /// The counters the current sample added to frames of `trie`.
+    pending: PendingCounters,
     /// Per frame, its context in the counter table `contexts_of` (or [`NO_CONTEXT`]).
     contexts: Vec<ContextId>,
     contexts_of: Option<u64>,
@@ -136,7 +137,7 @@ impl KeptUnwinder {
             shape,
             inline_frames: layout.has_inline_frames(),
             trie: FrameTrie::new(),
-            touched: Vec::new(),
+            pending: PendingCounters::default(),
             contexts: Vec::new(),
             contexts_of: None,
             external_children: false,
@@ -243,11 +244,7 @@ impl<'a> VirtualUnwinder<'a> {
     ) {
         // The kept trie's counters of this sample are dropped; the replay's statistics
         // were counted by the first replay.
-        for id in std::mem::take(&mut self.kept.touched) {
-            let f = self.kept.trie.frame_mut(id);
-            f.ranges.clear();
-            f.branches.clear();
-        }
+        self.kept.pending.clear(&mut self.kept.trie);
         self.kept.walks.clear();
         let replayed =
             self.unwind_on_own_trie(sample, repeat, &mut UnwindStats::default(), counters, stats);
@@ -271,7 +268,7 @@ impl<'a> VirtualUnwinder<'a> {
         if replayed {
             self.collect_exact(counters, stats);
         }
-        self.kept.touched.clear();
+        self.kept.pending.clear(&mut self.kept.trie);
         std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
         replayed
     }
@@ -358,15 +355,11 @@ impl<'a> VirtualUnwinder<'a> {
         self.kept.trie.child(parent, address)
     }
 
-    /// Frame `id`, about to be given a range or branch: noted as touched by this sample
-    /// when it has none yet (what [`Self::collect`] visits).
+    /// The current sample's counters on frame `id`, about to be given a range or branch
+    /// (what [`Self::collect`] visits).
     #[inline]
-    fn touch(&mut self, id: FrameId) -> &mut Frame {
-        let f = self.kept.trie.frame_mut(id);
-        if f.ranges.is_empty() && f.branches.is_empty() {
-            self.kept.touched.push(id);
-        }
-        f
+    fn touch(&mut self, id: FrameId) -> &mut FrameCounters {
+        self.kept.pending.of_mut(&mut self.kept.trie, id)
     }
 
     /// Records the range on frame `id`.
@@ -569,21 +562,18 @@ impl<'a> VirtualUnwinder<'a> {
         }
         self.kept.walks = walks;
         self.kept.walks.clear();
-        let touched = std::mem::take(&mut self.kept.touched);
-        for &id in &touched {
+        let mut pending = std::mem::take(&mut self.kept.pending);
+        for (id, f) in pending.iter() {
             let c = self.context_of(id, counters);
-            let f = self.kept.trie.frame_mut(id);
             for &(s, e, n) in &f.ranges {
                 counters.add_range(c, s, e, n);
             }
             for &(s, t, n) in &f.branches {
                 counters.add_branch(c, s, t, n);
             }
-            f.ranges.clear();
-            f.branches.clear();
         }
-        self.kept.touched = touched;
-        self.kept.touched.clear();
+        pending.clear(&mut self.kept.trie);
+        self.kept.pending = pending;
     }
 
     /// Registers memo `memo`'s walk in `counters` (its first sample is being counted: its
@@ -657,7 +647,7 @@ impl<'a> VirtualUnwinder<'a> {
                 Visit::Enter(id, s) => (id, s),
             };
             let address = self.kept.trie.frame(id).address;
-            let has_children = !self.kept.trie.frame(id).children.is_empty();
+            let has_children = self.kept.trie.frame(id).has_children();
             let s = if address != 0 && address == EXTERNAL_ADDR {
                 if has_children {
                     stats.untracked_callsites.insert(address);
@@ -674,7 +664,8 @@ impl<'a> VirtualUnwinder<'a> {
                 s
             };
             self.collect_frame(id, s, counters);
-            for &(_, child) in self.kept.trie.frame(id).children.iter().rev() {
+            // Newest first onto the stack: visited oldest first (creation order).
+            for child in self.kept.trie.children(id) {
                 work.push(Visit::Enter(child, s));
             }
         }
@@ -692,10 +683,9 @@ impl<'a> VirtualUnwinder<'a> {
     }
 
     fn collect_frame(&mut self, id: FrameId, stack: usize, counters: &mut CounterTable) {
-        let f = self.kept.trie.frame(id);
-        if f.ranges.is_empty() && f.branches.is_empty() {
+        let Some(f) = self.kept.pending.of(&self.kept.trie, id) else {
             return;
-        }
+        };
         self.kept.key.clear();
         self.kept.key.extend_from_slice(&self.kept.stacks[stack]);
         if self.kept.shape.probes {
