@@ -33,6 +33,9 @@ use crate::error_chain::ErrorChain;
 /// Parses `argv` (including the program name) and runs the subcommand. Errors are printed
 /// to stderr and turn into exit code 1; usage errors exit through clap (code 2).
 pub fn run_cli(argv: Vec<String>) -> ExitCode {
+    // Every command (the daemon beside the services it profiles, `convert` of a large
+    // input) gives its large freed buffers back at once.
+    collector::freed_memory::return_large_frees_at_once();
     let cli = match parse_args(argv) {
         Ok(cli) => cli,
         Err(ArgsError::Llvm(err)) => return fail(err),

@@ -14,9 +14,9 @@ use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counted_samples::CountedSamples;
 use crate::counter_table::CounterTable;
-use crate::pending_counters::add_or_push;
 use crate::kept_counting::{KeptCounting, MAX_KEPT_CONTEXTS};
 use crate::lbr_counter::{count_lbr_sample, count_leading_ip_sample};
+use crate::pending_counters::add_or_push;
 use crate::sample_prep::{
     extract_lbr_stack_into, extract_repaired_call_stack_into, lane_hash, PerfSample, StackNotes,
 };

@@ -62,6 +62,9 @@ impl Frame {
 /// collect hundreds of children in one sample.
 const INDEXED_CHILDREN: usize = 8;
 
+/// Most frames [`FrameTrie::child`] adds room for at once.
+const GROWTH_STEP: usize = 1 << 13;
+
 /// The arena.
 #[derive(Clone, Debug)]
 pub struct FrameTrie {
@@ -141,6 +144,12 @@ impl FrameTrie {
             return id;
         }
         let id = self.frames.len() as FrameId;
+        if self.frames.len() == self.frames.capacity() {
+            // Grown by at most GROWTH_STEP frames at a time: a kept trie stops a little
+            // past its bound, not at twice it.
+            self.frames
+                .reserve_exact(self.frames.len().clamp(16, GROWTH_STEP));
+        }
         let mut f = Frame::new(address, parent);
         f.older_sibling = p.newest_child;
         self.frames.push(f);

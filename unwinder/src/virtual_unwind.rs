@@ -17,8 +17,8 @@ use rustc_hash::FxBuildHasher;
 
 use crate::counter_table::{ContextId, CounterTable, WalkId};
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
-use crate::pending_counters::{FrameCounters, PendingCounters};
 use crate::layout_cache::{LayoutCache, LayoutTables};
+use crate::pending_counters::{FrameCounters, PendingCounters};
 use crate::sample_prep::{Branch, PerfSample};
 use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
 

@@ -133,10 +133,10 @@ impl ScriptText {
 
 /// Bytes a reader keeps resident behind its position: texts it compares against lie
 /// mostly within them.
-const READ_LAG: usize = 1 << 20;
+const READ_LAG: usize = 256 << 10;
 
 /// Bytes a reader moves on between two drops of the pages behind it.
-const READ_DROP_STEP: usize = 2 << 20;
+const READ_DROP_STEP: usize = 512 << 10;
 
 /// The pages of a mapped text a sequential reader has passed, given back every
 /// [`READ_DROP_STEP`] bytes: all of them from where it started, also those it read again

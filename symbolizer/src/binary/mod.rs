@@ -385,6 +385,7 @@ impl ProfiledBinary {
                     let bytes = SectionBytes::keep(section_bytes(&probe, probe_path)?, owner);
                     ProbeStore::index(bytes, symbols.guid_to_address())
                         .map_err(|e| malformed(probe_path, ".pseudo_probe", e))?
+                        .releasing_decoded_pages(options.release_decoded_pages)
                 } else {
                     ProbeStore::default()
                 };

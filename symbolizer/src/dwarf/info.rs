@@ -49,14 +49,32 @@ pub struct RawFrame {
     pub discriminator: u32,
 }
 
+/// A subroutine DIE: 24 bytes, as there is one per subprogram and inlined subroutine of
+/// every unit. Lines are 32-bit as LLVM keeps them (`DILineInfo::StartLine`, the
+/// `CallLine` of `DWARFDie::getCallerFrame`).
 #[derive(Clone, Copy, Debug)]
 struct Subroutine {
-    name: Option<u32>,
-    decl_line: u64,
-    call_line: u64,
+    /// Interned name, [`NONE`] for none.
+    name: u32,
+    decl_line: u32,
+    call_line: u32,
     call_discriminator: u32,
-    parent: Option<u32>,
+    /// The parent subroutine's index in the unit, [`NONE`] for none.
+    parent: u32,
     is_subprogram: bool,
+}
+
+/// No name or parent in a [`Subroutine`].
+const NONE: u32 = u32::MAX;
+
+impl Subroutine {
+    fn name(&self) -> Option<u32> {
+        (self.name != NONE).then_some(self.name)
+    }
+
+    fn parent(&self) -> Option<u32> {
+        (self.parent != NONE).then_some(self.parent)
+    }
 }
 
 /// A line-table row as LLVM keeps it (`DWARFDebugLine::Row`: 32-bit line and
@@ -275,18 +293,18 @@ impl DwarfInfo {
             let (line, discriminator) = match inner {
                 None => row_at(self.lines(unit), addr)
                     .map_or((0, 0), |r| (u64::from(r.line), r.discriminator)),
-                Some(callee) => (callee.call_line, callee.call_discriminator),
+                Some(callee) => (u64::from(callee.call_line), callee.call_discriminator),
             };
             frames.push(RawFrame {
-                name: node.name,
+                name: node.name(),
                 line,
-                start_line: node.decl_line,
+                start_line: u64::from(node.decl_line),
                 discriminator,
             });
             if node.is_subprogram || frames.len() >= MAX_INLINE_DEPTH {
                 break;
             }
-            match node.parent {
+            match node.parent() {
                 Some(p) => {
                     inner = Some(node);
                     node_id = p;
@@ -341,7 +359,9 @@ impl Loader<'_, '_> {
         let mut info = UnitInfo::default();
         let mut die_map = IntervalMapBuilder::default();
         // Names and lines may follow references into other units.
-        for (id, die) in self.units.subroutines(index)?.into_iter().enumerate() {
+        let dies = self.units.subroutines(index)?;
+        info.nodes.reserve_exact(dies.len());
+        for (id, die) in dies.into_iter().enumerate() {
             let units = &self.units;
             let name = units
                 .find_string(
@@ -370,13 +390,13 @@ impl Loader<'_, '_> {
             for &(lo, hi) in &die.ranges {
                 die_map.insert(lo, hi, id as u32);
             }
-            let name = name.map(|n| self.intern(n));
+            let name = name.map_or(NONE, |n| self.intern(n));
             info.nodes.push(Subroutine {
                 name,
-                decl_line,
-                call_line,
+                decl_line: decl_line as u32,
+                call_line: call_line as u32,
                 call_discriminator,
-                parent: die.parent,
+                parent: die.parent.unwrap_or(NONE),
                 is_subprogram: die.is_subprogram,
             });
         }
@@ -411,11 +431,11 @@ mod tests {
     fn nested(depth: u32) -> DwarfInfo {
         let nodes = (0..depth)
             .map(|i| Subroutine {
-                name: Some(0),
+                name: 0,
                 decl_line: 1,
-                call_line: 10 + u64::from(i),
+                call_line: 10 + i,
                 call_discriminator: 0,
-                parent: i.checked_sub(1),
+                parent: i.checked_sub(1).unwrap_or(NONE),
                 is_subprogram: i == 0,
             })
             .collect();

@@ -87,16 +87,13 @@ pub fn trim_and_merge_cold_contexts(
         return;
     }
     let base_only = trim_base_only && !merge;
-    let cold: Vec<SampleContext> = profiles
-        .iter()
-        .filter(|(c, f)| f.total < threshold && (!base_only || c.frames.len() == 1))
-        .map(|(c, _)| c.clone())
-        .collect();
     let mut merged: BTreeMap<SampleContext, FunctionSamples> = BTreeMap::new();
-    for ctx in cold {
-        let Some(fs) = profiles.remove(&ctx) else {
-            continue;
-        };
+    // Taken out of the map as they are found (moved, not copied: most contexts of a
+    // large profile are cold).
+    let cold = profiles.extract_if(.., |c, f| {
+        f.total < threshold && (!base_only || c.frames.len() == 1)
+    });
+    for (ctx, fs) in cold {
         if merge {
             let frames = &ctx.frames;
             let keep = frames.len().min(frame_length);

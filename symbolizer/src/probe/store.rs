@@ -65,6 +65,8 @@ pub struct ProbeStore {
     nodes_with_probes: Vec<InlineNodeId>,
     probe_count: usize,
     decoded: AtomicUsize,
+    /// Give back the pages of the records each group decodes (bytes in a file mapping).
+    release_pages: bool,
 }
 
 impl Drop for ProbeStore {
@@ -193,7 +195,18 @@ impl ProbeStore {
             nodes_with_probes: owners,
             probe_count,
             decoded: AtomicUsize::new(0),
+            release_pages: false,
         })
+    }
+
+    /// With `release` and a section kept as a range of the file's map, the section's pages
+    /// are given back each time a query has decoded what it reads, as
+    /// [`crate::LoadOptions::release_decoded_pages`] asks (the decoded probes are kept: the
+    /// pages would only be read again for a neighbouring group). A large binary's section
+    /// is megabytes, and the functions a profile reaches are spread all over it.
+    pub(crate) fn releasing_decoded_pages(mut self, release: bool) -> ProbeStore {
+        self.release_pages = release && matches!(self.bytes, Some(SectionBytes::Mapped(..)));
+        self
     }
 
     /// The number of probes (sentinels left out).
@@ -237,6 +250,11 @@ impl ProbeStore {
                     p.node += record.node_base;
                 }
                 probes.append(&mut mine);
+            }
+            if self.release_pages {
+                // The whole section: the kernel maps the file's cached pages a large
+                // folio (or 64 KiB) around each one touched, well past the records read.
+                crate::binary::LazyCode::release(data);
             }
             probes.sort_by_key(|p| p.address);
             self.decoded.fetch_add(probes.len(), Ordering::Relaxed);
@@ -322,6 +340,7 @@ impl ProbeStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binary::SharedBytes;
     use crate::probe::ProbeSection;
     use std::sync::Arc;
 
@@ -371,6 +390,66 @@ mod tests {
             assert_eq!(store.node_probes(node), want);
         }
         assert_eq!(store.nodes_with_probes().len(), eager.tree.nodes().len());
+    }
+
+    /// Resident kB of this process's mapping of `path` (`/proc/self/smaps`).
+    fn resident_kb(path: &std::path::Path) -> Option<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let path = path.to_string_lossy();
+        let mut lines = smaps.lines().skip_while(|l| !l.ends_with(&*path));
+        lines.next()?;
+        let rss = lines.find(|l| l.starts_with("Rss:"))?;
+        rss.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// A section in a file mapping gives its pages back after each decode (and still
+    /// answers as the eager decoder); a copy never does.
+    #[test]
+    fn a_mapped_section_gives_its_pages_back_once_decoded() {
+        let funcs: Vec<(u64, u64)> = (0..2000u64).map(|k| (100 + k, 0x1000 + k * 0x20)).collect();
+        let starts: HashMap<u64, u64> = funcs.iter().copied().collect();
+        let bytes = section(&funcs);
+        let eager = ProbeSection::decode(&bytes, &starts).unwrap();
+        let dir = std::env::temp_dir().join(format!("probe-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("probes.bin");
+        // The section starts mid-page, as in a binary.
+        let mut file = vec![0u8; 5000];
+        file.extend(&bytes);
+        std::fs::write(&path, &file).unwrap();
+        let map: SharedBytes = Arc::new(crate::binary::map_file(&path).unwrap());
+        let kept = SectionBytes::keep(&(*map).as_ref()[5000..], Some(&map));
+        assert!(matches!(kept, SectionBytes::Mapped(..)));
+        let store = ProbeStore::index(kept, starts.clone())
+            .unwrap()
+            .releasing_decoded_pages(true);
+        assert!(store.release_pages);
+        // Read whole (as loading reads it), then one query: its group's records are
+        // decoded and every page of the section goes.
+        let sum: u64 = (*map).as_ref().iter().map(|&b| u64::from(b)).sum();
+        assert!(sum > 0);
+        assert!(
+            resident_kb(&path).unwrap() >= 12,
+            "{:?}",
+            resident_kb(&path)
+        );
+        assert_eq!(
+            store.probes_at(0x1000 + 7 * 0x20),
+            eager.probes_at(0x1000 + 7 * 0x20)
+        );
+        assert!(resident_kb(&path).unwrap() <= 4, "{:?}", resident_kb(&path));
+        for addr in (0x1000..0x1000 + 2000 * 0x20).step_by(2) {
+            assert_eq!(store.probes_at(addr), eager.probes_at(addr), "{addr:#x}");
+        }
+        let copy = ProbeStore::index(SectionBytes::Owned(Arc::from(&bytes[..])), starts)
+            .unwrap()
+            .releasing_decoded_pages(true);
+        assert!(
+            !copy.release_pages,
+            "a copy's pages would read back as zeros"
+        );
+        drop((store, map));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -129,31 +129,34 @@ impl ContextTrie {
     }
 
     /// Every node with a profile as a full-context profile (leaf location 0:0).
+    ///
+    /// Nodes are taken newest first: a child is always newer than its parent, so each node
+    /// is last needed for its own context and is dropped then (its name moves into the
+    /// context), and the trie shrinks as the profiles grow rather than both being held
+    /// whole.
     pub fn into_profiles(mut self) -> BTreeMap<SampleContext, FunctionSamples> {
         let mut out = BTreeMap::new();
-        for id in 0..self.nodes.len() {
-            let Some(mut fs) = self.nodes[id].samples.take() else {
+        while let Some(node) = self.nodes.pop() {
+            let Some(mut fs) = node.samples else {
                 continue;
             };
-            let mut frames = vec![ContextFrame::new(
-                self.nodes[id].func.clone(),
-                LineLocation::default(),
-            )];
-            let mut cur = id;
-            while let Some(p) = self.nodes[cur].parent {
+            let mut frames = vec![ContextFrame::new(node.func, LineLocation::default())];
+            let (mut callsite, mut parent) = (node.callsite, node.parent);
+            while let Some(p) = parent {
                 if p == Self::ROOT {
                     break;
                 }
-                frames.push(ContextFrame::new(
-                    self.nodes[p].func.clone(),
-                    self.nodes[cur].callsite,
-                ));
-                cur = p;
+                let p = &self.nodes[p];
+                frames.push(ContextFrame::new(p.func.clone(), callsite));
+                (callsite, parent) = (p.callsite, p.parent);
             }
             frames.reverse();
             let ctx = SampleContext::from_frames(frames);
             fs.context = ctx.clone();
             out.insert(ctx, fs);
+            if self.nodes.len() < self.nodes.capacity() / 4 {
+                self.nodes.shrink_to_fit();
+            }
         }
         out
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::context::CONTEXT_DUPLICATED_INTO_BASE;
 use super::function_samples::FunctionSamples;
+use super::location::LineLocation;
 use super::sample_profile::SampleProfile;
 
 /// `ProfileSummaryBuilder::DefaultCutoffs`, per million.
@@ -105,21 +106,68 @@ struct Builder {
 impl Builder {
     fn add_record(&mut self, fs: &FunctionSamples, is_callsite: bool) {
         if !is_callsite {
-            self.summary.num_functions += 1;
-            self.summary.max_function_count = self.summary.max_function_count.max(fs.head);
+            self.add_function(fs.head);
         } else if fs.attributes & CONTEXT_DUPLICATED_INTO_BASE != 0 {
             return;
         }
         for b in fs.body.values() {
-            let c = b.count;
-            self.summary.total_count = self.summary.total_count.wrapping_add(c);
-            self.summary.max_count = self.summary.max_count.max(c);
-            self.summary.num_counts += 1;
-            *self.frequencies.entry(c).or_default() += 1;
+            self.add_count(b.count);
         }
         for callees in fs.callsites.values() {
             for c in callees.values() {
                 self.add_record(c, true);
+            }
+        }
+    }
+
+    /// A top-level profile with `head` samples on entry.
+    fn add_function(&mut self, head: u64) {
+        self.summary.num_functions += 1;
+        self.summary.max_function_count = self.summary.max_function_count.max(head);
+    }
+
+    /// A body count.
+    fn add_count(&mut self, c: u64) {
+        self.summary.total_count = self.summary.total_count.wrapping_add(c);
+        self.summary.max_count = self.summary.max_count.max(c);
+        self.summary.num_counts += 1;
+        *self.frequencies.entry(c).or_default() += 1;
+    }
+
+    /// The records of [`SampleProfile::context_less`] (each function's contexts merged),
+    /// without making that profile when no context has inlined callees (a CS profile
+    /// before nesting): only one function's merged counts are held at a time.
+    fn add_context_less(&mut self, profile: &SampleProfile) {
+        if profile.profiles.values().any(|fs| !fs.callsites.is_empty()) {
+            for fs in profile.context_less().values() {
+                self.add_record(fs, false);
+            }
+            return;
+        }
+        let mut by_name: Vec<&FunctionSamples> = profile.profiles.values().collect();
+        // Stable: each function's contexts stay in map order, the order of the merge.
+        by_name.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut body: BTreeMap<LineLocation, u64> = BTreeMap::new();
+        for contexts in by_name.chunk_by(|a, b| a.name() == b.name()) {
+            // `FunctionSamples::merge` into a new profile of the name: the first nonzero
+            // checksum is the function's, a context with another one is left out.
+            let (mut checksum, mut head) = (0, 0u64);
+            body.clear();
+            for fs in contexts {
+                if checksum == 0 {
+                    checksum = fs.checksum;
+                } else if checksum != fs.checksum {
+                    continue;
+                }
+                head = head.saturating_add(fs.head);
+                for (loc, b) in &fs.body {
+                    let e = body.entry(*loc).or_default();
+                    *e = e.saturating_add(b.count);
+                }
+            }
+            self.add_function(head);
+            for &c in body.values() {
+                self.add_count(c);
             }
         }
     }
@@ -164,9 +212,7 @@ impl ProfileSummary {
     pub fn compute_with(profile: &SampleProfile, contextless: Option<bool>) -> ProfileSummary {
         let mut b = Builder::default();
         if profile.is_cs && contextless.unwrap_or(true) {
-            for fs in profile.context_less().values() {
-                b.add_record(fs, false);
-            }
+            b.add_context_less(profile);
         } else {
             for fs in profile.profiles.values() {
                 b.add_record(fs, false);
@@ -189,7 +235,71 @@ impl ProfileSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{LineLocation, SampleContext};
+    use crate::profile::{ContextFrame, SampleContext};
+
+    /// A CS profile's contexts of `f` (two, one with another checksum), `g` and `h`.
+    fn cs_profile() -> SampleProfile {
+        let mut p = SampleProfile {
+            is_cs: true,
+            ..SampleProfile::default()
+        };
+        let ctx = |frames: &[(&str, u32)]| {
+            SampleContext::from_frames(
+                frames
+                    .iter()
+                    .map(|&(f, l)| ContextFrame::new(f, LineLocation::new(l, 0)))
+                    .collect(),
+            )
+        };
+        for (frames, checksum, head, body) in [
+            (&[("main", 1), ("f", 0)][..], 0, 3, &[(1, 10), (2, 4)][..]),
+            (&[("f", 0)][..], 0xf, 2, &[(1, 5), (3, 0)][..]),
+            (&[("g", 2), ("f", 0)][..], 0xf, 1, &[(2, 7)][..]),
+            (&[("main", 2), ("f", 0)][..], 0xe, 50, &[(9, 90)][..]),
+            (&[("main", 3), ("g", 0)][..], 0, 8, &[(1, 20), (1, 0)][..]),
+            (&[("h", 0)][..], 0, 0, &[][..]),
+        ] {
+            let f = p.profile_mut(&ctx(frames));
+            f.checksum = checksum;
+            f.head = head;
+            for &(line, n) in body {
+                f.add_body_samples(LineLocation::new(line, 0), n);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn context_less_counts_are_those_of_the_merged_profile() {
+        let mut p = cs_profile();
+        let merged = |p: &SampleProfile| {
+            let mut b = Builder::default();
+            for fs in p.context_less().values() {
+                b.add_record(fs, false);
+            }
+            b.finish(&DEFAULT_CUTOFFS)
+        };
+        let s = ProfileSummary::compute(&p);
+        assert_eq!(s, merged(&p));
+        // In map order f's contexts are `f` (checksum 0xf: the function's), `g:2 @ f`, then
+        // `main:1 @ f` (0) and `main:2 @ f` (0xe), which merging leaves out: f has head 3,
+        // counts 5, 7 and 0; g: head 8, count 20; h: nothing.
+        assert_eq!(
+            (
+                s.total_count,
+                s.num_counts,
+                s.num_functions,
+                s.max_function_count
+            ),
+            (32, 4, 3, 8)
+        );
+        // With inlined callees the merged profile itself is made: the same figures.
+        p.profile_mut(&SampleContext::from_name("h"))
+            .callee_mut(LineLocation::new(4, 0), "k")
+            .add_body_samples(LineLocation::new(1, 0), 6);
+        assert_eq!(ProfileSummary::compute(&p), merged(&p));
+        assert_eq!(ProfileSummary::compute(&p).total_count, 38);
+    }
 
     #[test]
     fn detailed_summary_walks_counts_descending() {
