@@ -26,6 +26,8 @@ pub mod name;
 pub mod probe;
 pub mod profile;
 pub mod quality;
+#[cfg(test)]
+mod resident_pages;
 pub mod symtab;
 pub mod verify;
 

@@ -260,6 +260,16 @@ impl LazyCode {
         }
     }
 
+    /// [`LazyCode::release`] of the [`FAULT_AROUND`] windows `range` of `data` (a
+    /// read-only file mapping, page-aligned) lies in: reading `range` may have mapped all of
+    /// them.
+    pub(crate) fn release_around(data: &[u8], range: std::ops::Range<usize>) {
+        let windows = fault_around(data, range);
+        if !windows.is_empty() {
+            LazyCode::release(windows);
+        }
+    }
+
     /// Instructions decoded so far (over all extents).
     pub fn decoded_instructions(&self) -> usize {
         self.decoded.load(Ordering::Relaxed)

@@ -334,6 +334,12 @@ struct Loader<'a, 'd> {
 
 impl Loader<'_, '_> {
     fn run(mut self) -> Result<DwarfInfo, SymbolizerError> {
+        if let (true, Some(source)) = (self.release_lines, &self.info.lines) {
+            // Reading the units read each line table's header, and a fault maps the
+            // windows around the page it reads: all of a large `.debug_line` is mapped by
+            // now, before a table is checked.
+            source.debug_line.release_around(0..usize::MAX);
+        }
         let mut unit_ranges: Vec<Vec<(u64, u64)>> = Vec::with_capacity(self.units.len());
         for index in 0..self.units.len() {
             let (info, ranges) = self
@@ -409,11 +415,9 @@ impl Loader<'_, '_> {
                 &self.info.lines,
                 self.units.line_program_extent(index),
             ) {
-                let bytes = source.debug_line.bytes();
-                let len = bytes.len();
-                crate::binary::LazyCode::release(
-                    &bytes[extent.start.min(len)..extent.end.min(len)],
-                );
+                // With the windows around it: a file cached in large folios maps up to
+                // 2 MiB around each page read.
+                source.debug_line.release_around(extent);
             }
         } else {
             info.sequences = OnceLock::from(self.units.line_sequences(index, line_row)?);

@@ -42,6 +42,18 @@ impl SectionBytes {
             SectionBytes::Owned(bytes) => bytes,
         }
     }
+
+    /// Gives back the pages of the windows a fault may map around `within` (a range of the
+    /// section; see [`crate::binary::LazyCode::release_around`]) when the section is a range
+    /// of the owner's bytes, which must then be a read-only file mapping; a copy is left
+    /// alone.
+    pub(crate) fn release_around(&self, within: std::ops::Range<usize>) {
+        if let SectionBytes::Mapped(map, range) = self {
+            let start = range.start.saturating_add(within.start).min(range.end);
+            let end = range.start.saturating_add(within.end).min(range.end);
+            crate::binary::LazyCode::release_around((**map).as_ref(), start..end);
+        }
+    }
 }
 
 impl std::fmt::Debug for SectionBytes {
@@ -208,4 +220,41 @@ fn debug_section_data<'data>(
     section
         .uncompressed_data()
         .map_err(|e| error(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resident_pages::{resident_kb, temp_file};
+    use std::sync::Arc;
+
+    /// A mapped section gives back the pages of the windows around what is released (here
+    /// the whole small file, one window), and reads the same after; a copy is left alone.
+    #[test]
+    fn a_mapped_section_gives_back_the_windows_around_a_range() {
+        let bytes: Vec<u8> = (0..40 * 4096u32).map(|i| (i % 253) as u8).collect();
+        let path = temp_file("section-release", &bytes);
+        let map: SharedBytes = Arc::new(crate::binary::map_file(&path).unwrap());
+        let section = SectionBytes::keep(&(*map).as_ref()[10_000..90_000], Some(&map));
+        assert!(matches!(section, SectionBytes::Mapped(..)));
+        let sum = |b: &[u8]| b.iter().map(|&x| u64::from(x)).sum::<u64>();
+        let whole = sum((*map).as_ref());
+        assert!(
+            resident_kb(&path).unwrap() >= 160,
+            "{:?}",
+            resident_kb(&path)
+        );
+        // Ten bytes in the middle: their window is the whole file.
+        section.release_around(40_000..40_010);
+        assert_eq!(resident_kb(&path), Some(0));
+        assert_eq!(section.bytes(), &bytes[10_000..90_000]);
+        assert_eq!(sum((*map).as_ref()), whole);
+        // Past the section's end: clamped to it, nothing panics.
+        section.release_around(70_000..usize::MAX);
+        let copy = SectionBytes::keep(&bytes[..100], None);
+        copy.release_around(0..100);
+        assert_eq!(copy.bytes(), &bytes[..100]);
+        drop((section, map));
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
 }

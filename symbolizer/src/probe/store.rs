@@ -342,6 +342,7 @@ mod tests {
     use super::*;
     use crate::binary::SharedBytes;
     use crate::probe::ProbeSection;
+    use crate::resident_pages::{resident_kb, temp_file};
     use std::sync::Arc;
 
     /// Records of `guid`s at `starts`: probe 1 (block) at +0, probe 2 (direct call) at +4,
@@ -392,16 +393,6 @@ mod tests {
         assert_eq!(store.nodes_with_probes().len(), eager.tree.nodes().len());
     }
 
-    /// Resident kB of this process's mapping of `path` (`/proc/self/smaps`).
-    fn resident_kb(path: &std::path::Path) -> Option<u64> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let path = path.to_string_lossy();
-        let mut lines = smaps.lines().skip_while(|l| !l.ends_with(&*path));
-        lines.next()?;
-        let rss = lines.find(|l| l.starts_with("Rss:"))?;
-        rss.split_whitespace().nth(1)?.parse().ok()
-    }
-
     /// A section in a file mapping gives its pages back after each decode (and still
     /// answers as the eager decoder); a copy never does.
     #[test]
@@ -410,13 +401,10 @@ mod tests {
         let starts: HashMap<u64, u64> = funcs.iter().copied().collect();
         let bytes = section(&funcs);
         let eager = ProbeSection::decode(&bytes, &starts).unwrap();
-        let dir = std::env::temp_dir().join(format!("probe-release-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("probes.bin");
         // The section starts mid-page, as in a binary.
         let mut file = vec![0u8; 5000];
         file.extend(&bytes);
-        std::fs::write(&path, &file).unwrap();
+        let path = temp_file("probe-release", &file);
         let map: SharedBytes = Arc::new(crate::binary::map_file(&path).unwrap());
         let kept = SectionBytes::keep(&(*map).as_ref()[5000..], Some(&map));
         assert!(matches!(kept, SectionBytes::Mapped(..)));
@@ -449,7 +437,7 @@ mod tests {
             "a copy's pages would read back as zeros"
         );
         drop((store, map));
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     #[test]
