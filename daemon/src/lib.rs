@@ -34,8 +34,8 @@ use crate::error_chain::ErrorChain;
 /// to stderr and turn into exit code 1; usage errors exit through clap (code 2).
 pub fn run_cli(argv: Vec<String>) -> ExitCode {
     // Every command (the daemon beside the services it profiles, `convert` of a large
-    // input) gives its large freed buffers back at once.
-    collector::freed_memory::return_large_frees_at_once();
+    // input) keeps its resident set near what it uses.
+    collector::freed_memory::limit_resident_memory();
     let cli = match parse_args(argv) {
         Ok(cli) => cli,
         Err(ArgsError::Llvm(err)) => return fail(err),

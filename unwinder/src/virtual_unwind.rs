@@ -162,7 +162,7 @@ const NO_CONTEXT: ContextId = ContextId::MAX;
 
 /// Most frames the kept trie holds: past it, the trie starts again from the root alone
 /// (it is a cache of contexts; the counters are in the counter table).
-const MAX_KEPT_FRAMES: usize = 1 << 16;
+const MAX_KEPT_FRAMES: usize = 1 << 15;
 
 enum Visit {
     Enter(FrameId, usize),
