@@ -280,6 +280,11 @@ fn lazy_code_binaries_with_dwarf_and_probes_match_the_eager_load() {
         assert!(lazy.code().is_empty() && !eager.code().is_empty());
         let code = lazy.lazy_code().expect("decoded on demand");
         assert_eq!(code.decoded_instructions(), 0, "{path:?}");
+        // The DIEs are read again from the file when inline frames are first asked for.
+        assert!(
+            eager.dwarf_dies_read() && !lazy.dwarf_dies_read(),
+            "{path:?}"
+        );
         assert_eq!(lazy.has_pseudo_probes(), eager.has_pseudo_probes());
         assert_eq!(lazy.probes(), eager.probes());
         // One function's queries decode one extent and read one unit's lines.
@@ -287,6 +292,7 @@ fn lazy_code_binaries_with_dwarf_and_probes_match_the_eager_load() {
         same_at(&eager, &lazy, f.start);
         assert_eq!(lazy.inline_frames(f.start), eager.inline_frames(f.start));
         assert!(!eager.inline_frames(f.start).is_empty(), "{path:?}");
+        assert!(lazy.dwarf_dies_read());
         // (The prolog check looks at the instructions before the start: one more extent.)
         assert!(code.decoded_extents() <= 3, "{}", code.decoded_extents());
         assert_eq!(lazy.dwarf_units_with_lines(), 1);

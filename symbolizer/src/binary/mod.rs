@@ -560,6 +560,12 @@ impl ProfiledBinary {
         self.dwarf.units_with_lines()
     }
 
+    /// True when the DWARF subroutine DIEs (inline frames) are in memory: from load, or,
+    /// with [`LoadOptions::lazy_code`], once inline frames were first asked for.
+    pub fn dwarf_dies_read(&self) -> bool {
+        self.dwarf.dies_read()
+    }
+
     /// Bytes held by what this binary decoded on demand (its share of
     /// [`crate::decoded_bytes`]), given back when it is dropped.
     pub fn decoded_bytes(&self) -> crate::DecodedBytes {

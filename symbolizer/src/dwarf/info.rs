@@ -4,7 +4,10 @@
 //! * subprograms with names and ranges (llvm-profgen's `loadSymbolsFromDWARFUnit`);
 //! * per unit, the subroutine DIEs (`DW_TAG_subprogram`, `DW_TAG_inlined_subroutine`) with
 //!   their name, `DW_AT_decl_line`, `DW_AT_call_line`, `DW_AT_GNU_discriminator` and parent,
-//!   plus an address → deepest-DIE map (LLVM `DWARFUnit::updateAddressDieMap`);
+//!   plus an address → deepest-DIE map (LLVM `DWARFUnit::updateAddressDieMap`): kept from
+//!   load, or ([`DwarfInfo::load_lazy_lines`], without split units) read at load for the
+//!   functions and unit ranges and read again from the file's memory map when inline
+//!   frames are first asked for (a profile from pseudo probes never asks);
 //! * per unit, the line table's sequences (address, line, discriminator): read at load, or
 //!   ([`DwarfInfo::load_lazy_lines`]) checked at load and read again when an address of the
 //!   unit is first looked up, from `.debug_line` in the file's memory map. A line table
@@ -49,6 +52,9 @@ pub struct RawFrame {
     pub discriminator: u32,
 }
 
+/// A named subprogram and its address ranges.
+type Subprogram = (String, Vec<(u64, u64)>);
+
 /// A subroutine DIE: 24 bytes, as there is one per subprogram and inlined subroutine of
 /// every unit. Lines are 32-bit as LLVM keeps them (`DILineInfo::StartLine`, the
 /// `CallLine` of `DWARFDie::getCallerFrame`).
@@ -85,10 +91,39 @@ struct Row {
     discriminator: u32,
 }
 
+/// A unit's subroutine DIEs and its address → deepest-DIE map.
 #[derive(Clone, Debug, Default)]
-struct UnitInfo {
+struct UnitDies {
     nodes: Vec<Subroutine>,
     die_map: IntervalMap<u32>,
+}
+
+/// What [`DwarfInfo::inlining_info`] reads: every unit's [`UnitDies`] (by unit index) and
+/// the names they intern.
+#[derive(Debug, Default)]
+struct InlineDies {
+    units: Vec<UnitDies>,
+    names: Vec<String>,
+}
+
+/// Where the DIEs are read again on first use ([`DwarfInfo::inline_dies`]): the file's
+/// memory map (the file the DWARF came from) and its path.
+#[derive(Clone)]
+struct DieSource {
+    owner: SharedBytes,
+    path: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for DieSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DieSource")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct UnitInfo {
     /// Sorted by high PC (LLVM `Sequence::orderByHighPC`); set at load, or on first use
     /// from [`DwarfInfo::lines`].
     sequences: OnceLock<Vec<LineSequence<Row>>>,
@@ -114,7 +149,9 @@ fn line_row(row: &gimli::LineRow) -> Row {
 #[derive(Debug, Default)]
 pub struct DwarfInfo {
     subprograms: Vec<(String, Vec<(u64, u64)>)>,
-    names: Vec<String>,
+    /// Set at load, or (with `die_source`) on first use.
+    dies: OnceLock<InlineDies>,
+    die_source: Option<DieSource>,
     units: Vec<UnitInfo>,
     unit_map: IntervalMap<u32>,
     lines: Option<Arc<LineSource>>,
@@ -198,15 +235,26 @@ impl DwarfInfo {
             && lines
                 .as_ref()
                 .is_some_and(|l| matches!(l.debug_line, SectionBytes::Mapped(..)));
+        // The DIEs are read again when first asked for, from the file's map, unless they
+        // come from other files (split units).
+        let die_source = owner
+            .filter(|_| units.skeletons().next().is_none())
+            .map(|owner| DieSource {
+                owner: owner.clone(),
+                path: path.to_path_buf(),
+            });
         Loader {
             units,
             path,
             release_lines,
-            names: HashMap::new(),
+            names: Names::default(),
+            dies: Vec::new(),
+            keep_dies: die_source.is_none(),
             info: {
                 let mut info = DwarfInfo::default();
                 info.lines = lines;
                 info.missing_split_units = missing_split_units;
+                info.die_source = die_source;
                 info
             },
         }
@@ -243,6 +291,11 @@ impl DwarfInfo {
             .sum()
     }
 
+    /// True when the subroutine DIEs are in memory (read at load, or on first use).
+    pub fn dies_read(&self) -> bool {
+        self.dies.get().is_some()
+    }
+
     /// Units whose line table has been read.
     pub fn units_with_lines(&self) -> usize {
         self.units
@@ -264,7 +317,10 @@ impl DwarfInfo {
 
     /// The interned name `id`.
     pub fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("", String::as_str)
+        self.inline_dies()
+            .names
+            .get(id as usize)
+            .map_or("", String::as_str)
     }
 
     /// True when the binary has no compilation unit with code.
@@ -276,20 +332,22 @@ impl DwarfInfo {
     /// subroutine DIE covers `addr` (LLVM then returns one nameless frame, which llvm-profgen
     /// discards).
     pub fn inlining_info(&self, addr: u64) -> Vec<RawFrame> {
-        let Some(unit) = self
-            .unit_map
-            .get(addr)
-            .and_then(|u| self.units.get(u as usize))
-        else {
+        let Some(index) = self.unit_map.get(addr) else {
             return Vec::new();
         };
-        let Some(mut node_id) = unit.die_map.get(addr) else {
+        let (Some(unit), Some(dies)) = (
+            self.units.get(index as usize),
+            self.inline_dies().units.get(index as usize),
+        ) else {
+            return Vec::new();
+        };
+        let Some(mut node_id) = dies.die_map.get(addr) else {
             return Vec::new();
         };
         let mut frames = Vec::new();
         let mut inner: Option<&Subroutine> = None;
         loop {
-            let node = &unit.nodes[node_id as usize];
+            let node = &dies.nodes[node_id as usize];
             let (line, discriminator) = match inner {
                 None => row_at(self.lines(unit), addr)
                     .map_or((0, 0), |r| (u64::from(r.line), r.discriminator)),
@@ -316,6 +374,110 @@ impl DwarfInfo {
     }
 }
 
+impl DwarfInfo {
+    /// The units' subroutine DIEs: kept from load, or read again from the file on first
+    /// use. A profile from pseudo probes never asks for them, and they are the largest
+    /// part of what DWARF leaves in memory (a node per subprogram and inlined subroutine,
+    /// an interval per address range of each).
+    fn inline_dies(&self) -> &InlineDies {
+        self.dies.get_or_init(|| {
+            let Some(source) = &self.die_source else {
+                return InlineDies::default();
+            };
+            // The same bytes were read at load without error: none can arise here.
+            read_dies(source).unwrap_or_default()
+        })
+    }
+}
+
+/// Every unit's subroutine DIEs of the file `source` maps, read as the load reads them.
+fn read_dies(source: &DieSource) -> Option<InlineDies> {
+    let bytes: &[u8] = (*source.owner).as_ref();
+    let file = object::File::parse(bytes).ok()?;
+    let sections = DebugSections::load(&file, &source.path).ok()?;
+    let dwarf = sections.dwarf().ok()?;
+    let units = UnitSet::read(&dwarf, &source.path).ok()?;
+    let mut names = Names::default();
+    let dies = (0..units.len())
+        .map(|index| unit_dies(&units, index, &mut names, None))
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    Some(InlineDies {
+        units: dies,
+        names: names.into_vec(),
+    })
+}
+
+/// Interned DIE names.
+#[derive(Default)]
+struct Names(HashMap<String, u32>);
+
+impl Names {
+    fn intern(&mut self, name: String) -> u32 {
+        let next = self.0.len() as u32;
+        *self.0.entry(name).or_insert(next)
+    }
+
+    fn into_vec(self) -> Vec<String> {
+        let mut names: Vec<(String, u32)> = self.0.into_iter().collect();
+        names.sort_by_key(|(_, id)| *id);
+        names.into_iter().map(|(n, _)| n).collect()
+    }
+}
+
+/// Unit `index`'s subroutine DIEs, names interned in `names`; with `subprograms`, each
+/// named subprogram with its ranges is added to it too.
+fn unit_dies(
+    units: &UnitSet<'_, '_>,
+    index: usize,
+    names: &mut Names,
+    mut subprograms: Option<&mut Vec<Subprogram>>,
+) -> Result<UnitDies, gimli::Error> {
+    let mut info = UnitDies::default();
+    let mut die_map = IntervalMapBuilder::default();
+    let dies = units.subroutines(index)?;
+    info.nodes.reserve_exact(dies.len());
+    // Names and lines may follow references into other units.
+    for (id, die) in dies.into_iter().enumerate() {
+        let name = units
+            .find_string(
+                index,
+                die.offset,
+                &[gimli::DW_AT_MIPS_linkage_name, gimli::DW_AT_linkage_name],
+            )
+            .or_else(|| units.find_string(index, die.offset, &[gimli::DW_AT_name]));
+        let decl_line = units
+            .find_udata(index, die.offset, gimli::DW_AT_decl_line)
+            .unwrap_or(0);
+        let entry = units.entry(index, die.offset)?;
+        let call_line = entry
+            .attr(gimli::DW_AT_call_line)
+            .and_then(|a| a.udata_value())
+            .unwrap_or(0);
+        let call_discriminator = entry
+            .attr(gimli::DW_AT_GNU_discriminator)
+            .and_then(|a| a.udata_value())
+            .unwrap_or(0) as u32;
+        if let (true, Some(n), Some(list)) = (die.is_subprogram, &name, subprograms.as_mut()) {
+            list.push((n.clone(), die.ranges.clone()));
+        }
+        for &(lo, hi) in &die.ranges {
+            die_map.insert(lo, hi, id as u32);
+        }
+        let name = name.map_or(NONE, |n| names.intern(n));
+        info.nodes.push(Subroutine {
+            name,
+            decl_line: decl_line as u32,
+            call_line: call_line as u32,
+            call_discriminator,
+            parent: die.parent.unwrap_or(NONE),
+            is_subprogram: die.is_subprogram,
+        });
+    }
+    info.die_map = die_map.finish();
+    Ok(info)
+}
+
 impl Drop for DwarfInfo {
     fn drop(&mut self) {
         Cache::LineTables.sub(self.lazy_line_bytes());
@@ -328,7 +490,11 @@ struct Loader<'a, 'd> {
     /// The line tables' `.debug_line` is the file's mapping, whose checked tables' pages
     /// are given back.
     release_lines: bool,
-    names: HashMap<String, u32>,
+    names: Names,
+    /// The units' DIEs read so far.
+    dies: Vec<UnitDies>,
+    /// Keep the DIEs (else they are read again on first use: `info.die_source`).
+    keep_dies: bool,
     info: DwarfInfo,
 }
 
@@ -349,64 +515,24 @@ impl Loader<'_, '_> {
             unit_ranges.push(ranges);
         }
         self.info.unit_map = unit_map(&unit_ranges);
-        let mut names: Vec<(String, u32)> = self.names.into_iter().collect();
-        names.sort_by_key(|(_, id)| *id);
-        self.info.names = names.into_iter().map(|(n, _)| n).collect();
+        if self.keep_dies {
+            self.info.dies = OnceLock::from(InlineDies {
+                units: self.dies,
+                names: self.names.into_vec(),
+            });
+        }
         Ok(self.info)
-    }
-
-    fn intern(&mut self, name: String) -> u32 {
-        let next = self.names.len() as u32;
-        *self.names.entry(name).or_insert(next)
     }
 
     /// Returns the unit's info and its address ranges.
     fn load_unit(&mut self, index: usize) -> Result<(UnitInfo, Vec<(u64, u64)>), gimli::Error> {
         let mut info = UnitInfo::default();
-        let mut die_map = IntervalMapBuilder::default();
-        // Names and lines may follow references into other units.
-        let dies = self.units.subroutines(index)?;
-        info.nodes.reserve_exact(dies.len());
-        for (id, die) in dies.into_iter().enumerate() {
-            let units = &self.units;
-            let name = units
-                .find_string(
-                    index,
-                    die.offset,
-                    &[gimli::DW_AT_MIPS_linkage_name, gimli::DW_AT_linkage_name],
-                )
-                .or_else(|| units.find_string(index, die.offset, &[gimli::DW_AT_name]));
-            let decl_line = units
-                .find_udata(index, die.offset, gimli::DW_AT_decl_line)
-                .unwrap_or(0);
-            let entry = units.entry(index, die.offset)?;
-            let call_line = entry
-                .attr(gimli::DW_AT_call_line)
-                .and_then(|a| a.udata_value())
-                .unwrap_or(0);
-            let call_discriminator = entry
-                .attr(gimli::DW_AT_GNU_discriminator)
-                .and_then(|a| a.udata_value())
-                .unwrap_or(0) as u32;
-            if die.is_subprogram {
-                if let Some(n) = &name {
-                    self.info.subprograms.push((n.clone(), die.ranges.clone()));
-                }
-            }
-            for &(lo, hi) in &die.ranges {
-                die_map.insert(lo, hi, id as u32);
-            }
-            let name = name.map_or(NONE, |n| self.intern(n));
-            info.nodes.push(Subroutine {
-                name,
-                decl_line: decl_line as u32,
-                call_line: call_line as u32,
-                call_discriminator,
-                parent: die.parent.unwrap_or(NONE),
-                is_subprogram: die.is_subprogram,
-            });
-        }
-        info.die_map = die_map.finish();
+        let dies = unit_dies(
+            &self.units,
+            index,
+            &mut self.names,
+            Some(&mut self.info.subprograms),
+        )?;
         if self.info.lines.is_some() {
             self.units.check_line_rows(index)?;
             info.program = self.units.line_program_ref(index);
@@ -422,7 +548,14 @@ impl Loader<'_, '_> {
         } else {
             info.sequences = OnceLock::from(self.units.line_sequences(index, line_row)?);
         }
-        let ranges = self.units.address_ranges(index, &info.die_map);
+        let ranges = self.units.address_ranges(index, &dies.die_map);
+        if self.keep_dies {
+            self.dies.push(dies);
+        } else {
+            // Read again on first use: only the names need to stay consistent, and they
+            // are interned again then.
+            self.names = Names::default();
+        }
         Ok((info, ranges))
     }
 }
@@ -449,10 +582,15 @@ mod tests {
         unit_map.insert(0x1000, 0x1010, 0);
         DwarfInfo {
             subprograms: Vec::new(),
-            names: vec!["f".into()],
+            dies: OnceLock::from(InlineDies {
+                units: vec![UnitDies {
+                    nodes,
+                    die_map: die_map.finish(),
+                }],
+                names: vec!["f".into()],
+            }),
+            die_source: None,
             units: vec![UnitInfo {
-                nodes,
-                die_map: die_map.finish(),
                 sequences: OnceLock::from(Vec::new()),
                 program: None,
             }],
