@@ -280,11 +280,11 @@ fn lazy_code_binaries_with_dwarf_and_probes_match_the_eager_load() {
         assert!(lazy.code().is_empty() && !eager.code().is_empty());
         let code = lazy.lazy_code().expect("decoded on demand");
         assert_eq!(code.decoded_instructions(), 0, "{path:?}");
-        // The DIEs are read again from the file when inline frames are first asked for.
-        assert!(
-            eager.dwarf_dies_read() && !lazy.dwarf_dies_read(),
-            "{path:?}"
-        );
+        // The DIEs are read again from the file when inline frames are first asked for
+        // (compressed ones are kept from load: they would be decompressed again).
+        let deferred = !path.to_string_lossy().ends_with(".gz");
+        assert!(eager.dwarf_dies_read(), "{path:?}");
+        assert_eq!(lazy.dwarf_dies_read(), !deferred, "{path:?}");
         assert_eq!(lazy.has_pseudo_probes(), eager.has_pseudo_probes());
         assert_eq!(lazy.probes(), eager.probes());
         // One function's queries decode one extent and read one unit's lines.

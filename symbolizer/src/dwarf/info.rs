@@ -5,9 +5,10 @@
 //! * per unit, the subroutine DIEs (`DW_TAG_subprogram`, `DW_TAG_inlined_subroutine`) with
 //!   their name, `DW_AT_decl_line`, `DW_AT_call_line`, `DW_AT_GNU_discriminator` and parent,
 //!   plus an address → deepest-DIE map (LLVM `DWARFUnit::updateAddressDieMap`): kept from
-//!   load, or ([`DwarfInfo::load_lazy_lines`], without split units) read at load for the
-//!   functions and unit ranges and read again from the file's memory map when inline
-//!   frames are first asked for (a profile from pseudo probes never asks);
+//!   load, or ([`DwarfInfo::load_lazy_lines`] of a file whose `.debug_info` is neither
+//!   compressed nor split) read at load for the functions and unit ranges and read again
+//!   from the file's memory map when inline frames are first asked for (a profile from
+//!   pseudo probes never asks);
 //! * per unit, the line table's sequences (address, line, discriminator): read at load, or
 //!   ([`DwarfInfo::load_lazy_lines`]) checked at load and read again when an address of the
 //!   unit is first looked up, from `.debug_line` in the file's memory map. A line table
@@ -235,10 +236,14 @@ impl DwarfInfo {
             && lines
                 .as_ref()
                 .is_some_and(|l| matches!(l.debug_line, SectionBytes::Mapped(..)));
-        // The DIEs are read again when first asked for, from the file's map, unless they
-        // come from other files (split units).
+        // The DIEs are read again when first asked for, from the file's map: when
+        // `.debug_info` lies in it (the map is the file the sections come from, and they
+        // need no decompression) and no unit is split (its DIEs are in other files).
         let die_source = owner
-            .filter(|_| units.skeletons().next().is_none())
+            .filter(|owner| {
+                sections.lies_in(gimli::SectionId::DebugInfo, owner)
+                    && units.skeletons().next().is_none()
+            })
             .map(|owner| DieSource {
                 owner: owner.clone(),
                 path: path.to_path_buf(),

@@ -25,15 +25,10 @@ pub(crate) enum SectionBytes {
 impl SectionBytes {
     /// `data` kept: a range of `owner` when it lies in it, else a copy.
     pub(crate) fn keep(data: &[u8], owner: Option<&SharedBytes>) -> SectionBytes {
-        if let Some(owner) = owner {
-            let map: &[u8] = (**owner).as_ref();
-            let (base, ptr) = (map.as_ptr() as usize, data.as_ptr() as usize);
-            if ptr >= base && ptr + data.len() <= base + map.len() {
-                let start = ptr - base;
-                return SectionBytes::Mapped(owner.clone(), start..start + data.len());
-            }
+        match owner.and_then(|owner| Some((owner, range_in(data, owner)?))) {
+            Some((owner, range)) => SectionBytes::Mapped(owner.clone(), range),
+            None => SectionBytes::Owned(std::sync::Arc::from(data)),
         }
-        SectionBytes::Owned(std::sync::Arc::from(data))
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -54,6 +49,14 @@ impl SectionBytes {
             crate::binary::LazyCode::release_around((**map).as_ref(), start..end);
         }
     }
+}
+
+/// Where `data` lies in `owner`'s bytes, if it does.
+fn range_in(data: &[u8], owner: &SharedBytes) -> Option<std::ops::Range<usize>> {
+    let map: &[u8] = (**owner).as_ref();
+    let (base, ptr) = (map.as_ptr() as usize, data.as_ptr() as usize);
+    (ptr >= base && ptr + data.len() <= base + map.len())
+        .then(|| ptr - base..ptr - base + data.len())
 }
 
 impl std::fmt::Debug for SectionBytes {
@@ -164,6 +167,14 @@ impl<'data> DebugSections<'data> {
     /// uncompressed section of the file `owner` maps), else a copy; `None` when absent.
     pub(crate) fn keep(&self, id: SectionId, owner: &SharedBytes) -> Option<SectionBytes> {
         Some(SectionBytes::keep(self.data.get(&id)?, Some(owner)))
+    }
+
+    /// True when section `id` is present and its bytes lie in `owner` (an uncompressed
+    /// section of the file `owner` maps).
+    pub(crate) fn lies_in(&self, id: SectionId, owner: &SharedBytes) -> bool {
+        self.data
+            .get(&id)
+            .is_some_and(|data| range_in(data, owner).is_some())
     }
 
     /// Section `id` as gimli reads it (empty when absent).
