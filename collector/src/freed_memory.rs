@@ -20,7 +20,9 @@ pub const LARGE_BLOCK_BYTES: usize = 256 << 10;
 ///   fault-around, and where huge pages are enabled for all anonymous memory (`always`),
 ///   a heap arena's 2 MiB page is resident whole however little of it is used.
 ///
-/// Call it at start, before other threads allocate.
+/// Call it at start, before other threads allocate. Children inherit the huge-page flag
+/// (through `fork` and `execve`): a command that runs a program clears it there
+/// (`pgo-agent record`).
 pub fn limit_resident_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets the allocator's parameters, and prctl this process's THP

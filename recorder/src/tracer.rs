@@ -101,7 +101,7 @@ impl Tracee {
             })
             .transpose()?;
         // SAFETY: the child only calls async-signal-safe functions (ptrace, personality,
-        // execv, _exit) on memory prepared before the fork.
+        // prctl, execv, _exit) on memory prepared before the fork.
         match unsafe { fork() } {
             Err(source) => Err(RecorderError::Ptrace {
                 operation: "fork",
@@ -110,6 +110,12 @@ impl Tracee {
             }),
             Ok(ForkResult::Child) => {
                 let _ = ptrace::traceme();
+                // The program runs with the system's huge-page policy, not the recorder's
+                // (`collector::freed_memory::limit_resident_memory`, which a child inherits).
+                // SAFETY: prctl is a system call on this process's flag; nothing is shared.
+                unsafe {
+                    libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+                }
                 if disable_aslr {
                     if let Ok(p) = personality::get() {
                         let _ = personality::set(p | Persona::ADDR_NO_RANDOMIZE);
@@ -266,5 +272,34 @@ impl Drop for Tracee {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `THP_enabled` of process `pid` (`/proc/PID/status`), `None` where the kernel does not
+    /// report it.
+    fn thp_enabled(pid: i32) -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// A process that limits its resident memory (no huge pages, as every pgo-agent command
+    /// does) records a program that runs with the system's policy.
+    #[test]
+    fn the_program_does_not_inherit_the_recorders_huge_page_flag() {
+        collector::freed_memory::limit_resident_memory();
+        let Some(own) = thp_enabled(std::process::id() as i32) else {
+            eprintln!("SKIPPED: the kernel reports no THP_enabled");
+            return;
+        };
+        assert_eq!(own, 0, "the recorder's own flag is set");
+        let true_ = resolve_program("true").unwrap();
+        let tracee = Tracee::spawn(&true_, &["true".to_string()], None, false).unwrap();
+        // Stopped at its exec: the flag is what the program starts with.
+        assert_eq!(thp_enabled(tracee.pid()), Some(1));
     }
 }
