@@ -244,31 +244,10 @@ fn lazy_code_binaries_with_dwarf_and_probes_match_the_eager_load() {
         return;
     };
     let dwarf = stripped.with_file_name("prog");
-    let probes = stripped.with_file_name("prog.probes");
-    let status = Command::new("clang-19")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-fpseudo-probe-for-profiling",
-        ])
-        .arg(stripped.with_file_name("prog.c"))
-        .arg("-o")
-        .arg(&probes)
-        .status()
-        .expect("clang-19 runs");
-    assert!(status.success());
+    let probes = build_beside(&stripped, "prog.probes", "-fpseudo-probe-for-profiling");
     // Compressed debug sections: the line tables are read from a decompressed copy, whose
     // pages must not be given back as the file's are (they would read back as zeros).
-    let compressed = stripped.with_file_name("prog.gz");
-    let status = Command::new("clang-19")
-        .args(["-O2", "-g", "-gz=zlib", "-fno-omit-frame-pointer"])
-        .arg(stripped.with_file_name("prog.c"))
-        .arg("-o")
-        .arg(&compressed)
-        .status()
-        .expect("clang-19 runs");
-    assert!(status.success());
+    let compressed = build_beside(&stripped, "prog.gz", "-gz=zlib");
     for path in [dwarf, probes, compressed] {
         let eager = ProfiledBinary::load(&path).unwrap();
         let lazy_options = LoadOptions {
@@ -327,6 +306,21 @@ fn lazy_code_binaries_with_dwarf_and_probes_match_the_eager_load() {
             eager.range_crosses_uncond_branch(first, last)
         );
     }
+}
+
+/// `prog.c` beside `stripped` built with `-O2 -g -fno-omit-frame-pointer` and `flag`, as
+/// `name` in the same directory.
+fn build_beside(stripped: &Path, name: &str, flag: &str) -> PathBuf {
+    let out = stripped.with_file_name(name);
+    let status = Command::new("clang-19")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", flag])
+        .arg(stripped.with_file_name("prog.c"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("clang-19 runs");
+    assert!(status.success());
+    out
 }
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";

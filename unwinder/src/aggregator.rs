@@ -1786,22 +1786,8 @@ mod tests {
                     assert_eq!(as_fed.stats().total_branches, held.1.total_branches);
 
                     // An error: the lowest sample index, whichever thread met it first.
-                    let bad_at = [UNWIND_PART + 5, 2 * UNWIND_PART + 1];
                     let mut as_fed = new().counting_as_fed();
-                    let err = as_fed.feed_parallel(3 * UNWIND_PART, |i, _: &mut (), out| {
-                        out.clone_from(&distinct[i % distinct.len()]);
-                        if bad_at.contains(&i) {
-                            out.lbr.clear();
-                        }
-                        Some(1)
-                    });
-                    assert_eq!(
-                        err.unwrap_err(),
-                        UnwindError::HybridSampleWithoutLbr {
-                            sample_index: bad_at[0] as u64
-                        },
-                        "{what}"
-                    );
+                    feed_with_lbr_less_samples(&mut as_fed, &distinct, &what);
                 }
             }
         }
@@ -1872,34 +1858,43 @@ mod tests {
         assert_eq!(got[&(8, 7)], 3 * 2);
     }
 
+    /// The samples [`feed_with_lbr_less_samples`] feeds without their LBR: one in the
+    /// second part, one in the third.
+    const LBR_LESS_AT: [usize; 2] = [UNWIND_PART + 5, 2 * UNWIND_PART + 1];
+
+    /// Feeds `agg` three parts of `good` samples in turn, those at [`LBR_LESS_AT`] with
+    /// their LBR cleared, and checks that the feed fails on the first of them (the lowest
+    /// index, whichever thread met it first).
+    fn feed_with_lbr_less_samples(agg: &mut Aggregator, good: &[Sample], what: &str) {
+        let err = agg.feed_parallel(3 * UNWIND_PART, |i, _: &mut (), out| {
+            out.clone_from(&good[i % good.len()]);
+            if LBR_LESS_AT.contains(&i) {
+                out.lbr.clear();
+            }
+            Some(1)
+        });
+        assert_eq!(
+            err.unwrap_err(),
+            UnwindError::HybridSampleWithoutLbr {
+                sample_index: LBR_LESS_AT[0] as u64
+            },
+            "{what}"
+        );
+    }
+
     /// An error in a later part stops the feed there, whichever thread prepared that part
     /// first, and names the sample's index among all.
     #[test]
     fn feeding_in_parallel_stops_at_the_first_error_in_index_order() {
         let l = layout(true);
         let good = loop_sample_structs(4);
-        let bad_at = [UNWIND_PART + 5, 2 * UNWIND_PART + 1];
-        let len = 3 * UNWIND_PART;
         for threads in [1, 2, 3] {
             let mut agg = mapped_aggregator(&l, threads);
-            let err = agg.feed_parallel(len, |i, _: &mut (), out| {
-                *out = good[i % good.len()].clone();
-                if bad_at.contains(&i) {
-                    out.lbr.clear();
-                }
-                Some(1)
-            });
-            assert_eq!(
-                err.unwrap_err(),
-                UnwindError::HybridSampleWithoutLbr {
-                    sample_index: bad_at[0] as u64
-                },
-                "{threads} threads"
-            );
+            feed_with_lbr_less_samples(&mut agg, &good, &format!("{threads} threads"));
             // The samples up to the failing one are seen, none after it.
             assert_eq!(
                 agg.stats().samples_seen,
-                bad_at[0] as u64 + 1,
+                LBR_LESS_AT[0] as u64 + 1,
                 "{threads} threads"
             );
         }

@@ -321,7 +321,7 @@ impl LazyCode {
                 let read = (p.end - p.start) as usize + 15;
                 let data = (*self.data).as_ref();
                 let end = (p.offset + read).min(p.bytes_end);
-                Self::release(fault_around(data, p.offset..end));
+                Self::release_around(data, p.offset..end);
             }
             let starts = StartBits::new(&offsets, p.end - p.start);
             let decoded = Box::new(Decoded {
