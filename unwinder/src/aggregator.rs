@@ -14,7 +14,7 @@ use collector::{Mmap2Event, PerfEvent, Sample, SideBandEvent};
 
 use crate::counted_samples::CountedSamples;
 use crate::counter_table::CounterTable;
-use crate::kept_counting::{KeptCounting, MAX_KEPT_CONTEXTS};
+use crate::kept_counting::KeptCounting;
 use crate::lbr_counter::{count_lbr_sample, count_leading_ip_sample};
 use crate::pending_counters::add_or_push;
 use crate::sample_prep::{
@@ -463,19 +463,21 @@ impl<'a> Aggregator<'a> {
     /// statistics stay). Flushes merge: the sum of the sets of several flushes equals one
     /// flush of all the samples.
     pub fn flush(&mut self) -> CounterSet {
-        self.flush_kept(None)
+        self.flush_kept(None, false)
+            .expect("counters are left in a kept table only")
     }
 
     /// [`Aggregator::flush`], counting on one thread with what `kept` keeps from the
     /// previous flushes of this binary (and keeping what the next one may go on from).
-    fn flush_kept(&mut self, kept: Option<&mut KeptCounting>) -> CounterSet {
+    /// With `leave`, counters counted into the kept table stay there (`None`).
+    fn flush_kept(&mut self, kept: Option<&mut KeptCounting>, leave: bool) -> Option<CounterSet> {
         if let Some(as_fed) = &mut self.as_fed {
-            return flush_counted(
+            return Some(flush_counted(
                 std::mem::take(&mut as_fed.counters),
                 self.layout,
                 self.count_setup(),
                 &mut self.stats,
-            );
+            ));
         }
         let (kind, shape, leading_ip) = self.count_setup();
         let samples = std::mem::take(&mut self.samples);
@@ -485,15 +487,21 @@ impl<'a> Aggregator<'a> {
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
             let samples: Vec<(PerfSample, u64)> = samples.into_iter().collect();
             match kept {
-                Some(kept) if kind != CounterKind::Flat => count_part_kept(
-                    layout,
-                    kind,
-                    shape,
-                    leading_ip,
-                    &samples,
-                    &mut self.stats,
-                    kept,
-                ),
+                Some(kept) if kind != CounterKind::Flat => {
+                    count_part_kept(
+                        layout,
+                        kind,
+                        shape,
+                        leading_ip,
+                        &samples,
+                        &mut self.stats,
+                        kept,
+                    );
+                    if leave {
+                        return None;
+                    }
+                    kept.take_counters()
+                }
                 _ => count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
                     .into_counter_set(),
             }
@@ -525,12 +533,13 @@ impl<'a> Aggregator<'a> {
         if kind != CounterKind::Flat {
             self.stats.contexts += counters.contexts.len() as u64;
         }
-        counters
+        Some(counters)
     }
 
     /// Flushes and returns the counters with the final statistics.
     pub fn finish(self) -> (CounterSet, UnwindStats) {
-        self.finish_with(None)
+        let (counters, stats) = self.finish_with(None, false);
+        (counters.expect("counters are not left"), stats)
     }
 
     /// [`Aggregator::finish`] for a caller that finishes aggregators of this binary (this
@@ -538,11 +547,30 @@ impl<'a> Aggregator<'a> {
     /// ones and leaves there what the next may go on from. The counters and statistics
     /// are [`Aggregator::finish`]'s.
     pub fn finish_kept(self, kept: &mut KeptCounting) -> (CounterSet, UnwindStats) {
-        self.finish_with(Some(kept))
+        let (counters, stats) = self.finish_with(Some(kept), false);
+        (counters.expect("counters are not left"), stats)
     }
 
-    fn finish_with(mut self, kept: Option<&mut KeptCounting>) -> (CounterSet, UnwindStats) {
-        let counters = self.flush_kept(kept);
+    /// [`Aggregator::finish_kept`] leaving the counters in `kept` where they were counted
+    /// there (one thread, context counters): `None` then, and
+    /// [`KeptCounting::take_counters`] gives them later, summed with those every later
+    /// finish leaves there (a live binary's feeds of a few thousand samples each then
+    /// skip building and merging a counter set per feed). Otherwise the counters, as
+    /// `finish_kept` gives them. The statistics are `finish_kept`'s, but for
+    /// [`UnwindStats::contexts`], which counts no context of counters left in `kept`.
+    pub fn finish_leaving_counters(
+        self,
+        kept: &mut KeptCounting,
+    ) -> (Option<CounterSet>, UnwindStats) {
+        self.finish_with(Some(kept), true)
+    }
+
+    fn finish_with(
+        mut self,
+        kept: Option<&mut KeptCounting>,
+        leave: bool,
+    ) -> (Option<CounterSet>, UnwindStats) {
+        let counters = self.flush_kept(kept, leave);
         self.stats.kernel_not_mapped =
             self.placement.load().kernel && !self.placement.is_loaded_by_mmap();
         (counters, self.stats)
@@ -921,7 +949,8 @@ fn count_part(
 }
 
 /// [`count_part`] with the unwinder and counter table `kept` keeps (a new one of each
-/// when it keeps none for this kind and shape), left there afterwards: the counters.
+/// when it keeps none for this kind and shape), left there afterwards with the counters
+/// added to the table's.
 fn count_part_kept(
     layout: &dyn CodeLayout,
     kind: CounterKind,
@@ -930,7 +959,7 @@ fn count_part_kept(
     samples: &[(PerfSample, u64)],
     stats: &mut UnwindStats,
     kept: &mut KeptCounting,
-) -> CounterSet {
+) {
     let table = kept
         .table
         .take()
@@ -942,14 +971,10 @@ fn count_part_kept(
     };
     let mut counter = PartCounter::with(layout, kind, table, unwinder, leading_ip);
     counter.add(samples);
-    let (mut table, part_stats, unwinder) = counter.finish_keeping();
+    let (table, part_stats, unwinder) = counter.finish_keeping();
     stats.merge(&part_stats);
-    let counters = table.take_counter_set();
     kept.unwinder = Some(unwinder.suspend());
-    if table.context_count() <= MAX_KEPT_CONTEXTS {
-        kept.table = Some(table);
-    }
-    counters
+    kept.table = Some(table);
 }
 
 /// One thread's counting of parts of the aggregated samples: its counters, its ranges to

@@ -183,6 +183,12 @@ impl CounterTable {
         self.keys.len()
     }
 
+    /// Distinct counters in the table's maps (those still summing on their way there
+    /// not included): the size of what [`CounterTable::take_counter_set`] would give.
+    pub fn counter_count(&self) -> usize {
+        self.ranges.len() + self.branches.len()
+    }
+
     /// The counters added since the table was made or last taken, as a [`CounterSet`] of
     /// the contexts that have any: what [`CounterTable::into_counter_set`] gives for a
     /// table that interned only those. The table keeps its interned contexts (and their

@@ -7,19 +7,59 @@
 //! instruction of every range), that was most of the work. Kept between flushes of the
 //! same binary ([`crate::Aggregator::finish_kept`]), they start warm; the counters each
 //! flush gives are the same.
+//!
+//! The counters may stay in the kept table too
+//! ([`crate::Aggregator::finish_leaving_counters`]), summed over flushes until
+//! [`KeptCounting::take_counters`]: a counter set built and merged per flush of a few
+//! thousand samples cost as much as counting them when most repeat.
 
 use crate::counter_table::CounterTable;
 use crate::virtual_unwind::KeptUnwinder;
+use crate::CounterSet;
 
-/// Most contexts the kept counter table interns: past it, the next flush starts a new
-/// table (the kept one is a cache; every flush's counters are already handed over).
+/// Most contexts the kept counter table interns: past it, the table is dropped when its
+/// counters are taken, and the next flush starts a new one (the kept table is a cache of
+/// interned contexts).
 pub(crate) const MAX_KEPT_CONTEXTS: usize = 1 << 16;
 
+/// Most counters left in the kept table before [`KeptCounting::holds_too_much`] asks for
+/// them to be taken (about 48 bytes each in its hash tables: 3 MiB).
+const MAX_LEFT_COUNTERS: usize = 1 << 16;
+
 /// The unwinder (frame trie, interned contexts' ids, layout answers) and the counter
-/// table (interned contexts) of the last flush of a binary's samples, for the next one.
-/// Keep one per binary, alive no longer than the layout it counted with.
+/// table (interned contexts, and counters left there) of the last flush of a binary's
+/// samples, for the next one. Keep one per binary, alive no longer than the layout it
+/// counted with.
 #[derive(Default)]
 pub struct KeptCounting {
     pub(crate) unwinder: Option<KeptUnwinder>,
     pub(crate) table: Option<CounterTable>,
+}
+
+impl KeptCounting {
+    /// The counters left in the table (empty when none are), taken out of it; the table
+    /// keeps its interned contexts unless it holds more than [`MAX_KEPT_CONTEXTS`].
+    pub fn take_counters(&mut self) -> CounterSet {
+        let Some(table) = &mut self.table else {
+            return CounterSet::default();
+        };
+        let counters = table.take_counter_set();
+        if table.context_count() > MAX_KEPT_CONTEXTS {
+            self.table = None;
+        }
+        counters
+    }
+
+    /// True when the counters left in the table, or the contexts it interned, are past
+    /// their bounds: time to [`KeptCounting::take_counters`].
+    pub fn holds_too_much(&self) -> bool {
+        self.table.as_ref().is_some_and(|t| {
+            t.counter_count() > MAX_LEFT_COUNTERS || t.context_count() > MAX_KEPT_CONTEXTS
+        })
+    }
+
+    /// A rough size of the counters left in the table, in bytes.
+    pub fn approx_counter_bytes(&self) -> usize {
+        self.table.as_ref().map_or(0, |t| t.counter_count() * 48)
+    }
 }

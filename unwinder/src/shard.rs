@@ -6,7 +6,10 @@
 //! at different bases), exactly as llvm-profgen rebases on each MMAP2 event it reads.
 //!
 //! * Branch-stack samples go through the [`Aggregator`] (the code `convert` runs): each
-//!   group is aggregated and flushed into the current window. Flushes merge, so the sum
+//!   group is aggregated and its counters summed in the counter table the shard keeps
+//!   from group to group; they reach their window when the shard is settled
+//!   ([`BinaryShard::settle`]: before every read of the windows, when the next group
+//!   falls in another window, when the table holds too much). Flushes merge, so the sum
 //!   equals one conversion of all the samples.
 //! * cpu-clock samples are counted by [`count_leading_ip`].
 //!
@@ -119,8 +122,12 @@ pub struct BinaryShard {
     windows: WindowedCounters,
     max_samples_per_window: Option<u64>,
     stats: ShardStats,
-    /// What counting keeps from one feed to the next.
+    /// What counting keeps from one feed to the next, the counters not yet settled
+    /// included.
     kept: KeptCounting,
+    /// The window start and number of the samples whose counters are in `kept`'s table,
+    /// not yet in a window.
+    unsettled: Option<(u64, u64)>,
 }
 
 impl BinaryShard {
@@ -158,6 +165,7 @@ impl BinaryShard {
             max_samples_per_window,
             stats: ShardStats::default(),
             kept: KeptCounting::default(),
+            unsettled: None,
         })
     }
 
@@ -171,36 +179,63 @@ impl BinaryShard {
         &self.stats
     }
 
-    /// The windows.
+    /// The windows as last settled ([`BinaryShard::settle`]): a reader settles first.
     pub fn windows(&self) -> &WindowedCounters {
         &self.windows
     }
 
-    /// The windows, mutable: restoring persisted windows, evicting contexts.
+    /// The windows, mutable: restoring persisted windows, evicting contexts (settled
+    /// first).
     pub fn windows_mut(&mut self) -> &mut WindowedCounters {
+        self.settle();
         &mut self.windows
+    }
+
+    /// Adds the counters counted since the last settling to their window, with their
+    /// samples: the windows then hold everything fed.
+    pub fn settle(&mut self) {
+        if let Some((start, samples)) = self.unsettled.take() {
+            let counters = self.kept.take_counters();
+            self.stats.unwind.contexts += counters.contexts.len() as u64;
+            self.windows.add(start, &counters, samples);
+        }
+    }
+
+    /// True when counters fed are not in the windows yet.
+    pub fn is_unsettled(&self) -> bool {
+        self.unsettled.is_some()
+    }
+
+    /// A rough size in bytes of the counters held, settled or not (for the memory
+    /// budget).
+    pub fn approx_bytes(&self) -> usize {
+        self.windows.approx_bytes() + self.kept.approx_counter_bytes()
     }
 
     /// Takes over the windows and statistics of `old`, a shard of the same binary
     /// described by another layout (loaded again once its debug file arrived): this
     /// shard counts on where `old` stopped. `Err(old)`, unchanged, when the two count
     /// different kinds of counters.
-    pub fn adopt(&mut self, old: BinaryShard) -> Result<(), Box<BinaryShard>> {
+    pub fn adopt(&mut self, mut old: BinaryShard) -> Result<(), Box<BinaryShard>> {
         if old.kind() != self.kind() {
             return Err(Box::new(old));
         }
+        // This shard's own unsettled counters stay in its table and settle into the
+        // adopted windows.
+        old.settle();
         self.windows = old.windows;
         self.stats = old.stats;
         Ok(())
     }
 
-    /// Every retained window merged, and the samples they hold.
+    /// Every retained window merged, and the samples they hold (as last settled).
     pub fn snapshot(&self) -> (CounterSet, u64) {
         self.windows.merged()
     }
 
-    /// Drops windows past retention.
+    /// Drops windows past retention (settled first).
     pub fn expire(&mut self, now_secs: u64) {
+        self.settle();
         self.windows.expire(now_secs);
     }
 
@@ -213,9 +248,15 @@ impl BinaryShard {
         now_secs: u64,
     ) -> Result<(), UnwindError> {
         self.stats.offered += samples.len() as u64;
+        let window = self.windows.window_start(now_secs);
+        if self.unsettled.is_some_and(|(start, _)| start != window) {
+            self.settle();
+        }
         let mut samples = samples;
         if let Some(max) = self.max_samples_per_window {
-            let room = max.saturating_sub(self.windows.samples_in_window(now_secs)) as usize;
+            let unsettled = self.unsettled.map_or(0, |(_, n)| n);
+            let held = self.windows.samples_in_window(now_secs) + unsettled;
+            let room = max.saturating_sub(held) as usize;
             if samples.len() > room {
                 self.stats.over_budget += (samples.len() - room) as u64;
                 samples = &samples[..room];
@@ -226,7 +267,7 @@ impl BinaryShard {
         }
         let mut sorted: Vec<&Mmap2Event> = mappings.iter().collect();
         sorted.sort_by_key(|m| m.pgoff);
-        let mut counters = CounterSet::new(self.windows.kind());
+        let mut counters = Some(CounterSet::new(self.windows.kind()));
         let counted = match self.input {
             ShardInput::Lbr(content) => {
                 let mut agg = Aggregator::new(
@@ -241,7 +282,7 @@ impl BinaryShard {
                     let _ = agg.feed_mmap(m);
                 }
                 agg.feed_batch(samples)?;
-                let (c, stats) = agg.finish_kept(&mut self.kept);
+                let (c, stats) = agg.finish_leaving_counters(&mut self.kept);
                 counters = c;
                 let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
                 self.stats.bad_stack += dropped;
@@ -262,7 +303,7 @@ impl BinaryShard {
                         &placement,
                         &*self.layout,
                         &self.options,
-                        &mut counters,
+                        counters.as_mut().expect("made above"),
                     ) {
                         LeadingIpOutcome::Counted => n += 1,
                         LeadingIpOutcome::Repaired => {
@@ -281,7 +322,15 @@ impl BinaryShard {
             }
         };
         self.stats.counted += counted;
-        self.windows.add(now_secs, &counters, counted);
+        match counters {
+            Some(counters) => self.windows.add(now_secs, &counters, counted),
+            None => {
+                self.unsettled.get_or_insert((window, 0)).1 += counted;
+                if self.kept.holds_too_much() {
+                    self.settle();
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -396,6 +445,107 @@ mod tests {
         let refused = line.adopt(fresh).expect_err("another kind");
         assert_eq!(refused.snapshot().1, 3);
         assert!(line.adopt(probe).is_err());
+    }
+
+    /// LBR groups leave their counters unsettled until the windows are read, the next
+    /// group falls in another window, or the windows expire; settled, each window holds
+    /// what one conversion of its samples gives, and the per-window budget counts the
+    /// unsettled samples.
+    #[test]
+    fn lbr_counters_settle_into_their_windows() {
+        use crate::test_support::{main_calls_foo, main_calls_foo_load};
+        use collector::LbrEntry;
+        let layout: Arc<dyn CodeLayout + Send + Sync> =
+            Arc::new(main_calls_foo().with_probes(true));
+        let map = Mmap2Event {
+            pid: 5,
+            addr: 0x5000,
+            pgoff: 0x1000,
+            prot: 5,
+            filename: "/bin/prog".into(),
+            ..Default::default()
+        };
+        // foo's loop taken `n` times, called from main: a distinct sample per `n`.
+        let a = |x: u64| x - 0x1000 + 0x5000;
+        let looped = |n: usize| {
+            let taken = LbrEntry {
+                from: a(0x1015),
+                to: a(0x1010),
+                flags: 0,
+            };
+            let mut lbr = vec![taken; n];
+            lbr.push(LbrEntry {
+                from: a(0x1004),
+                to: a(0x1010),
+                flags: 0,
+            });
+            Sample {
+                pid: 5,
+                ip: a(0x1014),
+                callchain: vec![a(0x1014), a(0x1009)],
+                lbr,
+                count: 1,
+                ..Sample::default()
+            }
+        };
+        let converted = |samples: &[Sample]| {
+            let mut agg = Aggregator::new(
+                &*layout,
+                main_calls_foo_load(),
+                PerfContent::LbrStack,
+                UnwindOptions::default(),
+            )
+            .unwrap();
+            agg.feed_mmap(&map).unwrap();
+            agg.feed_batch(samples).unwrap();
+            agg.finish().0
+        };
+        let mut shard = BinaryShard::new(
+            layout.clone(),
+            main_calls_foo_load(),
+            ShardInput::Lbr(PerfContent::LbrStack),
+            UnwindOptions::default(),
+            WindowSettings {
+                window_secs: 10,
+                retained_windows: 3,
+            },
+            Some(5),
+        )
+        .unwrap();
+        let first: Vec<Sample> = (1..=3).map(looped).collect();
+        let second: Vec<Sample> = (2..=4).map(looped).collect();
+        shard.feed(&[map.clone()], &first, 1).unwrap();
+        // Two of the second group's three fit the window's budget of five.
+        shard.feed(&[map.clone()], &second, 2).unwrap();
+        assert!(shard.is_unsettled());
+        assert_eq!(shard.windows().windows().count(), 0);
+        assert_eq!(shard.stats().over_budget, 1);
+        // The next window's group settles the first window's counters.
+        let third: Vec<Sample> = (5..=6).map(looped).collect();
+        shard.feed(&[map.clone()], &third, 12).unwrap();
+        let settled: Vec<(u64, u64)> = shard
+            .windows()
+            .windows()
+            .map(|w| (w.start_secs, w.samples))
+            .collect();
+        assert_eq!(settled, vec![(0, 5)]);
+        let in_first = [first, second[..2].to_vec()].concat();
+        assert_eq!(
+            shard.windows().windows().next().unwrap().counters,
+            converted(&in_first)
+        );
+        shard.settle();
+        assert!(!shard.is_unsettled());
+        let windows: Vec<&crate::window::Window> = shard.windows().windows().collect();
+        assert_eq!((windows[1].start_secs, windows[1].samples), (10, 2));
+        assert_eq!(windows[1].counters, converted(&third));
+        assert_eq!(shard.snapshot().0, converted(&[in_first, third].concat()));
+        // Expiring settles first: a group fed, then the windows expired, keeps its counts.
+        shard.feed(&[map.clone()], &[looped(7)], 13).unwrap();
+        assert!(shard.is_unsettled());
+        shard.expire(25);
+        assert!(!shard.is_unsettled());
+        assert_eq!(shard.windows().samples(), 8);
     }
 
     #[test]

@@ -301,7 +301,8 @@ impl Worker {
     /// handed yet to the sink, if any. Never blocks (a full sink queue drops, counted).
     pub fn hand_windows(&mut self, now_secs: u64, all: bool) {
         let Some(sink) = &self.sink else { return };
-        for (id, e) in &self.entries {
+        for (id, e) in &mut self.entries {
+            e.shard.settle();
             crate::sink::hand_closed_windows(
                 sink,
                 id,
@@ -322,17 +323,29 @@ impl Worker {
 
     /// The merged counters of `build_id` (all retained windows), held samples included.
     pub fn counters(&mut self, build_id: &BuildId) -> Option<CounterSet> {
-        if let Some(g) = self.pending.remove(build_id) {
-            self.feed_now(g);
-        }
+        self.feed_pending_of(build_id);
         self.entries.get(build_id).map(|e| e.shard.snapshot().0)
     }
 
-    /// Feeds every held group to its shard.
+    /// Feeds every held group to its shard, and settles every shard: the windows then
+    /// hold every sample the worker was handed.
     pub fn feed_pending(&mut self) {
         let held: Vec<SampleGroup> = self.pending.drain().map(|(_, g)| g).collect();
         for g in held {
             self.feed_now(g);
+        }
+        for e in self.entries.values_mut() {
+            e.shard.settle();
+        }
+    }
+
+    /// [`Worker::feed_pending`] for the binary of `build_id` alone.
+    fn feed_pending_of(&mut self, build_id: &BuildId) {
+        if let Some(g) = self.pending.remove(build_id) {
+            self.feed_now(g);
+        }
+        if let Some(e) = self.entries.get_mut(build_id) {
+            e.shard.settle();
         }
     }
 
@@ -567,7 +580,7 @@ impl Worker {
         let mut total: u64 = self
             .entries
             .values()
-            .map(|e| e.shard.windows().approx_bytes() as u64)
+            .map(|e| e.shard.approx_bytes() as u64)
             .chain(
                 self.restored
                     .values()
@@ -577,6 +590,10 @@ impl Worker {
         self.approx_bytes = total;
         if total <= budget {
             return;
+        }
+        // Eviction ranks every context held: the unsettled ones too.
+        for e in self.entries.values_mut() {
+            e.shard.settle();
         }
         let mut restored: Vec<(u64, BuildId)> = self
             .restored
@@ -617,7 +634,7 @@ impl Worker {
                 };
                 contexts += e.shard.windows_mut().evict_contexts(&keys) as u64;
                 e.dirty = true;
-                if e.shard.windows().approx_bytes() == 0 {
+                if e.shard.approx_bytes() == 0 {
                     self.entries.remove(&id);
                     binaries += 1;
                 }
@@ -926,9 +943,7 @@ impl Worker {
     /// fed first: the restored windows and everything counted since, i.e. what the next
     /// flush would write (fresh reads; nothing is written). `None` when not held.
     pub fn live_profile(&mut self, build_id: &BuildId) -> Option<(BinarySummary, Vec<u8>)> {
-        if let Some(g) = self.pending.remove(build_id) {
-            self.feed_now(g);
-        }
+        self.feed_pending_of(build_id);
         self.settle_debug_fetches(Some(build_id));
         let e = self.entries.get(build_id)?;
         let mut bytes = Vec::new();
