@@ -52,7 +52,7 @@
 //! lazily too and, having neither DWARF nor probes, counted in line contexts.
 //!
 //! Columns: `uniq` is the share of the measured samples that are distinct by the worker's
-//! dedup key, `uniq/grp` the mean share of distinct ones among 4096 consecutive samples
+//! dedup key, `uniq/grp` the mean share of distinct ones among 512 consecutive samples
 //! (the daemon's coalescing: what one feed sees), `+cyc` the share distinct with their
 //! cycle counts too; `counted` sums over the binaries the samples touched.
 //!

@@ -68,8 +68,13 @@ pub struct WorkerSettings {
     pub debug_fetches: Option<Arc<BackgroundFetches>>,
 }
 
-/// The daemon's [`WorkerSettings::coalesce_samples`]: 4096 LBR samples, about 4 MiB.
-pub const COALESCE_SAMPLES: usize = 4096;
+/// The daemon's [`WorkerSettings::coalesce_samples`]: 512 LBR samples (a reader's batch),
+/// about 512 KiB. Larger groups dedup more but cost more: the samples a worker holds are
+/// not handed back to the readers until fed, so the readers parse into samples gone cold
+/// and the worker reads them from L3 (with 4096, parse and route ran at 2.4 and 3.5 M
+/// samples/s instead of 5–6 and 6–7 M, and the live bench at 0.86 instead of 1.2 M
+/// samples/s/core: `bench/live_pipeline.md`).
+pub const COALESCE_SAMPLES: usize = 512;
 
 impl WorkerSettings {
     /// Settings without sample or memory budgets: default unwinder options and windows,
