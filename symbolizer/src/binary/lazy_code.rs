@@ -349,24 +349,28 @@ impl LazyCode {
 
     /// The instruction starting at `addr`.
     fn index_of(&self, addr: u64) -> Option<Pos> {
+        let k = self.extent_of(addr)?;
+        let j = self
+            .decode(k)
+            .starts
+            .index_of(addr - self.extents[k].plan.start)?;
+        Some((k, j))
+    }
+
+    /// The extent `addr` lies in: the one the last lookup found when it is, else a binary
+    /// search.
+    #[inline]
+    fn extent_of(&self, addr: u64) -> Option<usize> {
         let hint = self.last_extent.load(Ordering::Relaxed);
         let k = match self.extents.get(hint) {
-            Some(e) if e.plan.start <= addr && addr < e.plan.end => hint,
-            _ => {
-                let k = self
-                    .extents
-                    .partition_point(|e| e.plan.start <= addr)
-                    .checked_sub(1)?;
-                self.last_extent.store(k, Ordering::Relaxed);
-                k
-            }
+            Some(e) if e.plan.start <= addr && addr < e.plan.end => return Some(hint),
+            _ => self
+                .extents
+                .partition_point(|e| e.plan.start <= addr)
+                .checked_sub(1)?,
         };
-        let plan = self.extents[k].plan;
-        if addr >= plan.end {
-            return None;
-        }
-        let j = self.decode(k).starts.index_of(addr - plan.start)?;
-        Some((k, j))
+        self.last_extent.store(k, Ordering::Relaxed);
+        (addr < self.extents[k].plan.end).then_some(k)
     }
 
     /// The last extent starting below `addr`: the one the last address lookup found when it
@@ -434,7 +438,10 @@ impl LazyCode {
 
 impl CodeLayout for LazyCode {
     fn is_code(&self, addr: u64) -> bool {
-        self.index_of(addr).is_some()
+        self.extent_of(addr).is_some_and(|k| {
+            let start = self.extents[k].plan.start;
+            self.decode(k).starts.contains(addr - start)
+        })
     }
 
     fn is_call(&self, addr: u64) -> bool {

@@ -38,6 +38,15 @@ impl StartBits {
         self.words.len() * 8 + self.ranks.len() * 4
     }
 
+    /// True when an instruction starts at offset `off` ([`StartBits::index_of`] without
+    /// the rank: one bit test).
+    #[inline]
+    pub(crate) fn contains(&self, off: u64) -> bool {
+        self.words
+            .get((off / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (off % 64)) != 0)
+    }
+
     /// The index of the instruction starting at offset `off` (its rank among the starts).
     #[inline]
     pub(crate) fn index_of(&self, off: u64) -> Option<usize> {
@@ -82,13 +91,23 @@ mod tests {
                     .filter(|_| off < span),
                 "index_of({off})"
             );
+            assert_eq!(
+                bits.contains(off),
+                bits.index_of(off).is_some(),
+                "contains({off})"
+            );
             let below = offsets.partition_point(|&o| u64::from(o) < off);
             assert_eq!(bits.rank(off, offsets.len()), below, "rank({off})");
         }
         let empty = StartBits::new(&[], 0);
         assert_eq!(
-            (empty.index_of(0), empty.rank(0, 0), empty.heap_bytes()),
-            (None, 0, 0)
+            (
+                empty.index_of(0),
+                empty.contains(0),
+                empty.rank(0, 0),
+                empty.heap_bytes()
+            ),
+            (None, false, 0, 0)
         );
     }
 }
