@@ -512,17 +512,18 @@ mod tests {
             Some(5),
         )
         .unwrap();
+        let maps = std::slice::from_ref(&map);
         let first: Vec<Sample> = (1..=3).map(looped).collect();
         let second: Vec<Sample> = (2..=4).map(looped).collect();
-        shard.feed(&[map.clone()], &first, 1).unwrap();
+        shard.feed(maps, &first, 1).unwrap();
         // Two of the second group's three fit the window's budget of five.
-        shard.feed(&[map.clone()], &second, 2).unwrap();
+        shard.feed(maps, &second, 2).unwrap();
         assert!(shard.is_unsettled());
         assert_eq!(shard.windows().windows().count(), 0);
         assert_eq!(shard.stats().over_budget, 1);
         // The next window's group settles the first window's counters.
         let third: Vec<Sample> = (5..=6).map(looped).collect();
-        shard.feed(&[map.clone()], &third, 12).unwrap();
+        shard.feed(maps, &third, 12).unwrap();
         let settled: Vec<(u64, u64)> = shard
             .windows()
             .windows()
@@ -541,7 +542,7 @@ mod tests {
         assert_eq!(windows[1].counters, converted(&third));
         assert_eq!(shard.snapshot().0, converted(&[in_first, third].concat()));
         // Expiring settles first: a group fed, then the windows expired, keeps its counts.
-        shard.feed(&[map.clone()], &[looped(7)], 13).unwrap();
+        shard.feed(maps, &[looped(7)], 13).unwrap();
         assert!(shard.is_unsettled());
         shard.expire(25);
         assert!(!shard.is_unsettled());
