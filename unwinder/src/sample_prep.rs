@@ -140,8 +140,11 @@ pub fn extract_lbr_stack_into(
     for e in entries {
         let source = placement.canonical(e.from);
         let target = placement.canonical(e.to);
-        let source_internal = is_code(source);
+        // Target first: an entry's source lies in the function the next (older) entry's
+        // target does (the range between them), so each source and the following target
+        // are asked one after the other, where a layout's last-found function answers.
         let target_internal = is_code(target);
+        let source_internal = is_code(source);
         if !source_internal && !target_internal {
             continue;
         }
