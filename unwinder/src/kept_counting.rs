@@ -23,8 +23,9 @@ use crate::CounterSet;
 pub(crate) const MAX_KEPT_CONTEXTS: usize = 1 << 16;
 
 /// Most counters left in the kept table before [`KeptCounting::holds_too_much`] asks for
-/// them to be taken (about 48 bytes each in its hash tables: 3 MiB).
-const MAX_LEFT_COUNTERS: usize = 1 << 16;
+/// them to be taken (about 48 bytes each in its hash tables: under 1 MiB a binary, held
+/// besides the windows' copy of the counters already settled).
+const MAX_LEFT_COUNTERS: usize = 1 << 14;
 
 /// The unwinder (frame trie, interned contexts' ids, layout answers) and the counter
 /// table (interned contexts, and counters left there) of the last flush of a binary's
@@ -61,5 +62,35 @@ impl KeptCounting {
     /// A rough size of the counters left in the table, in bytes.
     pub fn approx_counter_bytes(&self) -> usize {
         self.table.as_ref().map_or(0, |t| t.counter_count() * 48)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CounterKind;
+
+    /// Counters left in the table past the bound ask to be taken; taken, they are all
+    /// there, and the table keeps its contexts and no counter.
+    #[test]
+    fn counters_left_past_the_bound_ask_to_be_taken() {
+        let mut table = CounterTable::new(CounterKind::LineContext);
+        let context = table.context(&[0x10]);
+        let n = MAX_LEFT_COUNTERS as u64 + 4096;
+        for k in 0..n {
+            table.add_range(context, 0x1000 + k, 0x2000 + k, 1);
+        }
+        let mut kept = KeptCounting {
+            unwinder: None,
+            table: Some(table),
+        };
+        assert!(kept.holds_too_much());
+        assert!(kept.approx_counter_bytes() > MAX_LEFT_COUNTERS * 48);
+        let taken = kept.take_counters();
+        assert_eq!(taken.contexts[&vec![0x10]].ranges.len() as u64, n);
+        assert!(!kept.holds_too_much());
+        assert_eq!(kept.approx_counter_bytes(), 0);
+        assert_eq!(kept.table.as_ref().map(|t| t.context_count()), Some(1));
+        assert!(KeptCounting::default().take_counters().contexts.is_empty());
     }
 }
