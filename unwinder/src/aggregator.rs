@@ -463,14 +463,14 @@ impl<'a> Aggregator<'a> {
     /// statistics stay). Flushes merge: the sum of the sets of several flushes equals one
     /// flush of all the samples.
     pub fn flush(&mut self) -> CounterSet {
-        self.flush_kept(None, false)
+        self.flush_kept(None)
             .expect("counters are left in a kept table only")
     }
 
     /// [`Aggregator::flush`], counting on one thread with what `kept` keeps from the
-    /// previous flushes of this binary (and keeping what the next one may go on from).
-    /// With `leave`, counters counted into the kept table stay there (`None`).
-    fn flush_kept(&mut self, kept: Option<&mut KeptCounting>, leave: bool) -> Option<CounterSet> {
+    /// previous flushes of this binary (and keeping what the next one may go on from):
+    /// `None` when the counters were counted into the kept table, and stay there.
+    fn flush_kept(&mut self, kept: Option<&mut KeptCounting>) -> Option<CounterSet> {
         if let Some(as_fed) = &mut self.as_fed {
             return Some(flush_counted(
                 std::mem::take(&mut as_fed.counters),
@@ -497,10 +497,7 @@ impl<'a> Aggregator<'a> {
                         &mut self.stats,
                         kept,
                     );
-                    if leave {
-                        return None;
-                    }
-                    kept.take_counters()
+                    return None;
                 }
                 _ => count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
                     .into_counter_set(),
@@ -538,39 +535,28 @@ impl<'a> Aggregator<'a> {
 
     /// Flushes and returns the counters with the final statistics.
     pub fn finish(self) -> (CounterSet, UnwindStats) {
-        let (counters, stats) = self.finish_with(None, false);
-        (counters.expect("counters are not left"), stats)
+        let (counters, stats) = self.finish_with(None);
+        (
+            counters.expect("counters are left in a kept table only"),
+            stats,
+        )
     }
 
     /// [`Aggregator::finish`] for a caller that finishes aggregators of this binary (this
     /// layout) again and again: counting goes on from what `kept` keeps of the previous
-    /// ones and leaves there what the next may go on from. The counters and statistics
-    /// are [`Aggregator::finish`]'s.
-    pub fn finish_kept(self, kept: &mut KeptCounting) -> (CounterSet, UnwindStats) {
-        let (counters, stats) = self.finish_with(Some(kept), false);
-        (counters.expect("counters are not left"), stats)
+    /// ones and leaves there what the next may go on from. Counters counted there (one
+    /// thread, context counters) stay there too: `None` then, and
+    /// [`KeptCounting::take_counters`] gives them later, summed with those of every later
+    /// finish (a live binary's feeds of a few hundred samples each then skip building and
+    /// merging a counter set per feed). Otherwise the counters, as [`Aggregator::finish`]
+    /// gives them. The statistics are `finish`'s, but for [`UnwindStats::contexts`], which
+    /// counts no context of counters left in `kept`.
+    pub fn finish_kept(self, kept: &mut KeptCounting) -> (Option<CounterSet>, UnwindStats) {
+        self.finish_with(Some(kept))
     }
 
-    /// [`Aggregator::finish_kept`] leaving the counters in `kept` where they were counted
-    /// there (one thread, context counters): `None` then, and
-    /// [`KeptCounting::take_counters`] gives them later, summed with those every later
-    /// finish leaves there (a live binary's feeds of a few thousand samples each then
-    /// skip building and merging a counter set per feed). Otherwise the counters, as
-    /// `finish_kept` gives them. The statistics are `finish_kept`'s, but for
-    /// [`UnwindStats::contexts`], which counts no context of counters left in `kept`.
-    pub fn finish_leaving_counters(
-        self,
-        kept: &mut KeptCounting,
-    ) -> (Option<CounterSet>, UnwindStats) {
-        self.finish_with(Some(kept), true)
-    }
-
-    fn finish_with(
-        mut self,
-        kept: Option<&mut KeptCounting>,
-        leave: bool,
-    ) -> (Option<CounterSet>, UnwindStats) {
-        let counters = self.flush_kept(kept, leave);
+    fn finish_with(mut self, kept: Option<&mut KeptCounting>) -> (Option<CounterSet>, UnwindStats) {
+        let counters = self.flush_kept(kept);
         self.stats.kernel_not_mapped =
             self.placement.load().kernel && !self.placement.is_loaded_by_mmap();
         (counters, self.stats)
@@ -1522,10 +1508,15 @@ mod tests {
                 let expected = fresh.finish();
                 let mut warm = mapped_aggregator(&l, 1);
                 warm.feed_batch(batch).unwrap();
-                let got = warm.finish_kept(&mut kept);
-                assert!(!got.0.contexts.is_empty());
-                assert_eq!(got.0, expected.0, "probes {probes}, batch {k}");
-                assert_eq!(format!("{:?}", got.1), format!("{:?}", expected.1));
+                let (left, mut stats) = warm.finish_kept(&mut kept);
+                assert!(left.is_none(), "counted into the kept table");
+                let got = kept.take_counters();
+                assert!(!got.contexts.is_empty());
+                assert_eq!(got, expected.0, "probes {probes}, batch {k}");
+                // The contexts of counters left in the kept table are counted by who takes
+                // them.
+                stats.contexts += got.contexts.len() as u64;
+                assert_eq!(format!("{:?}", stats), format!("{:?}", expected.1));
                 assert!(kept.unwinder.is_some() && kept.table.is_some());
             }
         }

@@ -1,17 +1,15 @@
 //! [`KeptCounting`]: what counting keeps from one flush of a binary's samples to the next.
 //!
-//! The live daemon flushes a binary's aggregator for every batch of a few thousand
-//! samples. A new unwinder starts with an empty layout cache and frame trie, and a new
-//! counter table interns every context again (hashing its whole key): for samples as
-//! distinct as hardware's, in binaries without DWARF (a frame and a context per
-//! instruction of every range), that was most of the work. Kept between flushes of the
-//! same binary ([`crate::Aggregator::finish_kept`]), they start warm; the counters each
-//! flush gives are the same.
+//! The live daemon flushes a binary's aggregator for every batch of at most a few hundred
+//! samples. A new unwinder would start with an empty layout cache and frame trie, and a
+//! new counter table would intern every context again (hashing its whole key): for
+//! samples as distinct as hardware's, in binaries without DWARF (a frame and a context per
+//! instruction of every range), most of the work. Kept between flushes of the same binary
+//! ([`crate::Aggregator::finish_kept`]), they start warm.
 //!
-//! The counters may stay in the kept table too
-//! ([`crate::Aggregator::finish_leaving_counters`]), summed over flushes until
-//! [`KeptCounting::take_counters`]: a counter set built and merged per flush of a few
-//! thousand samples cost as much as counting them when most repeat.
+//! The counters stay in the kept table too, summed over flushes until
+//! [`KeptCounting::take_counters`]: a counter set built and merged per flush would cost as
+//! much as counting the flush's samples when most of them repeat.
 
 use crate::counter_table::CounterTable;
 use crate::virtual_unwind::KeptUnwinder;

@@ -282,7 +282,7 @@ impl BinaryShard {
                     let _ = agg.feed_mmap(m);
                 }
                 agg.feed_batch(samples)?;
-                let (c, stats) = agg.finish_leaving_counters(&mut self.kept);
+                let (c, stats) = agg.finish_kept(&mut self.kept);
                 counters = c;
                 let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
                 self.stats.bad_stack += dropped;
