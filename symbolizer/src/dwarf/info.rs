@@ -149,7 +149,7 @@ fn line_row(row: &gimli::LineRow) -> Row {
 /// DWARF facts of one binary; see the module docs.
 #[derive(Debug, Default)]
 pub struct DwarfInfo {
-    subprograms: Vec<(String, Vec<(u64, u64)>)>,
+    subprograms: Vec<Subprogram>,
     /// Set at load, or (with `die_source`) on first use.
     dies: OnceLock<InlineDies>,
     die_source: Option<DieSource>,
@@ -404,7 +404,7 @@ fn read_dies(source: &DieSource) -> Option<InlineDies> {
     let units = UnitSet::read(&dwarf, &source.path).ok()?;
     let mut names = Names::default();
     let dies = (0..units.len())
-        .map(|index| unit_dies(&units, index, &mut names, None))
+        .map(|index| unit_dies(&units, index, Some(&mut names), None))
         .collect::<Result<Vec<_>, _>>()
         .ok()?;
     Some(InlineDies {
@@ -430,12 +430,13 @@ impl Names {
     }
 }
 
-/// Unit `index`'s subroutine DIEs, names interned in `names`; with `subprograms`, each
+/// Unit `index`'s subroutine DIEs, names interned in `names` (without `names`, the nodes
+/// are nameless: for a caller that keeps only the address map); with `subprograms`, each
 /// named subprogram with its ranges is added to it too.
 fn unit_dies(
     units: &UnitSet<'_, '_>,
     index: usize,
-    names: &mut Names,
+    mut names: Option<&mut Names>,
     mut subprograms: Option<&mut Vec<Subprogram>>,
 ) -> Result<UnitDies, gimli::Error> {
     let mut info = UnitDies::default();
@@ -469,7 +470,10 @@ fn unit_dies(
         for &(lo, hi) in &die.ranges {
             die_map.insert(lo, hi, id as u32);
         }
-        let name = name.map_or(NONE, |n| names.intern(n));
+        let name = match (name, names.as_mut()) {
+            (Some(n), Some(names)) => names.intern(n),
+            _ => NONE,
+        };
         info.nodes.push(Subroutine {
             name,
             decl_line: decl_line as u32,
@@ -535,7 +539,7 @@ impl Loader<'_, '_> {
         let dies = unit_dies(
             &self.units,
             index,
-            &mut self.names,
+            self.keep_dies.then_some(&mut self.names),
             Some(&mut self.info.subprograms),
         )?;
         if self.info.lines.is_some() {
@@ -554,12 +558,9 @@ impl Loader<'_, '_> {
             info.sequences = OnceLock::from(self.units.line_sequences(index, line_row)?);
         }
         let ranges = self.units.address_ranges(index, &dies.die_map);
+        // Else read again on first use, names and all.
         if self.keep_dies {
             self.dies.push(dies);
-        } else {
-            // Read again on first use: only the names need to stay consistent, and they
-            // are interned again then.
-            self.names = Names::default();
         }
         Ok((info, ranges))
     }
