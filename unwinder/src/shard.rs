@@ -201,11 +201,6 @@ impl BinaryShard {
         }
     }
 
-    /// True when counters fed are not in the windows yet.
-    pub fn is_unsettled(&self) -> bool {
-        self.unsettled.is_some()
-    }
-
     /// A rough size in bytes of the counters held, settled or not (for the memory
     /// budget).
     pub fn approx_bytes(&self) -> usize {
@@ -518,7 +513,7 @@ mod tests {
         shard.feed(maps, &first, 1).unwrap();
         // Two of the second group's three fit the window's budget of five.
         shard.feed(maps, &second, 2).unwrap();
-        assert!(shard.is_unsettled());
+        assert!(shard.unsettled.is_some());
         assert_eq!(shard.windows().windows().count(), 0);
         assert_eq!(shard.stats().over_budget, 1);
         // The next window's group settles the first window's counters.
@@ -536,16 +531,16 @@ mod tests {
             converted(&in_first)
         );
         shard.settle();
-        assert!(!shard.is_unsettled());
+        assert!(shard.unsettled.is_none());
         let windows: Vec<&crate::window::Window> = shard.windows().windows().collect();
         assert_eq!((windows[1].start_secs, windows[1].samples), (10, 2));
         assert_eq!(windows[1].counters, converted(&third));
         assert_eq!(shard.snapshot().0, converted(&[in_first, third].concat()));
         // Expiring settles first: a group fed, then the windows expired, keeps its counts.
         shard.feed(maps, &[looped(7)], 13).unwrap();
-        assert!(shard.is_unsettled());
+        assert!(shard.unsettled.is_some());
         shard.expire(25);
-        assert!(!shard.is_unsettled());
+        assert!(shard.unsettled.is_none());
         assert_eq!(shard.windows().samples(), 8);
     }
 
