@@ -4,9 +4,8 @@
 //! counters (LBR-only counting or virtual unwinding). [`unwind_samples`] is the one-shot
 //! form `convert` uses; the live daemon feeds batches and flushes periodically.
 
-use std::collections::hash_map::Entry;
+use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 use collector::threads::on_threads;
@@ -18,9 +17,10 @@ use crate::kept_counting::KeptCounting;
 use crate::lbr_counter::{count_lbr_sample, count_leading_ip_sample};
 use crate::pending_counters::add_or_push;
 use crate::sample_prep::{
-    extract_lbr_stack_into, extract_repaired_call_stack_into, lane_hash, PerfSample, StackNotes,
+    extract_lbr_stack_into, extract_repaired_call_stack_into, PerfSample, StackNotes,
 };
-use crate::stack_repair::{leaf_repair, StackRepair};
+use crate::sample_tally::SampleTally;
+use crate::stack_repair::{leaf_repair, RepairWitness, StackRepair};
 use crate::summing_cache::SummingCache;
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
 use crate::{
@@ -193,11 +193,10 @@ impl<'a> Aggregator<'a> {
     }
 
     /// Consecutive samples (no side-band event between them) of one batch, each distinct
-    /// one prepared once: samples with the same process, branch stack (sources and
-    /// targets) and call chain prepare to the same sample, so they are fed as one with
-    /// their occurrences and the sum of their counts. Counters and statistics are what
-    /// [`Aggregator::feed_sample`] on each would give; an error names the sample index it
-    /// would have had in this order of first occurrences.
+    /// one prepared once: samples that prepare to the same sample ([`SampleTally`]) are
+    /// fed as one with their occurrences and the sum of their counts. Counters and
+    /// statistics are what [`Aggregator::feed_sample`] on each would give; an error names
+    /// the sample index it would have had in this order of first occurrences.
     pub fn feed_batch(&mut self, samples: &[Sample]) -> Result<(), UnwindError> {
         if samples.len() < 2 {
             for s in samples {
@@ -205,26 +204,48 @@ impl<'a> Aggregator<'a> {
             }
             return Ok(());
         }
-        let mut slots: HashMap<RawSample<'_>, usize, FxBuildHasher> =
-            HashMap::with_capacity_and_hasher(samples.len(), FxBuildHasher);
-        // (sample, occurrences, summed count), in order of first occurrence.
-        let mut distinct: Vec<(&Sample, u64, u64)> = Vec::with_capacity(samples.len());
+        let mut tally = SampleTally::with_capacity(self.tallies_by_process(), samples.len());
         for s in samples {
-            match slots.entry(RawSample(s)) {
-                Entry::Occupied(e) => {
-                    let d = &mut distinct[*e.get()];
-                    d.1 += 1;
-                    d.2 = d.2.wrapping_add(s.count);
-                }
-                Entry::Vacant(e) => {
-                    e.insert(distinct.len());
-                    distinct.push((s, 1, s.count));
-                }
-            }
+            self.tally(&mut tally, s, |s| s);
         }
-        self.reserve(distinct.len());
-        for (sample, occurrences, count) in distinct {
-            self.feed_occurrences(sample, occurrences, count)?;
+        self.feed_tally(&tally)
+    }
+
+    /// Whether a [`SampleTally`] of this aggregator's samples must tell processes apart
+    /// (a process filter applies).
+    fn tallies_by_process(&self) -> bool {
+        self.options.sample_pids.is_some()
+    }
+
+    /// Adds `sample` to `tally` (`keep` makes what a new entry holds), with the repair
+    /// witness this aggregator's placement and options give it.
+    fn tally<'s, S: Borrow<Sample>>(
+        &self,
+        tally: &mut SampleTally<S>,
+        sample: &'s Sample,
+        keep: impl FnOnce(&'s Sample) -> S,
+    ) {
+        let repair = self.content == PerfContent::LbrStack && self.options.stack_repair;
+        tally.add(sample, keep, |s| {
+            RepairWitness::of(
+                &s.callchain,
+                s.user_stack.as_ref(),
+                repair,
+                &self.placement,
+                self.layout,
+            )
+        });
+    }
+
+    /// Feeds the distinct samples of `tally`, each with its occurrences and summed count
+    /// (as [`Aggregator::feed_batch`] feeds a batch's), in order of first occurrence.
+    pub fn feed_tally<S: Borrow<Sample>>(
+        &mut self,
+        tally: &SampleTally<S>,
+    ) -> Result<(), UnwindError> {
+        self.reserve(tally.len());
+        for e in tally.entries() {
+            self.feed_occurrences(e.sample.borrow(), e.occurrences, e.count)?;
         }
         Ok(())
     }
@@ -560,37 +581,6 @@ impl<'a> Aggregator<'a> {
         self.stats.kernel_not_mapped =
             self.placement.load().kernel && !self.placement.is_loaded_by_mmap();
         (counters, self.stats)
-    }
-}
-
-/// A sample as [`prepare_sample`] reads it: process, branch sources and targets (not
-/// their flags), call chain; equal ones prepare equally.
-struct RawSample<'a>(&'a Sample);
-
-impl PartialEq for RawSample<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.0, other.0);
-        a.pid == b.pid
-            && a.callchain == b.callchain
-            && a.lbr.len() == b.lbr.len()
-            && a.lbr
-                .iter()
-                .zip(&b.lbr)
-                .all(|(x, y)| x.from == y.from && x.to == y.to)
-    }
-}
-
-impl Eq for RawSample<'_> {}
-
-impl Hash for RawSample<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let s = self.0;
-        let h = lane_hash(
-            s.lbr.iter().map(|e| (e.from, e.to)),
-            s.lbr.len(),
-            &s.callchain,
-        );
-        state.write_u64(h ^ u64::from(s.pid));
     }
 }
 
@@ -1467,6 +1457,74 @@ mod tests {
             (s.mismatched_prolog_epilog_branches, s.bogus_traces),
             (0, 0)
         );
+    }
+
+    /// A batch tells apart samples whose registers repair them differently (a word at
+    /// `[sp]` that is no return address, no registers) and only those: its counters and
+    /// statistics are those of feeding each sample on its own.
+    #[test]
+    fn a_batch_repairs_each_sample_as_its_registers_say() {
+        let l = layout(true).with_frame_setups(&[(
+            0x1010,
+            crate::FrameSetup::CallerFrame {
+                return_address_offset: 0,
+            },
+        )]);
+        let at_entry = |sp: u64, word: Option<u64>| Sample {
+            ip: 0x1010,
+            callchain: vec![0x1010, 0x99],
+            lbr: vec![
+                LbrEntry {
+                    from: 0x1004,
+                    to: 0x1010,
+                    flags: 0,
+                },
+                LbrEntry {
+                    from: 0x98,
+                    to: 0x1000,
+                    flags: 0,
+                },
+            ],
+            count: 1,
+            user_stack: word.map(|w| collector::UserStack {
+                ip: 0x1010,
+                sp,
+                bp: 0x7ffd_0100,
+                words: [w, sp],
+                len: 2,
+            }),
+            ..Sample::default()
+        };
+        let batch = [
+            at_entry(0x7ffd_0000, Some(0x1009)),
+            at_entry(0x7ffd_0040, Some(0x1009)),
+            at_entry(0x7ffd_0000, Some(0x1014)),
+            at_entry(0x7ffd_0000, None),
+        ];
+        let on = UnwindOptions {
+            stack_repair: true,
+            ..UnwindOptions::default()
+        };
+        let mut batched = Aggregator::new(&l, load(), PerfContent::LbrStack, on.clone()).unwrap();
+        batched.feed_batch(&batch).unwrap();
+        let (batched, batched_stats) = batched.finish();
+        let mut single = Aggregator::new(&l, load(), PerfContent::LbrStack, on).unwrap();
+        for s in &batch {
+            single.feed_sample(s).unwrap();
+        }
+        let (single, single_stats) = single.finish();
+        assert_eq!(batched, single);
+        assert_eq!(batched_stats, single_stats);
+        assert_eq!(
+            (
+                batched_stats.repaired_stacks,
+                batched_stats.unrepairable_stacks,
+                batched_stats.dropped_stack_samples
+            ),
+            (2, 1, 2)
+        );
+        let main = &batched.contexts[&vec![]];
+        assert_eq!(pairs(&main.ranges), vec![((0x1000, 0x1004), 2)]);
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! is rebuilt from those MMAP2 events for each group (processes of the same binary load it
 //! at different bases), exactly as llvm-profgen rebases on each MMAP2 event it reads.
 //!
-//! * Branch-stack samples go through the [`Aggregator`] (the code `convert` runs): each
-//!   group is aggregated and its counters summed in the counter table the shard keeps
-//!   from group to group; they reach their window when the shard is settled
-//!   ([`BinaryShard::settle`]: before every read of the windows, when the next group
-//!   falls in another window, when the table holds too much). Flushes merge, so the sum
-//!   equals one conversion of all the samples.
+//! * Branch-stack samples are held from group to group, tallied (each distinct sample
+//!   once, with its occurrences: [`crate::held_samples`]), and counted through the
+//!   [`Aggregator`] (the code `convert` runs) when a group comes from a process that maps
+//!   the binary elsewhere, falls in another window, or the held samples pass their bound;
+//!   the counters are summed in the counter table the shard keeps, and reach their window
+//!   when the shard is settled ([`BinaryShard::settle`]: before every read of the windows,
+//!   when the next group falls in another window, when the table holds too much; held
+//!   samples are counted first). Flushes merge, so the sum equals one conversion of all
+//!   the samples.
 //! * cpu-clock samples are counted by [`count_leading_ip`].
 //!
 //! Limits: at most `max_samples_per_window` samples per window (the rest are counted as
@@ -20,7 +23,10 @@ use std::sync::Arc;
 
 use collector::{Mmap2Event, Sample};
 
+use crate::held_samples::HeldSamples;
 use crate::leading_ip::{count_leading_ip, leading_ip_kind, LeadingIpOutcome};
+use crate::sample_tally::SampleTally;
+use crate::stack_repair::RepairWitness;
 use crate::window::{WindowSettings, WindowedCounters};
 use crate::{
     Aggregator, BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, KeptCounting,
@@ -128,6 +134,8 @@ pub struct BinaryShard {
     /// The window start and number of the samples whose counters are in `kept`'s table,
     /// not yet in a window.
     unsettled: Option<(u64, u64)>,
+    /// LBR samples fed and not yet counted.
+    held: Option<HeldSamples>,
 }
 
 impl BinaryShard {
@@ -166,6 +174,7 @@ impl BinaryShard {
             stats: ShardStats::default(),
             kept: KeptCounting::default(),
             unsettled: None,
+            held: None,
         })
     }
 
@@ -191,9 +200,15 @@ impl BinaryShard {
         &mut self.windows
     }
 
-    /// Adds the counters counted since the last settling to their window, with their
-    /// samples: the windows then hold everything fed.
+    /// Counts the held samples and adds the counters counted since the last settling to
+    /// their window, with their samples: the windows then hold everything fed.
     pub fn settle(&mut self) {
+        self.count_held();
+        self.settle_counters();
+    }
+
+    /// Adds the counters in the kept table to their window.
+    fn settle_counters(&mut self) {
         if let Some((start, samples)) = self.unsettled.take() {
             let counters = self.kept.take_counters();
             self.stats.unwind.contexts += counters.contexts.len() as u64;
@@ -204,7 +219,9 @@ impl BinaryShard {
     /// A rough size in bytes of the counters held, settled or not (for the memory
     /// budget).
     pub fn approx_bytes(&self) -> usize {
-        self.windows.approx_bytes() + self.kept.approx_counter_bytes()
+        self.windows.approx_bytes()
+            + self.kept.approx_counter_bytes()
+            + self.held.as_ref().map_or(0, |h| h.tally.approx_bytes())
     }
 
     /// Takes over the windows and statistics of `old`, a shard of the same binary
@@ -235,7 +252,11 @@ impl BinaryShard {
     }
 
     /// Feeds the samples of one process, whose mappings of this binary are `mappings`
-    /// (MMAP2 events, any order), at time `now_secs`.
+    /// (MMAP2 events, any order), at time `now_secs`. LBR samples are held
+    /// ([`crate::held_samples`]) and counted when the shard is settled, when a feed comes
+    /// from a process that maps the binary elsewhere or falls in another window, or past
+    /// the bound; the statistics of counting ([`ShardStats::counted`] and the reasons
+    /// samples were not) are those of the samples counted so far.
     pub fn feed(
         &mut self,
         mappings: &[Mmap2Event],
@@ -244,13 +265,16 @@ impl BinaryShard {
     ) -> Result<(), UnwindError> {
         self.stats.offered += samples.len() as u64;
         let window = self.windows.window_start(now_secs);
-        if self.unsettled.is_some_and(|(start, _)| start != window) {
+        if self.unsettled.is_some_and(|(start, _)| start != window)
+            || self.held.as_ref().is_some_and(|h| h.window != window)
+        {
             self.settle();
         }
         let mut samples = samples;
         if let Some(max) = self.max_samples_per_window {
             let unsettled = self.unsettled.map_or(0, |(_, n)| n);
-            let held = self.windows.samples_in_window(now_secs) + unsettled;
+            let held_samples = self.held.as_ref().map_or(0, |h| h.tally.occurrences());
+            let held = self.windows.samples_in_window(now_secs) + unsettled + held_samples;
             let room = max.saturating_sub(held) as usize;
             if samples.len() > room {
                 self.stats.over_budget += (samples.len() - room) as u64;
@@ -262,35 +286,14 @@ impl BinaryShard {
         }
         let mut sorted: Vec<&Mmap2Event> = mappings.iter().collect();
         sorted.sort_by_key(|m| m.pgoff);
-        let mut counters = Some(CounterSet::new(self.windows.kind()));
-        let counted = match self.input {
-            ShardInput::Lbr(content) => {
-                let mut agg = Aggregator::new(
-                    &*self.layout,
-                    self.load.clone(),
-                    content,
-                    self.options.clone(),
-                )?;
-                for m in sorted {
-                    // A mapping inconsistent with the others is ignored, as a broken
-                    // MMAP2 stream would be.
-                    let _ = agg.feed_mmap(m);
-                }
-                agg.feed_batch(samples)?;
-                let (c, stats) = agg.finish_kept(&mut self.kept);
-                counters = c;
-                let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
-                self.stats.bad_stack += dropped;
-                self.stats.repaired_stacks += stats.repaired_stacks;
-                self.stats.unrepairable_stacks += stats.unrepairable_stacks;
-                self.stats.unwind.merge(&stats);
-                samples.len() as u64 - dropped.min(samples.len() as u64)
-            }
+        match self.input {
+            ShardInput::Lbr(content) => self.hold(content, &sorted, samples, window),
             ShardInput::LeadingIp { .. } => {
                 let mut placement = BinaryPlacement::new(self.load.clone(), None)?;
                 for m in sorted {
                     let _ = placement.observe(m);
                 }
+                let mut counters = CounterSet::new(self.windows.kind());
                 let mut n = 0;
                 for s in samples {
                     match count_leading_ip(
@@ -298,7 +301,7 @@ impl BinaryShard {
                         &placement,
                         &*self.layout,
                         &self.options,
-                        counters.as_mut().expect("made above"),
+                        &mut counters,
                     ) {
                         LeadingIpOutcome::Counted => n += 1,
                         LeadingIpOutcome::Repaired => {
@@ -313,20 +316,120 @@ impl BinaryShard {
                         }
                     }
                 }
-                n
+                self.stats.counted += n;
+                self.windows.add(now_secs, &counters, n);
+                Ok(())
+            }
+        }
+    }
+
+    /// Holds LBR samples of one process whose mappings are `sorted` (by file offset), in
+    /// `window`: the held samples of other mappings are counted first.
+    fn hold(
+        &mut self,
+        content: PerfContent,
+        sorted: &[&Mmap2Event],
+        samples: &[Sample],
+        window: u64,
+    ) -> Result<(), UnwindError> {
+        let by_process = self.options.sample_pids.is_some() || self.options.pid.is_some();
+        if self
+            .held
+            .as_ref()
+            .is_some_and(|h| !h.placed_alike(sorted, by_process))
+        {
+            self.count_held();
+        }
+        let held = match &mut self.held {
+            Some(held) => held,
+            None => {
+                let mut placement = BinaryPlacement::new(self.load.clone(), self.options.pid)?;
+                for m in sorted {
+                    // A mapping inconsistent with the others is ignored, as a broken
+                    // MMAP2 stream would be.
+                    let _ = placement.observe(m);
+                }
+                self.held.insert(HeldSamples {
+                    window,
+                    mappings: sorted.iter().map(|&m| m.clone()).collect(),
+                    placement,
+                    tally: SampleTally::with_capacity(by_process, 0),
+                })
             }
         };
+        let repair = content == PerfContent::LbrStack && self.options.stack_repair;
+        for s in samples {
+            if content == PerfContent::LbrStack && s.lbr.is_empty() {
+                // A hybrid sample without its branch stack: nothing to unwind.
+                self.stats.bad_stack += 1;
+                self.stats.unwind.dropped_empty_lbr_samples += 1;
+                continue;
+            }
+            held.tally.add(s, Sample::clone, |s| {
+                RepairWitness::of(
+                    &s.callchain,
+                    s.user_stack.as_ref(),
+                    repair,
+                    &held.placement,
+                    &*self.layout,
+                )
+            });
+        }
+        if held.is_full() {
+            self.count_held();
+        }
+        Ok(())
+    }
+
+    /// Counts the held samples: into the kept counter table (settled later), or into
+    /// their window when the aggregator hands the counters back.
+    fn count_held(&mut self) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        let ShardInput::Lbr(content) = self.input else {
+            return;
+        };
+        if held.tally.is_empty() {
+            return;
+        }
+        let samples = held.tally.occurrences();
+        let mut agg = match Aggregator::new(
+            &*self.layout,
+            self.load.clone(),
+            content,
+            self.options.clone(),
+        ) {
+            Ok(agg) => agg,
+            Err(_) => {
+                // The load description was validated when the shard was made.
+                self.stats.bad_stack += samples;
+                return;
+            }
+        };
+        for m in &held.mappings {
+            let _ = agg.feed_mmap(m);
+        }
+        // Preparing fails only for a hybrid sample without branches, which
+        // [`Self::hold`] does not hold.
+        let _ = agg.feed_tally(&held.tally);
+        let (counters, stats) = agg.finish_kept(&mut self.kept);
+        let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
+        self.stats.bad_stack += dropped;
+        self.stats.repaired_stacks += stats.repaired_stacks;
+        self.stats.unrepairable_stacks += stats.unrepairable_stacks;
+        self.stats.unwind.merge(&stats);
+        let counted = samples - dropped.min(samples);
         self.stats.counted += counted;
         match counters {
-            Some(counters) => self.windows.add(now_secs, &counters, counted),
+            Some(counters) => self.windows.add(held.window, &counters, counted),
             None => {
-                self.unsettled.get_or_insert((window, 0)).1 += counted;
+                self.unsettled.get_or_insert((held.window, 0)).1 += counted;
                 if self.kept.holds_too_much() {
-                    self.settle();
+                    self.settle_counters();
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -513,7 +616,12 @@ mod tests {
         shard.feed(maps, &first, 1).unwrap();
         // Two of the second group's three fit the window's budget of five.
         shard.feed(maps, &second, 2).unwrap();
-        assert!(shard.unsettled.is_some());
+        assert!(shard
+            .held
+            .as_ref()
+            .is_some_and(|h| h.tally.occurrences() == 5));
+        // The repeats of the second group were held with the first's: three distinct.
+        assert_eq!(shard.held.as_ref().map(|h| h.tally.len()), Some(3));
         assert_eq!(shard.windows().windows().count(), 0);
         assert_eq!(shard.stats().over_budget, 1);
         // The next window's group settles the first window's counters.
@@ -531,17 +639,104 @@ mod tests {
             converted(&in_first)
         );
         shard.settle();
-        assert!(shard.unsettled.is_none());
+        assert!(shard.unsettled.is_none() && shard.held.is_none());
         let windows: Vec<&crate::window::Window> = shard.windows().windows().collect();
         assert_eq!((windows[1].start_secs, windows[1].samples), (10, 2));
         assert_eq!(windows[1].counters, converted(&third));
         assert_eq!(shard.snapshot().0, converted(&[in_first, third].concat()));
         // Expiring settles first: a group fed, then the windows expired, keeps its counts.
         shard.feed(maps, &[looped(7)], 13).unwrap();
-        assert!(shard.unsettled.is_some());
+        assert!(shard.held.is_some());
         shard.expire(25);
-        assert!(shard.unsettled.is_none());
+        assert!(shard.unsettled.is_none() && shard.held.is_none());
         assert_eq!(shard.windows().samples(), 8);
+    }
+
+    /// LBR samples repeated over feeds are held and counted once with their occurrences;
+    /// a feed from a process that maps the binary elsewhere counts the held ones first;
+    /// the counters equal one conversion of every sample, each placed by its process's
+    /// mappings. A hybrid sample without branches is counted as dropped, not lost.
+    #[test]
+    fn held_samples_count_once_across_feeds_and_placements() {
+        use crate::test_support::{main_calls_foo, main_calls_foo_load};
+        use collector::LbrEntry;
+        let layout: Arc<dyn CodeLayout + Send + Sync> =
+            Arc::new(main_calls_foo().with_probes(true));
+        let map = |pid: i32, addr: u64| Mmap2Event {
+            pid,
+            addr,
+            pgoff: 0x1000,
+            prot: 5,
+            filename: "/bin/prog".into(),
+            ..Default::default()
+        };
+        let looped = |pid: u32, base: u64, n: usize| {
+            let a = |x: u64| x - 0x1000 + base;
+            let taken = LbrEntry {
+                from: a(0x1015),
+                to: a(0x1010),
+                flags: n as u64 * 16,
+            };
+            let mut lbr = vec![taken; n % 3 + 1];
+            lbr.push(LbrEntry {
+                from: a(0x1004),
+                to: a(0x1010),
+                flags: 0,
+            });
+            Sample {
+                pid,
+                ip: a(0x1014),
+                callchain: vec![a(0x1014), a(0x1009)],
+                lbr,
+                count: 1,
+                ..Sample::default()
+            }
+        };
+        let (map5, map6) = (map(5, 0x5000), map(6, 0x9000));
+        let feeds: Vec<Vec<Sample>> = (0..4)
+            .map(|k| (0..6).map(|n| looped(5, 0x5000, n + k)).collect())
+            .collect();
+        let mut shard = BinaryShard::new(
+            layout.clone(),
+            main_calls_foo_load(),
+            ShardInput::Lbr(PerfContent::LbrStack),
+            UnwindOptions::default(),
+            WindowSettings::default(),
+            None,
+        )
+        .unwrap();
+        for feed in &feeds {
+            shard.feed(std::slice::from_ref(&map5), feed, 1).unwrap();
+        }
+        assert_eq!(shard.held.as_ref().map(|h| h.tally.len()), Some(3));
+        assert_eq!(shard.stats().counted, 0);
+        let other: Vec<Sample> = (0..5).map(|n| looped(6, 0x9000, n)).collect();
+        let mut no_branches = looped(6, 0x9000, 0);
+        no_branches.lbr.clear();
+        let with_dropped = [other.clone(), vec![no_branches]].concat();
+        shard
+            .feed(std::slice::from_ref(&map6), &with_dropped, 2)
+            .unwrap();
+        // pid 5's 24 samples were counted, as three distinct ones.
+        assert_eq!(shard.stats().counted, 24);
+        assert_eq!(shard.stats().unwind.aggregated_samples, 3);
+        assert_eq!(shard.stats().bad_stack, 1);
+        assert_eq!(shard.stats().unwind.dropped_empty_lbr_samples, 1);
+        shard.settle();
+        assert_eq!(shard.stats().counted, 29);
+        let mut agg = Aggregator::new(
+            &*layout,
+            main_calls_foo_load(),
+            PerfContent::LbrStack,
+            UnwindOptions::default(),
+        )
+        .unwrap();
+        agg.feed_mmap(&map5).unwrap();
+        agg.feed_batch(&feeds.concat()).unwrap();
+        agg.feed_mmap(&map6).unwrap();
+        agg.feed_batch(&other).unwrap();
+        let (converted, _) = agg.finish();
+        assert_eq!(shard.snapshot(), (converted, 29));
     }
 
     #[test]

@@ -79,6 +79,79 @@ pub fn leaf_repair(
     StackRepair::InsertCaller(ret)
 }
 
+/// What in a sample's registers and stack words decides [`leaf_repair`]'s answer, given the
+/// sample's leaf: samples with the same call chain whose witnesses match repair alike, so
+/// they may be prepared once for all (a stack word read nowhere, like the local data at
+/// `[sp]` in a function's body, must not tell them apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairWitness {
+    /// Repair is off or cannot apply (no call chain): the registers are never read.
+    Ignored,
+    /// No user registers: [`StackRepair::Unavailable`].
+    NoRegisters,
+    /// The leaf's frame is set up, or its function is not decoded: the answer depends on
+    /// the leaf alone.
+    LeafOnly,
+    /// The leaf is in a prologue or epilogue: the answer depends on whether the registers
+    /// are the leaf's and on the stack word at `offset` from `sp`.
+    StackWord {
+        /// Bytes from `sp` to the return address ([`FrameSetup::CallerFrame`]).
+        offset: u64,
+        /// The registers' IP is the chain's leaf.
+        regs_of_leaf: bool,
+        /// The word at `sp + offset`, when it was copied.
+        word: Option<u64>,
+    },
+}
+
+impl RepairWitness {
+    /// The witness of a sample whose call chain is `callchain` and registers `user_stack`
+    /// (`repair`: the repair is on), asking the layout where the leaf's return address
+    /// is.
+    pub fn of(
+        callchain: &[u64],
+        user_stack: Option<&UserStack>,
+        repair: bool,
+        placement: &BinaryPlacement,
+        layout: &dyn CodeLayout,
+    ) -> RepairWitness {
+        let Some(&leaf) = callchain.first().filter(|_| repair) else {
+            return RepairWitness::Ignored;
+        };
+        let Some(regs) = user_stack else {
+            return RepairWitness::NoRegisters;
+        };
+        match layout.frame_setup(placement.canonical(leaf)) {
+            Some(FrameSetup::CallerFrame {
+                return_address_offset: offset,
+            }) => RepairWitness::StackWord {
+                offset,
+                regs_of_leaf: regs.ip == leaf,
+                word: regs.word_at(offset),
+            },
+            _ => RepairWitness::LeafOnly,
+        }
+    }
+
+    /// True when a sample with the same call chain (`callchain`) and registers
+    /// `user_stack` has this witness: no layout asked, the offset is the witness's.
+    pub fn matches(&self, callchain: &[u64], user_stack: Option<&UserStack>) -> bool {
+        match *self {
+            RepairWitness::Ignored => true,
+            RepairWitness::NoRegisters => user_stack.is_none(),
+            RepairWitness::LeafOnly => user_stack.is_some(),
+            RepairWitness::StackWord {
+                offset,
+                regs_of_leaf,
+                word,
+            } => user_stack.is_some_and(|regs| {
+                (callchain.first() == Some(&regs.ip)) == regs_of_leaf
+                    && regs.word_at(offset) == word
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

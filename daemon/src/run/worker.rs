@@ -574,16 +574,9 @@ impl Worker {
         self.entry_for(Arc::new(binary), names, state.path.clone(), source)
     }
 
-    /// Keeps the counters within the worker's memory budget: past it, the coldest
-    /// contexts (fewest counts over the retained windows) of all binaries are evicted until
-    /// the counters are back under 90% of it; restored aggregates not sampled since the
-    /// start go first, and a binary left with no context is dropped. Their last flushed
-    /// files stay in the state directory. Counted in `pgo_agent_memory_evictions_total`.
-    pub fn enforce_memory_budget(&mut self) {
-        self.fed_since_budget_check = 0;
-        let (budget, target) = counter_budget(self.settings.memory_budget_bytes);
-        let mut total: u64 = self
-            .entries
+    /// The bytes the shards (counters and held samples) and restored aggregates hold.
+    fn counter_bytes(&self) -> u64 {
+        self.entries
             .values()
             .map(|e| e.shard.approx_bytes() as u64)
             .chain(
@@ -591,14 +584,32 @@ impl Worker {
                     .values()
                     .map(|r| r.windows.approx_bytes() as u64),
             )
-            .sum();
+            .sum()
+    }
+
+    /// Keeps the counters within the worker's memory budget: past it, every shard counts
+    /// its held samples and, if that is not enough, the coldest contexts (fewest counts
+    /// over the retained windows) of all binaries are evicted until the counters are back
+    /// under 90% of it; restored aggregates not sampled since the start go first, and a
+    /// binary left with no context is dropped. Their last flushed files stay in the state
+    /// directory. Counted in `pgo_agent_memory_evictions_total`.
+    pub fn enforce_memory_budget(&mut self) {
+        self.fed_since_budget_check = 0;
+        let (budget, target) = counter_budget(self.settings.memory_budget_bytes);
+        let mut total = self.counter_bytes();
         self.approx_bytes = total;
         if total <= budget {
             return;
         }
-        // Eviction ranks every context held: the unsettled ones too.
+        // Eviction ranks every context held: the unsettled ones too. Settling counts the
+        // held samples, whose bytes are then freed.
         for e in self.entries.values_mut() {
             e.shard.settle();
+        }
+        total = self.counter_bytes();
+        self.approx_bytes = total;
+        if total <= budget {
+            return;
         }
         let mut restored: Vec<(u64, BuildId)> = self
             .restored
