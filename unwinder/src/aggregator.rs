@@ -1388,17 +1388,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn hybrid_leaf_at_a_function_entry_is_repaired_from_registers() {
-        let l = layout(true).with_frame_setups(&[(
-            0x1010,
-            crate::FrameSetup::CallerFrame {
-                return_address_offset: 0,
-            },
-        )]);
-        // Sampled at foo's entry right after main's call: the chain skips main's call site
-        // (the return address 0x1009 is at [sp]) and goes on to main's caller, outside.
-        let entry = Sample {
+    /// A hybrid sample at foo's entry (0x1010) right after main's call, whose chain goes
+    /// on to main's caller outside the binary; registers with `word` at `[sp]` (none
+    /// without a word).
+    fn at_foo_entry(sp: u64, word: Option<u64>) -> Sample {
+        Sample {
             ip: 0x1010,
             callchain: vec![0x1010, 0x99],
             lbr: vec![
@@ -1414,15 +1408,28 @@ mod tests {
                 },
             ],
             count: 1,
-            user_stack: Some(collector::UserStack {
+            user_stack: word.map(|w| collector::UserStack {
                 ip: 0x1010,
-                sp: 0x7ffd_0000,
+                sp,
                 bp: 0x7ffd_0100,
-                words: [0x1009, 0x7ffd_0100],
+                words: [w, 0x7ffd_0100],
                 len: 2,
             }),
             ..Sample::default()
-        };
+        }
+    }
+
+    #[test]
+    fn hybrid_leaf_at_a_function_entry_is_repaired_from_registers() {
+        let l = layout(true).with_frame_setups(&[(
+            0x1010,
+            crate::FrameSetup::CallerFrame {
+                return_address_offset: 0,
+            },
+        )]);
+        // Sampled at foo's entry right after main's call: the chain skips main's call site
+        // (the return address 0x1009 is at [sp]) and goes on to main's caller, outside.
+        let entry = at_foo_entry(0x7ffd_0000, Some(0x1009));
         let events = vec![PerfEvent::Sample(entry)];
         let (_, dropped) =
             unwind_samples(events.clone(), &l, &load(), &UnwindOptions::default()).unwrap();
@@ -1470,36 +1477,11 @@ mod tests {
                 return_address_offset: 0,
             },
         )]);
-        let at_entry = |sp: u64, word: Option<u64>| Sample {
-            ip: 0x1010,
-            callchain: vec![0x1010, 0x99],
-            lbr: vec![
-                LbrEntry {
-                    from: 0x1004,
-                    to: 0x1010,
-                    flags: 0,
-                },
-                LbrEntry {
-                    from: 0x98,
-                    to: 0x1000,
-                    flags: 0,
-                },
-            ],
-            count: 1,
-            user_stack: word.map(|w| collector::UserStack {
-                ip: 0x1010,
-                sp,
-                bp: 0x7ffd_0100,
-                words: [w, sp],
-                len: 2,
-            }),
-            ..Sample::default()
-        };
         let batch = [
-            at_entry(0x7ffd_0000, Some(0x1009)),
-            at_entry(0x7ffd_0040, Some(0x1009)),
-            at_entry(0x7ffd_0000, Some(0x1014)),
-            at_entry(0x7ffd_0000, None),
+            at_foo_entry(0x7ffd_0000, Some(0x1009)),
+            at_foo_entry(0x7ffd_0040, Some(0x1009)),
+            at_foo_entry(0x7ffd_0000, Some(0x1014)),
+            at_foo_entry(0x7ffd_0000, None),
         ];
         let on = UnwindOptions {
             stack_repair: true,

@@ -545,6 +545,24 @@ mod tests {
         assert!(line.adopt(probe).is_err());
     }
 
+    /// One conversion of `main_calls_foo`'s hybrid samples, each group placed by the
+    /// mapping before it.
+    fn converted(layout: &dyn CodeLayout, groups: &[(&Mmap2Event, &[Sample])]) -> CounterSet {
+        use crate::test_support::main_calls_foo_load;
+        let mut agg = Aggregator::new(
+            layout,
+            main_calls_foo_load(),
+            PerfContent::LbrStack,
+            UnwindOptions::default(),
+        )
+        .unwrap();
+        for (map, samples) in groups {
+            agg.feed_mmap(map).unwrap();
+            agg.feed_batch(samples).unwrap();
+        }
+        agg.finish().0
+    }
+
     /// LBR groups leave their counters unsettled until the windows are read, the next
     /// group falls in another window, or the windows expire; settled, each window holds
     /// what one conversion of its samples gives, and the per-window budget counts the
@@ -586,18 +604,7 @@ mod tests {
                 ..Sample::default()
             }
         };
-        let converted = |samples: &[Sample]| {
-            let mut agg = Aggregator::new(
-                &*layout,
-                main_calls_foo_load(),
-                PerfContent::LbrStack,
-                UnwindOptions::default(),
-            )
-            .unwrap();
-            agg.feed_mmap(&map).unwrap();
-            agg.feed_batch(samples).unwrap();
-            agg.finish().0
-        };
+        let converted = |samples: &[Sample]| converted(&*layout, &[(&map, samples)]);
         let mut shard = BinaryShard::new(
             layout.clone(),
             main_calls_foo_load(),
@@ -724,19 +731,8 @@ mod tests {
         assert_eq!(shard.stats().unwind.dropped_empty_lbr_samples, 1);
         shard.settle();
         assert_eq!(shard.stats().counted, 29);
-        let mut agg = Aggregator::new(
-            &*layout,
-            main_calls_foo_load(),
-            PerfContent::LbrStack,
-            UnwindOptions::default(),
-        )
-        .unwrap();
-        agg.feed_mmap(&map5).unwrap();
-        agg.feed_batch(&feeds.concat()).unwrap();
-        agg.feed_mmap(&map6).unwrap();
-        agg.feed_batch(&other).unwrap();
-        let (converted, _) = agg.finish();
-        assert_eq!(shard.snapshot(), (converted, 29));
+        let all = converted(&*layout, &[(&map5, &feeds.concat()), (&map6, &other)]);
+        assert_eq!(shard.snapshot(), (all, 29));
     }
 
     #[test]
