@@ -118,6 +118,7 @@ impl<'a> Aggregator<'a> {
             probes: kind == CounterKind::ProbeContext,
             compress_recursion: self.options.compress_recursion,
             depth: self.options.probe_context_depth(),
+            address_form: false,
         };
         let options = CountOptions {
             leading_ip: self.options.leading_ip_only,
@@ -941,6 +942,12 @@ fn count_part_kept(
         .take()
         .filter(|t| t.kind() == kind)
         .unwrap_or_else(|| CounterTable::new(kind));
+    // A kept line table of a binary without inline frames counts by address
+    // (`crate::address_form`): `KeptCounting::take_counters` expands it.
+    let shape = KeyShape {
+        address_form: kind == CounterKind::LineContext && !layout.has_inline_frames(),
+        ..shape
+    };
     let unwinder = match kept.unwinder.take() {
         Some(k) if k.shape() == shape => VirtualUnwinder::resume(layout, k),
         _ => VirtualUnwinder::new(layout, shape),
@@ -1550,7 +1557,7 @@ mod tests {
                 warm.feed_batch(batch).unwrap();
                 let (left, mut stats) = warm.finish_kept(&mut kept);
                 assert!(left.is_none(), "counted into the kept table");
-                let got = kept.take_counters();
+                let got = kept.take_counters(&l);
                 assert!(!got.contexts.is_empty());
                 assert_eq!(got, expected.0, "probes {probes}, batch {k}");
                 // The contexts of counters left in the kept table are counted by who takes

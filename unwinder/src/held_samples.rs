@@ -1,11 +1,11 @@
-//! [`HeldSamples`]: a live binary's LBR samples, tallied from feed to feed until they are
+//! `HeldSamples`: a live binary's LBR samples, tallied from feed to feed until they are
 //! counted.
 //!
 //! A program takes the same branches again and again, so hardware LBR samples repeat
 //! exactly (cycle counts aside) — but seldom within the few hundred samples of one feed.
 //! Held across feeds in a [`SampleTally`], each distinct sample is prepared and unwound
 //! once for all its occurrences when the shard counts them
-//! ([`crate::BinaryShard::settle`], a feed from a process that maps the binary
+//! ([`crate::shard::BinaryShard::settle`], a feed from a process that maps the binary
 //! elsewhere, a feed in the next window, or past [`MAX_HELD_BYTES`]). Counting is a sum
 //! over samples, so the counters are those of counting each feed on its own.
 
@@ -16,7 +16,7 @@ use crate::BinaryPlacement;
 
 /// Most bytes of held samples per binary (about 4,000 distinct samples of 32 LBR
 /// entries); the shard counts them past it. The worker's memory budget counts them
-/// ([`crate::BinaryShard::approx_bytes`]) and has every shard count its held samples
+/// ([`crate::shard::BinaryShard::approx_bytes`]) and has every shard count its held samples
 /// when the budget is exceeded.
 pub const MAX_HELD_BYTES: usize = 4 << 20;
 

@@ -1,19 +1,21 @@
 //! [`KeptCounting`]: what counting keeps from one flush of a binary's samples to the next.
 //!
-//! The live daemon flushes a binary's aggregator for every batch of at most a few hundred
-//! samples. A new unwinder would start with an empty layout cache and frame trie, and a
-//! new counter table would intern every context again (hashing its whole key): for
-//! samples as distinct as hardware's, in binaries without DWARF (a frame and a context per
-//! instruction of every range), most of the work. Kept between flushes of the same binary
-//! ([`crate::Aggregator::finish_kept`]), they start warm.
+//! The live daemon flushes a binary's aggregator again and again (its held samples, a few
+//! thousand at most). A new unwinder would start with an empty layout cache and frame
+//! trie, and a new counter table would intern every context again (hashing its whole
+//! key): for samples as distinct as hardware's, most of the work. Kept between flushes of
+//! the same binary ([`crate::Aggregator::finish_kept`]), they start warm.
 //!
 //! The counters stay in the kept table too, summed over flushes until
 //! [`KeptCounting::take_counters`]: a counter set built and merged per flush would cost as
-//! much as counting the flush's samples when most of them repeat.
+//! much as counting the flush's samples when most of them repeat. Line contexts of a
+//! binary without inline frames are counted there by address and expanded when taken
+//! ([`crate::address_form`]).
 
+use crate::address_form::expand_address_form;
 use crate::counter_table::CounterTable;
 use crate::virtual_unwind::KeptUnwinder;
-use crate::CounterSet;
+use crate::{CodeLayout, CounterSet};
 
 /// Most contexts the kept counter table interns: past it, the table is dropped when its
 /// counters are taken, and the next flush starts a new one (the kept table is a cache of
@@ -36,13 +38,15 @@ pub struct KeptCounting {
 }
 
 impl KeptCounting {
-    /// The counters left in the table (empty when none are), taken out of it; the table
-    /// keeps its interned contexts unless it holds more than [`MAX_KEPT_CONTEXTS`].
-    pub fn take_counters(&mut self) -> CounterSet {
+    /// The counters left in the table (empty when none are), taken out of it, those
+    /// counted by address expanded over `layout` (the layout they were counted with); the
+    /// table keeps its interned contexts unless it holds more than `MAX_KEPT_CONTEXTS`.
+    pub fn take_counters(&mut self, layout: &dyn CodeLayout) -> CounterSet {
         let Some(table) = &mut self.table else {
             return CounterSet::default();
         };
-        let counters = table.take_counter_set();
+        let mut counters = table.take_counter_set();
+        expand_address_form(&mut counters, layout);
         if table.context_count() > MAX_KEPT_CONTEXTS {
             self.table = None;
         }
@@ -84,11 +88,15 @@ mod tests {
         };
         assert!(kept.holds_too_much());
         assert!(kept.approx_counter_bytes() > MAX_LEFT_COUNTERS * 48);
-        let taken = kept.take_counters();
+        let layout = crate::test_support::main_calls_foo();
+        let taken = kept.take_counters(&layout);
         assert_eq!(taken.contexts[&vec![0x10]].ranges.len() as u64, n);
         assert!(!kept.holds_too_much());
         assert_eq!(kept.approx_counter_bytes(), 0);
         assert_eq!(kept.table.as_ref().map(|t| t.context_count()), Some(1));
-        assert!(KeptCounting::default().take_counters().contexts.is_empty());
+        assert!(KeptCounting::default()
+            .take_counters(&layout)
+            .contexts
+            .is_empty());
     }
 }

@@ -24,11 +24,12 @@
 //!
 //! `convert` calls [`unwind_samples`] once (or feeds an aggregator
 //! [`Aggregator::counting_as_fed`], which counts each sample as it is prepared instead of
-//! holding it until the end); the live daemon keeps an [`Aggregator`] per
-//! binary, feeds it batches and calls [`Aggregator::flush`] periodically (flushed counter
-//! sets merge into exactly what one conversion of all samples gives); its shards finish
-//! each batch's aggregator with the [`KeptCounting`] of their binary, so that the unwinder
-//! and the interned contexts carry over from batch to batch.
+//! holding it until the end); the live daemon's [`shard::BinaryShard`]s hold each binary's
+//! samples from batch to batch in a [`SampleTally`] of distinct ones, and count them through
+//! an [`Aggregator`] finished with the [`KeptCounting`] of their binary, so that the
+//! unwinder and the interned contexts carry over (flushed counter sets merge into exactly
+//! what one conversion of all samples gives; line contexts of a binary without inline
+//! frames are counted by address there and expanded when read: [`address_form`]).
 //!
 //! ```
 //! use collector::{LbrEntry, PerfEvent, Sample};
@@ -73,6 +74,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod address_form;
 pub mod aggregator;
 pub mod binary_placement;
 pub mod code_layout;
@@ -82,7 +84,7 @@ pub mod counter_table;
 pub mod counters;
 pub mod error;
 pub mod frame_trie;
-mod held_samples;
+pub mod held_samples;
 pub mod kept_counting;
 pub mod layout_cache;
 pub mod lbr_counter;

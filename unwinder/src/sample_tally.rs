@@ -8,7 +8,7 @@
 //! Samples equal in those are prepared and unwound once, standing for all their
 //! occurrences. A batch is tallied by reference ([`crate::Aggregator::feed_batch`]); a
 //! live binary's samples are tallied as copies from feed to feed
-//! ([`crate::held_samples::HeldSamples`]).
+//! ([`crate::held_samples`]).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;

@@ -210,7 +210,7 @@ impl BinaryShard {
     /// Adds the counters in the kept table to their window.
     fn settle_counters(&mut self) {
         if let Some((start, samples)) = self.unsettled.take() {
-            let counters = self.kept.take_counters();
+            let counters = self.kept.take_counters(&*self.layout);
             self.stats.unwind.contexts += counters.contexts.len() as u64;
             self.windows.add(start, &counters, samples);
         }
@@ -665,10 +665,19 @@ mod tests {
     /// mappings. A hybrid sample without branches is counted as dropped, not lost.
     #[test]
     fn held_samples_count_once_across_feeds_and_placements() {
+        for probes in [true, false] {
+            held_samples_count_once(probes);
+        }
+    }
+
+    /// [`held_samples_count_once_across_feeds_and_placements`] with probe contexts, or
+    /// line contexts of a layout without inline frames (counted by address, expanded when
+    /// settled).
+    fn held_samples_count_once(probes: bool) {
         use crate::test_support::{main_calls_foo, main_calls_foo_load};
         use collector::LbrEntry;
         let layout: Arc<dyn CodeLayout + Send + Sync> =
-            Arc::new(main_calls_foo().with_probes(true));
+            Arc::new(main_calls_foo().with_probes(probes));
         let map = |pid: i32, addr: u64| Mmap2Event {
             pid,
             addr,
@@ -732,7 +741,8 @@ mod tests {
         shard.settle();
         assert_eq!(shard.stats().counted, 29);
         let all = converted(&*layout, &[(&map5, &feeds.concat()), (&map6, &other)]);
-        assert_eq!(shard.snapshot(), (all, 29));
+        assert_eq!(shard.kind() == CounterKind::LineContext, !probes);
+        assert_eq!(shard.snapshot(), (all, 29), "probes {probes}");
     }
 
     #[test]

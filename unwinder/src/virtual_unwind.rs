@@ -10,6 +10,7 @@
 //! range that is not a valid fall-through, or an unpaired external address, makes the
 //! state invalid: the rest of the LBR is replayed context-less under the root.
 
+use crate::address_form::ADDRESS_FORM_MARK;
 use crate::context::{compress_recursion, trim_context};
 use std::collections::HashMap;
 
@@ -36,6 +37,10 @@ pub struct KeyShape {
     pub compress_recursion: Option<u32>,
     /// The depth probe keys are trimmed to (`None` = unlimited).
     pub depth: Option<usize>,
+    /// Line keys of a layout without inline frames counted by address, as probe keys
+    /// are, and marked ([`crate::address_form`]): ranges and branches on the caller
+    /// frame, expanded to line keys when the counters are taken.
+    pub address_form: bool,
 }
 
 struct State {
@@ -342,7 +347,7 @@ impl<'a> VirtualUnwinder<'a> {
                 st.ip = src;
                 st.leaf = self.child(ROOT, src);
             }
-            self.record_branch(&st, *br, repeat);
+            self.record_branch(&st, *br, repeat, memoize);
         }
         true
     }
@@ -436,6 +441,12 @@ impl<'a> VirtualUnwinder<'a> {
             self.add_range(parent, target, end, repeat);
             return;
         }
+        if memoize && self.kept.shape.address_form {
+            // The walk would give each instruction a frame under `parent`.
+            self.kept.external_children |= self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+            self.add_range(parent, target, end, repeat);
+            return;
+        }
         if !memoize {
             self.walk_line(st, target, repeat);
             return;
@@ -516,7 +527,7 @@ impl<'a> VirtualUnwinder<'a> {
         self.add_range(id, start, end, repeat);
     }
 
-    fn record_branch(&mut self, st: &State, br: Branch, repeat: u64) {
+    fn record_branch(&mut self, st: &State, br: Branch, repeat: u64, memoize: bool) {
         if br.target == EXTERNAL_ADDR {
             return;
         }
@@ -525,7 +536,7 @@ impl<'a> VirtualUnwinder<'a> {
             self.add_branch(ROOT, br.source, br.target, repeat);
             return;
         }
-        let owner = if self.kept.shape.probes {
+        let owner = if self.kept.shape.probes || (memoize && self.kept.shape.address_form) {
             self.kept.trie.frame(st.leaf).parent
         } else {
             st.leaf
@@ -618,6 +629,9 @@ impl<'a> VirtualUnwinder<'a> {
         if self.kept.shape.probes {
             compress_recursion(&mut self.kept.key, self.kept.shape.compress_recursion);
             trim_context(&mut self.kept.key, self.kept.shape.depth);
+        }
+        if self.kept.shape.address_form {
+            self.kept.key.push(ADDRESS_FORM_MARK);
         }
         let c = counters.context(&self.kept.key);
         if self.kept.contexts.len() <= id as usize {
@@ -942,7 +956,8 @@ mod tests {
 
     /// Counting on the kept trie (contexts by path, interned once) equals llvm-profgen's
     /// walk of a trie per sample, for probe and line keys, with and without inline
-    /// frames, over samples with external frames and frames at address 0, in any order.
+    /// frames (and, without, counted by address and expanded), over samples with external
+    /// frames and frames at address 0, in any order.
     #[test]
     fn the_kept_trie_counts_like_a_walk_per_sample() {
         let samples = [
@@ -1021,6 +1036,27 @@ mod tests {
                     assert!(kept.contexts.len() > 1);
                     assert_eq!(kept, walked, "probes {probes}");
                     assert_eq!(format!("{kept_stats:?}"), format!("{walked_stats:?}"));
+                    if !probes && !layout.has_inline_frames() {
+                        // Counted by address, then expanded: the same line counters.
+                        let shape = KeyShape {
+                            address_form: true,
+                            ..shape
+                        };
+                        let mut by_address = CounterTable::new(kind);
+                        let mut stats = UnwindStats::default();
+                        let mut u = VirtualUnwinder::new(layout, shape);
+                        for (s, n) in &ordered {
+                            u.unwind(s, *n, &mut by_address, &mut stats);
+                        }
+                        let mut expanded = by_address.into_counter_set();
+                        assert!(expanded
+                            .contexts
+                            .keys()
+                            .any(|k| k.last() == Some(&ADDRESS_FORM_MARK)));
+                        crate::address_form::expand_address_form(&mut expanded, layout);
+                        assert_eq!(expanded, walked, "by address");
+                        assert_eq!(format!("{stats:?}"), format!("{walked_stats:?}"));
+                    }
                 }
             }
         }
