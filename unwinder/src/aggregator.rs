@@ -20,7 +20,7 @@ use crate::sample_prep::{
     extract_lbr_stack_into, extract_repaired_call_stack_into, PerfSample, StackNotes,
 };
 use crate::sample_tally::SampleTally;
-use crate::stack_repair::{leaf_repair, RepairWitness, StackRepair};
+use crate::stack_repair::{leaf_repair, StackRepair};
 use crate::summing_cache::SummingCache;
 use crate::virtual_unwind::{KeyShape, VirtualUnwinder};
 use crate::{
@@ -205,37 +205,13 @@ impl<'a> Aggregator<'a> {
             }
             return Ok(());
         }
-        let mut tally = SampleTally::with_capacity(self.tallies_by_process(), samples.len());
+        let mut tally =
+            SampleTally::with_capacity(self.options.tallies_by_process(), samples.len());
+        let repair = self.options.repairs_stacks(self.content);
         for s in samples {
-            self.tally(&mut tally, s, |s| s);
+            tally.add_placed(s, |s| s, repair, &self.placement, self.layout);
         }
         self.feed_tally(&tally)
-    }
-
-    /// Whether a [`SampleTally`] of this aggregator's samples must tell processes apart
-    /// (a process filter applies).
-    fn tallies_by_process(&self) -> bool {
-        self.options.sample_pids.is_some()
-    }
-
-    /// Adds `sample` to `tally` (`keep` makes what a new entry holds), with the repair
-    /// witness this aggregator's placement and options give it.
-    fn tally<'s, S: Borrow<Sample>>(
-        &self,
-        tally: &mut SampleTally<S>,
-        sample: &'s Sample,
-        keep: impl FnOnce(&'s Sample) -> S,
-    ) {
-        let repair = self.content == PerfContent::LbrStack && self.options.stack_repair;
-        tally.add(sample, keep, |s| {
-            RepairWitness::of(
-                &s.callchain,
-                s.user_stack.as_ref(),
-                repair,
-                &self.placement,
-                self.layout,
-            )
-        });
     }
 
     /// Feeds the distinct samples of `tally`, each with its occurrences and summed count
@@ -1395,6 +1371,17 @@ mod tests {
         );
     }
 
+    /// [`layout`] with probes, foo's entry (0x1010) decoded as before `push rbp`: the
+    /// return address at `[sp]`.
+    fn layout_with_foo_entry() -> FakeLayout {
+        layout(true).with_frame_setups(&[(
+            0x1010,
+            crate::FrameSetup::CallerFrame {
+                return_address_offset: 0,
+            },
+        )])
+    }
+
     /// A hybrid sample at foo's entry (0x1010) right after main's call, whose chain goes
     /// on to main's caller outside the binary; registers with `word` at `[sp]` (none
     /// without a word).
@@ -1428,12 +1415,7 @@ mod tests {
 
     #[test]
     fn hybrid_leaf_at_a_function_entry_is_repaired_from_registers() {
-        let l = layout(true).with_frame_setups(&[(
-            0x1010,
-            crate::FrameSetup::CallerFrame {
-                return_address_offset: 0,
-            },
-        )]);
+        let l = layout_with_foo_entry();
         // Sampled at foo's entry right after main's call: the chain skips main's call site
         // (the return address 0x1009 is at [sp]) and goes on to main's caller, outside.
         let entry = at_foo_entry(0x7ffd_0000, Some(0x1009));
@@ -1478,12 +1460,7 @@ mod tests {
     /// statistics are those of feeding each sample on its own.
     #[test]
     fn a_batch_repairs_each_sample_as_its_registers_say() {
-        let l = layout(true).with_frame_setups(&[(
-            0x1010,
-            crate::FrameSetup::CallerFrame {
-                return_address_offset: 0,
-            },
-        )]);
+        let l = layout_with_foo_entry();
         let batch = [
             at_foo_entry(0x7ffd_0000, Some(0x1009)),
             at_foo_entry(0x7ffd_0040, Some(0x1009)),

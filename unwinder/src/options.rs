@@ -105,6 +105,19 @@ pub fn processes_mapping<'a>(
 }
 
 impl UnwindOptions {
+    /// True when the call chains of samples carrying `content` are repaired from their
+    /// registers ([`Self::stack_repair`]; hybrid samples only).
+    pub fn repairs_stacks(&self, content: PerfContent) -> bool {
+        content == PerfContent::LbrStack && self.stack_repair
+    }
+
+    /// True when samples of different processes must be told apart when tallied
+    /// ([`crate::SampleTally`]): a process filter applies to the samples
+    /// ([`Self::sample_pids`]) or to the mappings that place the binary ([`Self::pid`]).
+    pub fn tallies_by_process(&self) -> bool {
+        self.sample_pids.is_some() || self.pid.is_some()
+    }
+
     /// The depth probe contexts are trimmed to: the minimum of the two depth limits.
     pub fn probe_context_depth(&self) -> Option<usize> {
         match (self.max_context_depth, self.max_unsymbolized_context_depth) {

@@ -18,6 +18,7 @@ use rustc_hash::FxBuildHasher;
 
 use crate::sample_prep::lane_hash;
 use crate::stack_repair::RepairWitness;
+use crate::{BinaryPlacement, CodeLayout};
 
 /// No older entry with the same hash.
 const NONE: u32 = u32::MAX;
@@ -95,6 +96,27 @@ impl<S: Borrow<Sample>> SampleTally<S> {
             next: newest,
         });
         self.by_hash.insert(hash, index);
+    }
+
+    /// [`Self::add`] with the witness [`RepairWitness::of`] gives the sample when the
+    /// binary is placed by `placement` (`repair`: call chains are repaired).
+    pub fn add_placed<'s>(
+        &mut self,
+        sample: &'s Sample,
+        keep: impl FnOnce(&'s Sample) -> S,
+        repair: bool,
+        placement: &BinaryPlacement,
+        layout: &dyn CodeLayout,
+    ) {
+        self.add(sample, keep, |s| {
+            RepairWitness::of(
+                &s.callchain,
+                s.user_stack.as_ref(),
+                repair,
+                placement,
+                layout,
+            )
+        });
     }
 
     fn hash(&self, s: &Sample) -> u64 {

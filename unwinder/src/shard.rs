@@ -26,7 +26,6 @@ use collector::{Mmap2Event, Sample};
 use crate::held_samples::HeldSamples;
 use crate::leading_ip::{count_leading_ip, leading_ip_kind, LeadingIpOutcome};
 use crate::sample_tally::SampleTally;
-use crate::stack_repair::RepairWitness;
 use crate::window::{WindowSettings, WindowedCounters};
 use crate::{
     Aggregator, BinaryLoadInfo, BinaryPlacement, CodeLayout, CounterKind, CounterSet, KeptCounting,
@@ -332,7 +331,7 @@ impl BinaryShard {
         samples: &[Sample],
         window: u64,
     ) -> Result<(), UnwindError> {
-        let by_process = self.options.sample_pids.is_some() || self.options.pid.is_some();
+        let by_process = self.options.tallies_by_process();
         if self
             .held
             .as_ref()
@@ -357,7 +356,7 @@ impl BinaryShard {
                 })
             }
         };
-        let repair = content == PerfContent::LbrStack && self.options.stack_repair;
+        let repair = self.options.repairs_stacks(content);
         for s in samples {
             if content == PerfContent::LbrStack && s.lbr.is_empty() {
                 // A hybrid sample without its branch stack: nothing to unwind.
@@ -365,15 +364,8 @@ impl BinaryShard {
                 self.stats.unwind.dropped_empty_lbr_samples += 1;
                 continue;
             }
-            held.tally.add(s, Sample::clone, |s| {
-                RepairWitness::of(
-                    &s.callchain,
-                    s.user_stack.as_ref(),
-                    repair,
-                    &held.placement,
-                    &*self.layout,
-                )
-            });
+            held.tally
+                .add_placed(s, Sample::clone, repair, &held.placement, &*self.layout);
         }
         if held.is_full() {
             self.count_held();

@@ -437,13 +437,12 @@ impl<'a> VirtualUnwinder<'a> {
             return;
         }
         let parent = self.kept.trie.frame(st.leaf).parent;
-        if self.kept.shape.probes {
-            self.add_range(parent, target, end, repeat);
-            return;
-        }
-        if memoize && self.kept.shape.address_form {
-            // The walk would give each instruction a frame under `parent`.
-            self.kept.external_children |= self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+        if self.counts_on_caller(memoize) {
+            if self.kept.shape.address_form {
+                // The walk would give each instruction a frame under `parent`.
+                self.kept.external_children |=
+                    self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+            }
             self.add_range(parent, target, end, repeat);
             return;
         }
@@ -527,6 +526,13 @@ impl<'a> VirtualUnwinder<'a> {
         self.add_range(id, start, end, repeat);
     }
 
+    /// True when ranges and branches go on the caller's frame: probe keys, and line keys
+    /// counted by address on the kept trie (a sample walked on its own trie is counted in
+    /// line form).
+    fn counts_on_caller(&self, memoize: bool) -> bool {
+        self.kept.shape.probes || (memoize && self.kept.shape.address_form)
+    }
+
     fn record_branch(&mut self, st: &State, br: Branch, repeat: u64, memoize: bool) {
         if br.target == EXTERNAL_ADDR {
             return;
@@ -536,7 +542,7 @@ impl<'a> VirtualUnwinder<'a> {
             self.add_branch(ROOT, br.source, br.target, repeat);
             return;
         }
-        let owner = if self.kept.shape.probes || (memoize && self.kept.shape.address_form) {
+        let owner = if self.counts_on_caller(memoize) {
             self.kept.trie.frame(st.leaf).parent
         } else {
             st.leaf
