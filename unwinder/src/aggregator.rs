@@ -4,7 +4,6 @@
 //! counters (LBR-only counting or virtual unwinding). [`unwind_samples`] is the one-shot
 //! form `convert` uses; the live daemon feeds batches and flushes periodically.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -209,20 +208,19 @@ impl<'a> Aggregator<'a> {
             SampleTally::with_capacity(self.options.tallies_by_process(), samples.len());
         let repair = self.options.repairs_stacks(self.content);
         for s in samples {
-            tally.add_placed(s, |s| s, repair, &self.placement, self.layout);
+            tally.add_placed(s, repair, &self.placement, self.layout);
         }
         self.feed_tally(&tally)
     }
 
     /// Feeds the distinct samples of `tally`, each with its occurrences and summed count
     /// (as [`Aggregator::feed_batch`] feeds a batch's), in order of first occurrence.
-    pub fn feed_tally<S: Borrow<Sample>>(
-        &mut self,
-        tally: &SampleTally<S>,
-    ) -> Result<(), UnwindError> {
+    pub fn feed_tally(&mut self, tally: &SampleTally) -> Result<(), UnwindError> {
         self.reserve(tally.len());
+        let mut sample = Sample::default();
         for e in tally.entries() {
-            self.feed_occurrences(e.sample.borrow(), e.occurrences, e.count)?;
+            tally.sample_into(e, &mut sample);
+            self.feed_occurrences(&sample, e.occurrences, e.count)?;
         }
         Ok(())
     }

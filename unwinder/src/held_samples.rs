@@ -9,15 +9,15 @@
 //! elsewhere, a feed in the next window, or past [`MAX_HELD_BYTES`]). Counting is a sum
 //! over samples, so the counters are those of counting each feed on its own.
 
-use collector::{Mmap2Event, Sample};
+use collector::Mmap2Event;
 
 use crate::sample_tally::SampleTally;
 use crate::BinaryPlacement;
 
-/// Most bytes of held samples per binary (about 4,000 distinct samples of 32 LBR
-/// entries); the shard counts them past it. The worker's memory budget counts them
-/// ([`crate::shard::BinaryShard::approx_bytes`]) and has every shard count its held samples
-/// when the budget is exceeded.
+/// Most bytes of held samples per binary (about 5,000 distinct samples of 32 LBR
+/// entries and a dozen frames); the shard counts them past it. The worker's memory
+/// budget counts them ([`crate::shard::BinaryShard::approx_bytes`]) and has every shard
+/// count its held samples when the budget is exceeded.
 pub const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// Samples of one binary held, all placed by the same mappings and in the same window.
@@ -30,7 +30,7 @@ pub(crate) struct HeldSamples {
     /// Where those mappings place the binary (what the repair witness reads).
     pub placement: BinaryPlacement,
     /// The samples.
-    pub tally: SampleTally<Sample>,
+    pub tally: SampleTally,
 }
 
 impl HeldSamples {

@@ -63,7 +63,7 @@ impl PerfSample {
 
 /// Prefetches the cache lines of `len` bytes at `start` (the first 1 KiB of them).
 #[inline]
-fn prefetch_bytes(start: *const u8, len: usize) {
+pub(crate) fn prefetch_bytes(start: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     for offset in (0..len.min(1024)).step_by(64) {
         // SAFETY: SSE is part of x86_64, and a prefetch is only a hint: it reads nothing

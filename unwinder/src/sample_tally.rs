@@ -6,80 +6,90 @@
 //! a process filter applies, and — when call chains are repaired — on what its
 //! [`RepairWitness`] says of its registers; unwinding depends only on the prepared sample.
 //! Samples equal in those are prepared and unwound once, standing for all their
-//! occurrences. A batch is tallied by reference ([`crate::Aggregator::feed_batch`]); a
-//! live binary's samples are tallied as copies from feed to feed
-//! ([`crate::held_samples`]).
+//! occurrences: a batch's ([`crate::Aggregator::feed_batch`]), a live binary's from feed
+//! to feed ([`crate::held_samples`]). What an entry keeps of its samples is their branch
+//! sources and targets and call chain, in one store of words shared by all entries, and
+//! the first sample's process, IP and registers.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 
-use collector::{LbrEntry, Sample};
+use collector::{LbrEntry, Sample, UserStack};
 use rustc_hash::FxBuildHasher;
 
-use crate::sample_prep::lane_hash;
+use crate::sample_prep::{lane_hash, prefetch_bytes};
 use crate::stack_repair::RepairWitness;
 use crate::{BinaryPlacement, CodeLayout};
 
 /// No older entry with the same hash.
 const NONE: u32 = u32::MAX;
 
-/// One distinct raw sample and its occurrences.
-pub struct TallyEntry<S> {
-    /// The first of the samples (its own count is not theirs: see `count`).
-    pub sample: S,
+/// One distinct raw sample and its occurrences. Its branches and call chain are kept in
+/// the tally's word store (read back with [`SampleTally::sample_into`]); the rest of what
+/// preparation reads is the first sample's.
+pub struct TallyEntry {
     /// How many samples it stands for.
     pub occurrences: u64,
     /// Their counts summed (wrapping, like llvm-profgen's `uint64_t`).
     pub count: u64,
+    /// The first sample's process.
+    pub pid: u32,
+    /// The first sample's IP.
+    ip: u64,
+    /// The first sample's registers and stack words (alike in all of them as far as
+    /// `witness` reads).
+    user_stack: Option<UserStack>,
     witness: RepairWitness,
+    /// Where its words start in [`SampleTally::words`]: `2 * branches` words of branch
+    /// sources and targets, then `frames` call-chain words.
+    at: usize,
+    branches: usize,
+    frames: usize,
     /// The next older entry with the same hash ([`NONE`]).
     next: u32,
 }
 
-/// Distinct raw samples in order of first occurrence (see the module docs). `S` is a
-/// sample or a reference to one.
-pub struct SampleTally<S> {
+/// Distinct raw samples in order of first occurrence (see the module docs). Their branch
+/// stacks and call chains sit one after another in one store of words, so comparing a
+/// sample with an entry reads consecutive memory and a new entry allocates nothing of
+/// its own.
+pub struct SampleTally {
     /// Samples of different processes are told apart.
     by_process: bool,
-    entries: Vec<TallyEntry<S>>,
+    entries: Vec<TallyEntry>,
+    /// Each entry's branch sources and targets, then its call chain.
+    words: Vec<u64>,
     /// Hash → the newest entry with it (older ones through [`TallyEntry::next`]).
     by_hash: HashMap<u64, u32, FxBuildHasher>,
     occurrences: u64,
-    sample_bytes: usize,
 }
 
-impl<S: Borrow<Sample>> SampleTally<S> {
+impl SampleTally {
     /// An empty tally with room for `capacity` distinct samples; `by_process`: samples of
     /// different processes are told apart (a process filter applies to them).
-    pub fn with_capacity(by_process: bool, capacity: usize) -> SampleTally<S> {
+    pub fn with_capacity(by_process: bool, capacity: usize) -> SampleTally {
         SampleTally {
             by_process,
             entries: Vec::with_capacity(capacity),
+            words: Vec::new(),
             by_hash: HashMap::with_capacity_and_hasher(capacity, FxBuildHasher),
             occurrences: 0,
-            sample_bytes: 0,
         }
     }
 
-    /// Adds one occurrence of `sample`: to the entry it matches, or as a new entry holding
-    /// `keep(sample)` with the witness `witness(sample)` (asked only for a new entry).
-    pub fn add<'s>(
-        &mut self,
-        sample: &'s Sample,
-        keep: impl FnOnce(&'s Sample) -> S,
-        witness: impl FnOnce(&Sample) -> RepairWitness,
-    ) {
+    /// Adds one occurrence of `sample`: to the entry it matches, or as a new entry with
+    /// the witness `witness(sample)` (asked only for a new entry).
+    pub fn add(&mut self, sample: &Sample, witness: impl FnOnce(&Sample) -> RepairWitness) {
         self.occurrences += 1;
         let hash = self.hash(sample);
         let newest = self.by_hash.get(&hash).copied().unwrap_or(NONE);
         let mut at = newest;
         while at != NONE {
-            let e = &mut self.entries[at as usize];
-            if (!self.by_process || e.sample.borrow().pid == sample.pid)
-                && same_branches_and_chain(e.sample.borrow(), sample)
+            let e = &self.entries[at as usize];
+            if self.holds(e, sample)
                 && e.witness
                     .matches(&sample.callchain, sample.user_stack.as_ref())
             {
+                let e = &mut self.entries[at as usize];
                 e.occurrences += 1;
                 e.count = e.count.wrapping_add(sample.count);
                 return;
@@ -87,12 +97,20 @@ impl<S: Borrow<Sample>> SampleTally<S> {
             at = e.next;
         }
         let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 distinct samples");
-        self.sample_bytes += heap_bytes(sample);
+        let words_at = self.words.len();
+        self.words
+            .extend(sample.lbr.iter().flat_map(|b| [b.from, b.to]));
+        self.words.extend_from_slice(&sample.callchain);
         self.entries.push(TallyEntry {
-            sample: keep(sample),
             occurrences: 1,
             count: sample.count,
+            pid: sample.pid,
+            ip: sample.ip,
+            user_stack: sample.user_stack,
             witness: witness(sample),
+            at: words_at,
+            branches: sample.lbr.len(),
+            frames: sample.callchain.len(),
             next: newest,
         });
         self.by_hash.insert(hash, index);
@@ -100,15 +118,14 @@ impl<S: Borrow<Sample>> SampleTally<S> {
 
     /// [`Self::add`] with the witness [`RepairWitness::of`] gives the sample when the
     /// binary is placed by `placement` (`repair`: call chains are repaired).
-    pub fn add_placed<'s>(
+    pub fn add_placed(
         &mut self,
-        sample: &'s Sample,
-        keep: impl FnOnce(&'s Sample) -> S,
+        sample: &Sample,
         repair: bool,
         placement: &BinaryPlacement,
         layout: &dyn CodeLayout,
     ) {
-        self.add(sample, keep, |s| {
+        self.add(sample, |s| {
             RepairWitness::of(
                 &s.callchain,
                 s.user_stack.as_ref(),
@@ -117,6 +134,41 @@ impl<S: Borrow<Sample>> SampleTally<S> {
                 layout,
             )
         });
+    }
+
+    /// Asks the CPU to bring `sample`'s branches and call chain into the cache: a sample
+    /// about to be added after this one (a batch of parsed samples is larger than the
+    /// cache nearest the core, and adding one was mostly waiting for its branches).
+    #[inline]
+    pub fn prefetch(sample: &Sample) {
+        prefetch_bytes(
+            sample.lbr.as_ptr().cast(),
+            std::mem::size_of_val(sample.lbr.as_slice()),
+        );
+        prefetch_bytes(sample.callchain.as_ptr().cast(), sample.callchain.len() * 8);
+    }
+
+    /// True when `e` stands for `s`: the same call chain, branch sources and targets and,
+    /// when processes are told apart, process (the witness aside).
+    fn holds(&self, e: &TallyEntry, s: &Sample) -> bool {
+        if e.branches != s.lbr.len()
+            || e.frames != s.callchain.len()
+            || (self.by_process && e.pid != s.pid)
+        {
+            return false;
+        }
+        let (branches, chain) = self.words_of(e);
+        chain == s.callchain.as_slice()
+            && branches
+                .chunks_exact(2)
+                .zip(&s.lbr)
+                .all(|(w, b)| w[0] == b.from && w[1] == b.to)
+    }
+
+    /// An entry's branch words (source, target, ...) and call chain.
+    fn words_of(&self, e: &TallyEntry) -> (&[u64], &[u64]) {
+        let branch_words = 2 * e.branches;
+        self.words[e.at..e.at + branch_words + e.frames].split_at(branch_words)
     }
 
     fn hash(&self, s: &Sample) -> u64 {
@@ -133,8 +185,30 @@ impl<S: Borrow<Sample>> SampleTally<S> {
     }
 
     /// The distinct samples, in order of first occurrence.
-    pub fn entries(&self) -> &[TallyEntry<S>] {
+    pub fn entries(&self) -> &[TallyEntry] {
         &self.entries
+    }
+
+    /// Writes into `out` the sample `e` stands for: its process, IP, registers, call chain
+    /// and branches as the first of its samples had them; its thread, time, branch flags
+    /// and cycles as 0 (preparation reads none of them) and its count as one sample's
+    /// (see [`TallyEntry::count`] for theirs).
+    pub fn sample_into(&self, e: &TallyEntry, out: &mut Sample) {
+        let (branches, chain) = self.words_of(e);
+        out.pid = e.pid;
+        out.tid = 0;
+        out.time = 0;
+        out.ip = e.ip;
+        out.user_stack = e.user_stack;
+        out.count = 1;
+        out.callchain.clear();
+        out.callchain.extend_from_slice(chain);
+        out.lbr.clear();
+        out.lbr.extend(branches.chunks_exact(2).map(|w| LbrEntry {
+            from: w[0],
+            to: w[1],
+            flags: 0,
+        }));
     }
 
     /// Number of distinct samples.
@@ -152,34 +226,18 @@ impl<S: Borrow<Sample>> SampleTally<S> {
         self.occurrences
     }
 
-    /// A rough size in bytes of the entries, their hash index and the samples' call
-    /// chains and branch stacks (what copies of the samples allocate).
+    /// A rough size in bytes of the entries, their hash index and their words.
     pub fn approx_bytes(&self) -> usize {
-        self.sample_bytes + self.entries.len() * (std::mem::size_of::<TallyEntry<S>>() + 16)
+        self.words.len() * 8 + self.entries.len() * (std::mem::size_of::<TallyEntry>() + 16)
     }
 
     /// Forgets every sample, keeping the allocations.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.words.clear();
         self.by_hash.clear();
         self.occurrences = 0;
-        self.sample_bytes = 0;
     }
-}
-
-/// Same call chain and same branch sources and targets (their flags and cycles aside).
-fn same_branches_and_chain(a: &Sample, b: &Sample) -> bool {
-    a.callchain == b.callchain
-        && a.lbr.len() == b.lbr.len()
-        && a.lbr
-            .iter()
-            .zip(&b.lbr)
-            .all(|(x, y)| x.from == y.from && x.to == y.to)
-}
-
-/// The bytes a copy of `s` allocates.
-fn heap_bytes(s: &Sample) -> usize {
-    s.callchain.len() * 8 + s.lbr.len() * std::mem::size_of::<LbrEntry>()
 }
 
 #[cfg(test)]
@@ -200,12 +258,54 @@ mod tests {
         }
     }
 
-    fn tally(samples: &[Sample], by_process: bool) -> SampleTally<&Sample> {
+    fn tally(samples: &[Sample], by_process: bool) -> SampleTally {
         let mut t = SampleTally::with_capacity(by_process, 4);
         for s in samples {
-            t.add(s, |s| s, |_| RepairWitness::Ignored);
+            t.add(s, |_| RepairWitness::Ignored);
         }
         t
+    }
+
+    /// An entry gives back what preparation reads of its first sample: process, IP,
+    /// registers, call chain, branch sources and targets (flags and cycles as 0).
+    #[test]
+    fn an_entry_gives_back_its_first_sample() {
+        let mut first = sample(
+            7,
+            &[(0x10, 0x20), (0x30, 0x40), (0x50, 0x60)],
+            &[0x65, 0x99],
+            3,
+        );
+        first.ip = 0x65;
+        (first.tid, first.time) = (9, 77);
+        first.lbr[2].flags = 0x35;
+        first.user_stack = Some(UserStack {
+            ip: 0x65,
+            sp: 0x7ffd_0000,
+            bp: 0x7ffd_0040,
+            words: [0x5009, 0x1234],
+            len: 2,
+        });
+        let mut other = sample(7, &[(0x1, 0x2)], &[0x2], 1);
+        other.user_stack = None;
+        let mut t = SampleTally::with_capacity(false, 2);
+        t.add(&other, |_| RepairWitness::Ignored);
+        t.add(&first, |_| RepairWitness::Ignored);
+        t.add(&first, |_| RepairWitness::Ignored);
+        let mut out = sample(1, &[(0xdead, 0xbeef); 40], &[0xdead; 9], 5);
+        (out.tid, out.time) = (4, 1_000_000);
+        t.sample_into(&t.entries()[1], &mut out);
+        let mut want = first.clone();
+        (want.tid, want.time) = (0, 0);
+        want.lbr[2].flags = 0;
+        want.count = 1;
+        assert_eq!(out, want);
+        assert_eq!((t.entries()[1].occurrences, t.entries()[1].count), (2, 6));
+        t.sample_into(&t.entries()[0], &mut out);
+        assert_eq!(
+            (out.lbr.len(), out.callchain.as_slice(), out.user_stack),
+            (1, &[0x2][..], None)
+        );
     }
 
     /// Flags, cycles and (without a process filter) the process do not tell samples
@@ -230,11 +330,7 @@ mod tests {
         assert_eq!(got, [(3, 7), (1, 8), (1, 16)]);
         assert_eq!(t.occurrences(), 5);
         let t = tally(&samples, true);
-        let got: Vec<(u32, u64)> = t
-            .entries()
-            .iter()
-            .map(|e| (e.sample.pid, e.count))
-            .collect();
+        let got: Vec<(u32, u64)> = t.entries().iter().map(|e| (e.pid, e.count)).collect();
         assert_eq!(got, [(1, 3), (2, 4), (1, 8), (1, 16)]);
     }
 
@@ -271,7 +367,7 @@ mod tests {
                 },
                 None => RepairWitness::NoRegisters,
             };
-            t.add(s, |s| s.clone(), witness);
+            t.add(s, witness);
         }
         let got: Vec<u64> = t.entries().iter().map(|e| e.occurrences).collect();
         assert_eq!(got, [2, 1, 1, 1]);
@@ -279,7 +375,7 @@ mod tests {
         // A leaf whose frame is set up reads no word: any registers are alike.
         let mut t = SampleTally::with_capacity(false, 4);
         for s in &samples[..4] {
-            t.add(s, |s| s, |_| RepairWitness::LeafOnly);
+            t.add(s, |_| RepairWitness::LeafOnly);
         }
         assert_eq!(t.len(), 1);
         t.clear();

@@ -357,7 +357,10 @@ impl BinaryShard {
             }
         };
         let repair = self.options.repairs_stacks(content);
-        for s in samples {
+        for (i, s) in samples.iter().enumerate() {
+            if let Some(next) = samples.get(i + 1) {
+                SampleTally::prefetch(next);
+            }
             if content == PerfContent::LbrStack && s.lbr.is_empty() {
                 // A hybrid sample without its branch stack: nothing to unwind.
                 self.stats.bad_stack += 1;
@@ -365,7 +368,7 @@ impl BinaryShard {
                 continue;
             }
             held.tally
-                .add_placed(s, Sample::clone, repair, &held.placement, &*self.layout);
+                .add_placed(s, repair, &held.placement, &*self.layout);
         }
         if held.is_full() {
             self.count_held();

@@ -2,6 +2,7 @@
 //! old windows dropped by retention. Time is passed in (seconds on any monotonic clock),
 //! so the behaviour is testable without waiting.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::{ContextCounters, ContextKey, CounterKind, CounterSet};
@@ -41,6 +42,9 @@ pub struct WindowedCounters {
     settings: WindowSettings,
     kind: CounterKind,
     windows: VecDeque<Window>,
+    /// [`Self::approx_bytes`] since the windows last changed (the memory budget asks
+    /// every few thousand samples; most binaries' counters have not changed by then).
+    bytes: Cell<Option<usize>>,
 }
 
 impl WindowedCounters {
@@ -53,6 +57,7 @@ impl WindowedCounters {
             },
             kind,
             windows: VecDeque::new(),
+            bytes: Cell::new(None),
         }
     }
 
@@ -69,6 +74,7 @@ impl WindowedCounters {
     /// The current window (created at `now_secs` if needed); older windows beyond the
     /// retention are dropped.
     pub fn current(&mut self, now_secs: u64) -> &mut Window {
+        self.bytes.set(None);
         let start = self.window_start(now_secs);
         if self.windows.back().is_none_or(|w| w.start_secs < start) {
             self.windows.push_back(Window {
@@ -96,6 +102,7 @@ impl WindowedCounters {
             .saturating_sub(span - self.settings.window_secs);
         while self.windows.front().is_some_and(|w| w.start_secs < oldest) {
             self.windows.pop_front();
+            self.bytes.set(None);
         }
     }
 
@@ -132,17 +139,24 @@ impl WindowedCounters {
 
     /// A rough size of the counters in bytes (keys, map entries), for the memory budget.
     pub fn approx_bytes(&self) -> usize {
-        self.windows
+        if let Some(bytes) = self.bytes.get() {
+            return bytes;
+        }
+        let bytes = self
+            .windows
             .iter()
             .flat_map(|w| w.counters.contexts.iter())
             .map(|(k, c)| context_approx_bytes(k, c))
-            .sum()
+            .sum();
+        self.bytes.set(Some(bytes));
+        bytes
     }
 
     /// Inserts a window restored from a state file, keeping the windows ordered by start;
     /// a window with the same start is merged into. Retention applies at the next
     /// [`WindowedCounters::expire`] or [`WindowedCounters::current`].
     pub fn restore(&mut self, window: Window) {
+        self.bytes.set(None);
         match self
             .windows
             .binary_search_by_key(&window.start_secs, |w| w.start_secs)
@@ -175,6 +189,7 @@ impl WindowedCounters {
     /// Removes the contexts `keys` from every window (memory budget); returns how many
     /// context entries were removed. The windows' sample counts are kept.
     pub fn evict_contexts(&mut self, keys: &HashSet<ContextKey>) -> usize {
+        self.bytes.set(None);
         let mut removed = 0;
         for w in self.windows.iter_mut() {
             let before = w.counters.contexts.len();
@@ -202,6 +217,40 @@ mod tests {
         let mut c = CounterSet::new(CounterKind::Flat);
         c.context_mut(&[]).ranges.insert(range, n);
         c
+    }
+
+    /// The size the memory budget reads follows every change: adds, expiry, restores
+    /// and evictions.
+    #[test]
+    fn approx_bytes_follow_every_change() {
+        let settings = WindowSettings {
+            window_secs: 10,
+            retained_windows: 2,
+        };
+        let mut w = WindowedCounters::new(CounterKind::Flat, settings);
+        assert_eq!(w.approx_bytes(), 0);
+        let one_context = 144 + 288;
+        w.add(0, &one((1, 2), 1), 1);
+        assert_eq!(w.approx_bytes(), one_context);
+        w.add(10, &one((3, 4), 1), 1);
+        assert_eq!(w.approx_bytes(), 2 * one_context);
+        // A second range in the same leaf of the B-tree, a ninth in a second leaf.
+        w.add(10, &one((5, 6), 1), 1);
+        assert_eq!(w.approx_bytes(), 2 * one_context);
+        for r in 0..7 {
+            w.add(10, &one((0x100 + r, 0x200), 1), 1);
+        }
+        assert_eq!(w.approx_bytes(), 2 * one_context + 288);
+        w.expire(20);
+        assert_eq!(w.approx_bytes(), one_context + 288);
+        w.restore(Window {
+            start_secs: 20,
+            counters: one((7, 8), 1),
+            samples: 1,
+        });
+        assert_eq!(w.approx_bytes(), 2 * one_context + 288);
+        assert_eq!(w.evict_contexts(&HashSet::from([ContextKey::new()])), 2);
+        assert_eq!(w.approx_bytes(), 0);
     }
 
     #[test]
