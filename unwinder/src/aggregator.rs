@@ -71,9 +71,24 @@ impl<'a> Aggregator<'a> {
         content: PerfContent,
         options: UnwindOptions,
     ) -> Result<Aggregator<'a>, UnwindError> {
-        Ok(Aggregator {
+        let placement = BinaryPlacement::new(load, options.pid)?;
+        Ok(Aggregator::with_placement(
+            layout, placement, content, options,
+        ))
+    }
+
+    /// An aggregator whose binary is already placed by `placement` (the MMAP2 events seen
+    /// so far): what [`Aggregator::new`] and a [`Aggregator::feed_mmap`] of each of them
+    /// give.
+    pub fn with_placement(
+        layout: &'a dyn CodeLayout,
+        placement: BinaryPlacement,
+        content: PerfContent,
+        options: UnwindOptions,
+    ) -> Aggregator<'a> {
+        Aggregator {
             layout,
-            placement: BinaryPlacement::new(load, options.pid)?,
+            placement,
             options,
             content,
             samples: HashMap::default(),
@@ -81,7 +96,7 @@ impl<'a> Aggregator<'a> {
             stats: UnwindStats::default(),
             sample_index: 0,
             as_fed: None,
-        })
+        }
     }
 
     /// This aggregator, counting each sample as it is prepared instead of aggregating it:

@@ -27,7 +27,8 @@ pub(crate) struct HeldSamples {
     /// The mappings of the binary in the process the samples came from, sorted by file
     /// offset.
     pub mappings: Vec<Mmap2Event>,
-    /// Where those mappings place the binary (what the repair witness reads).
+    /// Where those mappings place the binary (what the repair witness reads and the
+    /// samples are counted with).
     pub placement: BinaryPlacement,
     /// The samples.
     pub tally: SampleTally,

@@ -389,22 +389,12 @@ impl BinaryShard {
             return;
         }
         let samples = held.tally.occurrences();
-        let mut agg = match Aggregator::new(
+        let mut agg = Aggregator::with_placement(
             &*self.layout,
-            self.load.clone(),
+            held.placement,
             content,
             self.options.clone(),
-        ) {
-            Ok(agg) => agg,
-            Err(_) => {
-                // The load description was validated when the shard was made.
-                self.stats.bad_stack += samples;
-                return;
-            }
-        };
-        for m in &held.mappings {
-            let _ = agg.feed_mmap(m);
-        }
+        );
         // Preparing fails only for a hybrid sample without branches, which
         // [`Self::hold`] does not hold.
         let _ = agg.feed_tally(&held.tally);

@@ -219,15 +219,22 @@ mod tests {
         c
     }
 
+    /// Counters of `kind` in windows of 10 s, the last two retained.
+    fn two_windows_of_ten_seconds(kind: CounterKind) -> WindowedCounters {
+        WindowedCounters::new(
+            kind,
+            WindowSettings {
+                window_secs: 10,
+                retained_windows: 2,
+            },
+        )
+    }
+
     /// The size the memory budget reads follows every change: adds, expiry, restores
     /// and evictions.
     #[test]
     fn approx_bytes_follow_every_change() {
-        let settings = WindowSettings {
-            window_secs: 10,
-            retained_windows: 2,
-        };
-        let mut w = WindowedCounters::new(CounterKind::Flat, settings);
+        let mut w = two_windows_of_ten_seconds(CounterKind::Flat);
         assert_eq!(w.approx_bytes(), 0);
         let one_context = 144 + 288;
         w.add(0, &one((1, 2), 1), 1);
@@ -255,13 +262,7 @@ mod tests {
 
     #[test]
     fn windows_merge_on_read_and_expire() {
-        let mut w = WindowedCounters::new(
-            CounterKind::Flat,
-            WindowSettings {
-                window_secs: 10,
-                retained_windows: 2,
-            },
-        );
+        let mut w = two_windows_of_ten_seconds(CounterKind::Flat);
         w.add(3, &one((1, 1), 2), 2);
         w.add(9, &one((1, 1), 1), 1);
         w.add(12, &one((2, 2), 5), 5);
@@ -288,11 +289,7 @@ mod tests {
 
     #[test]
     fn restored_windows_keep_their_starts_and_coldest_contexts_are_evicted() {
-        let settings = WindowSettings {
-            window_secs: 10,
-            retained_windows: 2,
-        };
-        let mut w = WindowedCounters::new(CounterKind::ProbeContext, settings);
+        let mut w = two_windows_of_ten_seconds(CounterKind::ProbeContext);
         w.add(25, &one((1, 1), 4), 4);
         let mut old = CounterSet::new(CounterKind::ProbeContext);
         old.context_mut(&[7]).ranges.insert((2, 2), 1);
