@@ -474,21 +474,13 @@ impl<'a> Aggregator<'a> {
     /// statistics stay). Flushes merge: the sum of the sets of several flushes equals one
     /// flush of all the samples.
     pub fn flush(&mut self) -> CounterSet {
-        self.flush_kept(None)
-            .expect("counters are left in a kept table only")
-    }
-
-    /// [`Aggregator::flush`], counting on one thread with what `kept` keeps from the
-    /// previous flushes of this binary (and keeping what the next one may go on from):
-    /// `None` when the counters were counted into the kept table, and stay there.
-    fn flush_kept(&mut self, kept: Option<&mut KeptCounting>) -> Option<CounterSet> {
         if let Some(as_fed) = &mut self.as_fed {
-            return Some(flush_counted(
+            return flush_counted(
                 std::mem::take(&mut as_fed.counters),
                 self.layout,
                 self.count_setup(),
                 &mut self.stats,
-            ));
+            );
         }
         let (kind, shape, leading_ip) = self.count_setup();
         let samples = std::mem::take(&mut self.samples);
@@ -497,22 +489,8 @@ impl<'a> Aggregator<'a> {
         let threads = self.options.unwind_threads.clamp(1, MAX_UNWIND_THREADS);
         let counters = if threads == 1 || samples.len() < MIN_SAMPLES_PER_THREAD * 2 {
             let samples: Vec<(PerfSample, u64)> = samples.into_iter().collect();
-            match kept {
-                Some(kept) if kind != CounterKind::Flat => {
-                    count_part_kept(
-                        layout,
-                        kind,
-                        shape,
-                        leading_ip,
-                        &samples,
-                        &mut self.stats,
-                        kept,
-                    );
-                    return None;
-                }
-                _ => count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
-                    .into_counter_set(),
-            }
+            count_part(layout, kind, shape, leading_ip, &samples, &mut self.stats)
+                .into_counter_set()
         } else {
             // Counters are sums and every statistic a sum or a set union, so the samples
             // may be counted in parts and the parts merged. Small parts, taken by the
@@ -541,36 +519,79 @@ impl<'a> Aggregator<'a> {
         if kind != CounterKind::Flat {
             self.stats.contexts += counters.contexts.len() as u64;
         }
-        Some(counters)
+        counters
     }
 
     /// Flushes and returns the counters with the final statistics.
-    pub fn finish(self) -> (CounterSet, UnwindStats) {
-        let (counters, stats) = self.finish_with(None);
-        (
-            counters.expect("counters are left in a kept table only"),
-            stats,
-        )
+    pub fn finish(mut self) -> (CounterSet, UnwindStats) {
+        let counters = self.flush();
+        self.note_kernel_mapping();
+        (counters, self.stats)
     }
 
-    /// [`Aggregator::finish`] for a caller that finishes aggregators of this binary (this
-    /// layout) again and again: counting goes on from what `kept` keeps of the previous
-    /// ones and leaves there what the next may go on from. Counters counted there (one
-    /// thread, context counters) stay there too: `None` then, and
-    /// [`KeptCounting::take_counters`] gives them later, summed with those of every later
-    /// finish (a live binary's feeds of a few hundred samples each then skip building and
-    /// merging a counter set per feed). Otherwise the counters, as [`Aggregator::finish`]
-    /// gives them. The statistics are `finish`'s, but for [`UnwindStats::contexts`], which
-    /// counts no context of counters left in `kept`.
-    pub fn finish_kept(self, kept: &mut KeptCounting) -> (Option<CounterSet>, UnwindStats) {
-        self.finish_with(Some(kept))
+    /// Counts the distinct samples of `tally` for a caller that counts samples of this
+    /// binary (this layout) again and again: counting goes on from what `kept` keeps of
+    /// the previous tallies (the unwinder's frame trie and layout answers, the counter
+    /// table's interned contexts) and leaves there what the next may go on from. Context
+    /// counters stay in the kept table, summed over tallies until
+    /// [`KeptCounting::take_counters`] gives them (`None` here): a live binary's feeds of
+    /// a few thousand samples each then skip building and merging a counter set per feed.
+    /// Flat counters are given back (`Some`).
+    ///
+    /// Each distinct sample is counted as it is prepared, not copied into the aggregator's
+    /// map to be unwound at a flush: a live feed's tally of samples as distinct as
+    /// hardware's is mostly distinct, and the copies were most of what the map cost. What
+    /// llvm-profgen counts once per distinct prepared sample is counted for its first
+    /// occurrence in the tally ([`CountedSamples`]), so counters and statistics are what
+    /// [`Aggregator::feed_tally`] and [`Aggregator::finish`] give, but for
+    /// [`UnwindStats::contexts`], which counts no context of counters left in `kept`. A
+    /// hybrid sample without branches (where `feed_tally` stops) is counted as dropped for
+    /// its empty branch stack, and the others still are counted.
+    pub fn count_tally_kept(
+        mut self,
+        tally: &SampleTally,
+        kept: &mut KeptCounting,
+    ) -> (Option<CounterSet>, UnwindStats) {
+        let (kind, shape, options) = self.count_setup();
+        if kind == CounterKind::Flat {
+            // Flat counters are not kept: counted as fed, given back as a set.
+            let mut agg = self.counting_as_fed();
+            agg.feed_tally_dropping_errors(tally);
+            let (counters, stats) = agg.finish();
+            return (Some(counters), stats);
+        }
+        self.as_fed = Some(CountingAsFed {
+            counters: vec![kept_part_counter(self.layout, kind, shape, options, kept)],
+            counted: CountedSamples::new(),
+            scratch: Vec::new(),
+        });
+        self.feed_tally_dropping_errors(tally);
+        if let Some(counter) = self.as_fed.take().and_then(|mut a| a.counters.pop()) {
+            leave_kept(counter, &mut self.stats, kept);
+        }
+        self.note_kernel_mapping();
+        (None, self.stats)
     }
 
-    fn finish_with(mut self, kept: Option<&mut KeptCounting>) -> (Option<CounterSet>, UnwindStats) {
-        let counters = self.flush_kept(kept);
+    /// [`Aggregator::feed_tally`], an entry whose preparation fails counted as dropped for
+    /// its empty branch stack (the only error preparing a held sample can give).
+    fn feed_tally_dropping_errors(&mut self, tally: &SampleTally) {
+        let mut sample = Sample::default();
+        for e in tally.entries() {
+            tally.sample_into(e, &mut sample);
+            if self
+                .feed_occurrences(&sample, e.occurrences, e.count)
+                .is_err()
+            {
+                self.stats.dropped_empty_lbr_samples += e.occurrences;
+            }
+        }
+    }
+
+    /// [`UnwindStats::kernel_not_mapped`]: a kernel placed by no MMAP2 event.
+    fn note_kernel_mapping(&mut self) {
         self.stats.kernel_not_mapped =
             self.placement.load().kernel && !self.placement.is_loaded_by_mmap();
-        (counters, self.stats)
     }
 }
 
@@ -914,18 +935,15 @@ fn count_part(
     table
 }
 
-/// [`count_part`] with the unwinder and counter table `kept` keeps (a new one of each
-/// when it keeps none for this kind and shape), left there afterwards with the counters
-/// added to the table's.
-fn count_part_kept(
-    layout: &dyn CodeLayout,
+/// A counter going on from the table and unwinder `kept` holds (taken out of it: give
+/// them back with [`leave_kept`]), or new ones when it holds none of this kind and shape.
+fn kept_part_counter<'a>(
+    layout: &'a dyn CodeLayout,
     kind: CounterKind,
     shape: KeyShape,
-    leading_ip: CountOptions,
-    samples: &[(PerfSample, u64)],
-    stats: &mut UnwindStats,
+    options: CountOptions,
     kept: &mut KeptCounting,
-) {
+) -> PartCounter<'a> {
     let table = kept
         .table
         .take()
@@ -941,8 +959,12 @@ fn count_part_kept(
         Some(k) if k.shape() == shape => VirtualUnwinder::resume(layout, k),
         _ => VirtualUnwinder::new(layout, shape),
     };
-    let mut counter = PartCounter::with(layout, kind, table, unwinder, leading_ip);
-    counter.add(samples);
+    PartCounter::with(layout, kind, table, unwinder, options)
+}
+
+/// Leaves the table and unwinder of `counter` in `kept` (its counters stay in the table),
+/// its statistics added to `stats`.
+fn leave_kept(counter: PartCounter<'_>, stats: &mut UnwindStats, kept: &mut KeptCounting) {
     let (table, part_stats, unwinder) = counter.finish_keeping();
     stats.merge(&part_stats);
     kept.unwinder = Some(unwinder.suspend());
@@ -1526,10 +1548,11 @@ mod tests {
         assert_eq!(merged, all);
     }
 
-    /// Aggregators finished one after another with the same kept counting give what each
-    /// finished afresh gives, for probe and line contexts, whatever came before.
+    /// Tallies counted one after another with the same kept counting give what each
+    /// aggregated and finished afresh gives, for probe and line contexts, whatever came
+    /// before.
     #[test]
-    fn finishing_with_kept_counting_counts_like_finishing_afresh() {
+    fn tallies_counted_with_kept_counting_count_like_finishing_afresh() {
         for probes in [true, false] {
             let l = layout(probes);
             let mut kept = KeptCounting::default();
@@ -1543,9 +1566,12 @@ mod tests {
                 let mut fresh = mapped_aggregator(&l, 1);
                 fresh.feed_batch(batch).unwrap();
                 let expected = fresh.finish();
-                let mut warm = mapped_aggregator(&l, 1);
-                warm.feed_batch(batch).unwrap();
-                let (left, mut stats) = warm.finish_kept(&mut kept);
+                let warm = mapped_aggregator(&l, 1);
+                let mut tally = SampleTally::with_capacity(false, batch.len());
+                for s in batch {
+                    tally.add_placed(s, false, &warm.placement, &l);
+                }
+                let (left, mut stats) = warm.count_tally_kept(&tally, &mut kept);
                 assert!(left.is_none(), "counted into the kept table");
                 let got = kept.take_counters(&l);
                 assert!(!got.contexts.is_empty());

@@ -4,7 +4,7 @@
 //! thousand at most). A new unwinder would start with an empty layout cache and frame
 //! trie, and a new counter table would intern every context again (hashing its whole
 //! key): for samples as distinct as hardware's, most of the work. Kept between flushes of
-//! the same binary ([`crate::Aggregator::finish_kept`]), they start warm.
+//! the same binary ([`crate::Aggregator::count_tally_kept`]), they start warm.
 //!
 //! The counters stay in the kept table too, summed over flushes until
 //! [`KeptCounting::take_counters`]: a counter set built and merged per flush would cost as

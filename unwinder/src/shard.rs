@@ -389,16 +389,13 @@ impl BinaryShard {
             return;
         }
         let samples = held.tally.occurrences();
-        let mut agg = Aggregator::with_placement(
+        let agg = Aggregator::with_placement(
             &*self.layout,
             held.placement,
             content,
             self.options.clone(),
         );
-        // Preparing fails only for a hybrid sample without branches, which
-        // [`Self::hold`] does not hold.
-        let _ = agg.feed_tally(&held.tally);
-        let (counters, stats) = agg.finish_kept(&mut self.kept);
+        let (counters, stats) = agg.count_tally_kept(&held.tally, &mut self.kept);
         let dropped = stats.dropped_stack_samples + stats.dropped_empty_lbr_samples;
         self.stats.bad_stack += dropped;
         self.stats.repaired_stacks += stats.repaired_stacks;
