@@ -52,7 +52,8 @@ pub enum PerfDataError {
         source: linux_perf_data::Error,
     },
     /// The file is valid but uses something this reader does not handle (big-endian data,
-    /// pipe mode, ...), or the recording cannot be written as perf.data.
+    /// an attr added in the middle of a pipe-mode stream, ...), or the recording cannot be
+    /// written as perf.data.
     #[error("{}: unsupported: {what}", path.display())]
     Unsupported {
         /// The file.

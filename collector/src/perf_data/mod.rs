@@ -3,13 +3,17 @@
 //!
 //! * [`write_perf_data`] writes a [`crate::Recording`] as a file-mode perf.data that Debian's
 //!   perf 6.1 reads without warnings.
-//! * [`read_perf_data`] / [`PerfDataReader`] read any little-endian file-mode perf.data:
-//!   linux-perf-data handles the header, attrs, features, time ordering and zstd; every
-//!   record body goes through [`crate::record`] (linux-perf-data drops LBR entries).
+//! * [`read_perf_data`] / [`PerfDataReader`] read any little-endian perf.data, file mode
+//!   or pipe mode (`perf record -o -`, `perf inject -o -`): linux-perf-data handles the
+//!   header, attrs, features, time ordering and zstd; every record body goes through
+//!   [`crate::record`] (linux-perf-data drops LBR entries).
 
+mod build_id_events;
 mod error;
 mod features;
 mod header;
+mod metadata_checks;
+mod pipe_mode;
 mod reader;
 mod writer;
 

@@ -1,11 +1,13 @@
-//! [`PerfDataReader`]: a file-mode perf.data file as a stream of [`PerfEvent`]s, and
-//! [`read_perf_data`], the whole file as a [`Recording`].
+//! [`PerfDataReader`]: a perf.data file, file mode or pipe mode, as a stream of
+//! [`PerfEvent`]s, and [`read_perf_data`], the whole file as a [`Recording`].
 //!
-//! The header and every section are checked against the file length first, so truncated
-//! or garbage files fail with the offset of the first inconsistency before anything is
+//! The header and every section (file mode) or every record header (pipe mode,
+//! [`super::pipe_mode`]) are checked against the file length first, so truncated or
+//! garbage files fail with the offset of the first inconsistency before anything is
 //! allocated from their sizes. linux-perf-data then reads the container (features, time
 //! ordering with FINISHED_ROUND, zstd); each record body is parsed by [`crate::record`].
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -14,14 +16,16 @@ use std::sync::Arc;
 
 use linux_perf_data::{Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter};
 
+use super::build_id_events::parse_build_id_section;
 use super::error::PerfDataError;
-use super::features::MISC_BUILD_ID_SIZE;
 use super::header::{
     le32, FileHeader, FileSection, RawAttr, FILE_HEADER_SIZE, MAGIC, MAGIC_BIG_ENDIAN,
 };
+use super::metadata_checks::{check_attr, check_event_desc, check_string_list};
+use super::pipe_mode::{check_pipe_stream, event_names, user_record, PipeStream, PIPE_HEADER_SIZE};
 use crate::record::{parse_record, sample_type, Record, SampleLayout};
 use crate::sample::USER_STACK_REGS_MASK;
-use crate::{BuildId, BuildIdEntry, EventDescription, PerfEvent, Recording};
+use crate::{BuildIdEntry, EventDescription, PerfEvent, Recording};
 
 /// Largest attrs section accepted (attrs drive allocations): 64 Ki attrs of 1 KiB.
 pub const MAX_ATTRS_BYTES: u64 = 64 << 20;
@@ -33,6 +37,8 @@ pub struct PerfDataReader {
     records: PerfRecordIter<Tracked<BufReader<File>>>,
     position: Arc<AtomicU64>,
     layouts: Vec<SampleLayout>,
+    /// Per attr: its name (HEADER_EVENT_DESC), when the file has one.
+    names: Vec<Option<String>>,
     event: EventDescription,
     build_ids: Vec<BuildIdEntry>,
     cmdline: Vec<String>,
@@ -56,7 +62,10 @@ pub fn read_perf_data(path: &Path) -> Result<Recording, PerfDataError> {
 }
 
 impl PerfDataReader {
-    /// Opens `path`, checks its structure, reads header, attrs and features.
+    /// Opens `path`, checks its structure, reads header, attrs and features. A pipe-mode
+    /// file (`perf record -o - > FILE`, `perf inject -o -`) reads as the file-mode recording
+    /// of the same data: same events, attrs, features, and the build ids of its
+    /// HEADER_BUILD_ID records.
     pub fn open(path: &Path) -> Result<PerfDataReader, PerfDataError> {
         let io = |source| PerfDataError::Io {
             path: path.to_path_buf(),
@@ -64,17 +73,25 @@ impl PerfDataReader {
         };
         let mut file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
-        let (header, raw_attrs) = check_structure(path, &mut file, len)?;
+        let (layout, raw_attrs) = check_structure(path, &mut file, len)?;
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         let position = Arc::new(AtomicU64::new(0));
         let tracked = Tracked {
             inner: BufReader::new(file),
             pos: position.clone(),
+            gaps: match &layout {
+                Layout::File(_) => VecDeque::new(),
+                Layout::Pipe(stream) => stream.tracing_data.iter().copied().collect(),
+            },
+        };
+        let container = match &layout {
+            Layout::File(_) => PerfFileReader::parse_file(tracked),
+            Layout::Pipe(_) => PerfFileReader::parse_pipe(tracked),
         };
         let PerfFileReader {
             perf_file,
             record_iter,
-        } = PerfFileReader::parse_file(tracked).map_err(|source| PerfDataError::Container {
+        } = container.map_err(|source| PerfDataError::Container {
             path: path.to_path_buf(),
             offset: position.load(Ordering::Relaxed),
             source,
@@ -90,9 +107,17 @@ impl PerfDataReader {
             .position(|a| a.sample_type & sample_type::BRANCH_STACK != 0)
             .unwrap_or(0);
         let attr = raw_attrs[main];
-        let name = descs
+        let names: Vec<Option<String>> = match &layout {
+            Layout::File(_) => descs.iter().map(|d| d.name.clone()).collect(),
+            Layout::Pipe(stream) => {
+                let ids: Vec<&[u64]> = descs.iter().map(|d| d.event_ids.as_slice()).collect();
+                event_names(&stream.event_desc, &ids)
+            }
+        };
+        let name = names
             .get(main)
-            .and_then(|d| d.name.clone())
+            .cloned()
+            .flatten()
             .unwrap_or_else(|| format!("type{}/config={:#x}", attr.type_, attr.config));
         let event = EventDescription {
             name,
@@ -106,8 +131,8 @@ impl PerfDataReader {
                 == sample_type::REGS_USER | sample_type::STACK_USER
                 && attr.sample_regs_user & USER_STACK_REGS_MASK == USER_STACK_REGS_MASK,
         };
-        let build_ids = match perf_file.feature_section_data(Feature::BUILD_ID) {
-            Some(data) => {
+        let build_ids = match (layout, perf_file.feature_section_data(Feature::BUILD_ID)) {
+            (Layout::File(header), Some(data)) => {
                 let offset = feature_offset(
                     &header,
                     path,
@@ -116,7 +141,8 @@ impl PerfDataReader {
                 )?;
                 parse_build_id_section(data, path, offset)?
             }
-            None => Vec::new(),
+            (Layout::File(_), None) => Vec::new(),
+            (Layout::Pipe(stream), _) => stream.build_ids,
         };
         let cmdline = perf_file
             .cmdline()
@@ -130,6 +156,7 @@ impl PerfDataReader {
             records: record_iter,
             position,
             layouts,
+            names,
             event,
             build_ids,
             cmdline,
@@ -149,11 +176,7 @@ impl PerfDataReader {
 
     /// The name of attr `index` (from HEADER_EVENT_DESC), when the file has one.
     pub fn attr_name(&self, index: usize) -> Option<&str> {
-        self.perf_file
-            .event_attributes()
-            .get(index)?
-            .name
-            .as_deref()
+        self.names.get(index)?.as_deref()
     }
 
     /// Keeps only the samples of the events named in `names` (llvm-profgen's
@@ -291,16 +314,32 @@ impl Iterator for PerfEvents {
     }
 }
 
-/// A reader that publishes its position, so container errors can name an offset.
+/// A reader that publishes its position, so container errors can name an offset, and
+/// steps over `gaps` (pipe mode: the tracing data after HEADER_TRACING_DATA records, which
+/// linux-perf-data would take for records).
 struct Tracked<R> {
     inner: R,
     pos: Arc<AtomicU64>,
+    /// Byte ranges the container reader does not see, in file order.
+    gaps: VecDeque<FileSection>,
 }
 
-impl<R: Read> Read for Tracked<R> {
+impl<R: Read + Seek> Read for Tracked<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.pos.fetch_add(n as u64, Ordering::Relaxed);
+        let mut pos = self.pos.load(Ordering::Relaxed);
+        let mut limit = buf.len();
+        while let Some(gap) = self.gaps.front() {
+            if pos < gap.offset {
+                limit = (gap.offset - pos).min(limit as u64) as usize;
+                break;
+            }
+            if pos < gap.end() {
+                pos = self.inner.seek(SeekFrom::Start(gap.end()))?;
+            }
+            self.gaps.pop_front();
+        }
+        let n = self.inner.read(&mut buf[..limit])?;
+        self.pos.store(pos + n as u64, Ordering::Relaxed);
         Ok(n)
     }
 }
@@ -330,13 +369,22 @@ fn read_at(path: &Path, file: &mut File, offset: u64, buf: &mut [u8]) -> Result<
     file.read_exact(buf).map_err(io)
 }
 
-/// Checks the header and that every section lies inside the file; returns the header and
-/// the attrs (our own parse: type, config, period, precise_ip).
+/// The two layouts of a perf.data file, as the structure checks found them.
+enum Layout {
+    /// File mode: the header and its sections.
+    File(FileHeader),
+    /// Pipe mode: what the walk of the record stream found.
+    Pipe(PipeStream),
+}
+
+/// Checks the header and that every section (file mode) or record (pipe mode) lies inside
+/// the file; returns the layout and the attrs (our own parse: type, config, period,
+/// precise_ip).
 fn check_structure(
     path: &Path,
     file: &mut File,
     len: u64,
-) -> Result<(FileHeader, Vec<RawAttr>), PerfDataError> {
+) -> Result<(Layout, Vec<RawAttr>), PerfDataError> {
     if len < 16 {
         return Err(corrupt(
             path,
@@ -361,11 +409,10 @@ fn check_structure(
             format!("bad magic {magic:02x?}, expected \"PERFILE2\""),
         ));
     }
-    if size == 16 {
-        return Err(PerfDataError::Unsupported {
-            path: path.to_path_buf(),
-            what: "pipe-mode perf.data (record with `perf record -o file`, not to a pipe)".into(),
-        });
+    if size == PIPE_HEADER_SIZE {
+        let mut stream = check_pipe_stream(path, file, len)?;
+        let attrs = std::mem::take(&mut stream.attrs);
+        return Ok((Layout::Pipe(stream), attrs));
     }
     if size != FILE_HEADER_SIZE {
         return Err(corrupt(
@@ -428,18 +475,8 @@ fn check_structure(
     {
         let at = header.attrs.offset + i as u64 * header.attr_size;
         let attr_len = entry.len() - 16;
-        let attr = RawAttr::parse(&entry[..attr_len])
-            .ok_or_else(|| corrupt(path, at, format!("attr of {attr_len} bytes is too short")))?;
-        if attr.size as usize > attr_len || attr.size < 64 {
-            return Err(corrupt(
-                path,
-                at + 4,
-                format!("attr size {} out of range [64, {attr_len}]", attr.size),
-            ));
-        }
-        if !is_attr_version_size(u64::from(attr.size)) {
-            return Err(corrupt(path, at + 4, attr_version_error(attr.size.into())));
-        }
+        let attr =
+            check_attr(&entry[..attr_len]).map_err(|(off, what)| corrupt(path, at + off, what))?;
         let ids = FileSection::parse(&entry[attr_len..]);
         within(&ids, "attr ids", at + attr_len as u64)?;
         attrs.push(attr);
@@ -461,7 +498,7 @@ fn check_structure(
             let mut data = vec![0u8; s.size as usize];
             read_at(path, file, s.offset, &mut data)?;
             let checked = if bit == Feature::EVENT_DESC.0 {
-                check_event_desc(&data)
+                check_event_desc(&data).map(|_| ())
             } else {
                 check_string_list(&data, 0).map(|_| ())
             };
@@ -481,12 +518,8 @@ fn check_structure(
             within(&FileSection::parse(&b), "event_types ids", at)?;
         }
     }
-    Ok((header, attrs))
+    Ok((Layout::File(header), attrs))
 }
-
-/// PERF_RECORD_AUXTRACE (a perf user record): its body starts with the u64 size of the
-/// AUX data that follows the record.
-const RECORD_AUXTRACE: u32 = 71;
 
 /// Walks the top-level record headers of the data section: linux-perf-data sizes a buffer
 /// from a PERF_RECORD_AUXTRACE's `size` before reading the data, so that data must lie in
@@ -510,7 +543,7 @@ fn check_auxtrace(path: &Path, file: &mut File, data: &FileSection) -> Result<()
             break;
         }
         let mut next = pos + size;
-        if le32(&h[..4]) == RECORD_AUXTRACE {
+        if le32(&h[..4]) == user_record::AUXTRACE {
             let aux = u64::from_le_bytes(h[8..16].try_into().expect("8"));
             match next.checked_add(aux).filter(|&n| n <= end) {
                 Some(n) => next = n,
@@ -533,100 +566,6 @@ fn check_auxtrace(path: &Path, file: &mut File, data: &FileSection) -> Result<()
     Ok(())
 }
 
-/// Walks a HEADER_EVENT_DESC section (`u32 nr, attr_size; { attr[attr_size]; u32 nr_ids;
-/// perf_header_string name; u64 ids[nr_ids] }[nr]`): every count must fit in the section.
-/// Errors are (offset in the section, what).
-fn check_event_desc(data: &[u8]) -> Result<(), (u64, String)> {
-    let len = data.len() as u64;
-    let u32_at = |at: u64, what: &str| -> Result<u64, (u64, String)> {
-        data.get(at as usize..at as usize + 4)
-            .map(|b| le32(b) as u64)
-            .ok_or_else(|| {
-                (
-                    at,
-                    format!("event_desc {what} past the end of the {len}-byte section"),
-                )
-            })
-    };
-    let nr = u32_at(0, "nr")?;
-    let attr_size = u32_at(4, "attr_size")?;
-    if !(64..=4096).contains(&attr_size) {
-        return Err((
-            4,
-            format!("event_desc attr_size {attr_size} out of range [64, 4096]"),
-        ));
-    }
-    let mut pos = 8u64;
-    for i in 0..nr {
-        if pos + attr_size + 8 > len {
-            return Err((
-                0,
-                format!(
-                    "event_desc nr {nr}: event {i} starts past the end of the {len}-byte section"
-                ),
-            ));
-        }
-        let own = u32_at(pos + 4, "attr size")?;
-        if own > attr_size || !is_attr_version_size(own) {
-            return Err((
-                pos + 4,
-                format!("event_desc event {i}: {}", attr_version_error(own)),
-            ));
-        }
-        pos += attr_size;
-        let nr_ids = u32_at(pos, "nr_ids")?;
-        let name_len = u32_at(pos + 4, "name length")?;
-        let end = pos + 8 + name_len + nr_ids * 8;
-        if end > len {
-            return Err((pos, format!("event_desc event {i}: name of {name_len} bytes and {nr_ids} ids exceed the {len}-byte section")));
-        }
-        pos = end;
-    }
-    Ok(())
-}
-
-/// True when linux-perf-event-reader reads exactly `size` bytes of an attr whose `size`
-/// field says so: a `PERF_ATTR_SIZE_VER*` size, or any size past VER7 (it reads the known
-/// fields of the largest version at or below `size`, and skips the rest only past VER7).
-fn is_attr_version_size(size: u64) -> bool {
-    size >= 128 || [64, 72, 80, 96, 104, 112, 120].contains(&size)
-}
-
-fn attr_version_error(size: u64) -> String {
-    format!("attr size {size} is not a perf_event_attr version size (64, 72, 80, 96, 104, 112, 120 or >= 128)")
-}
-
-/// Walks a perf string list (`u32 nr; { u32 len; char s[len] }[nr]`) starting at `start`
-/// and returns the offset after it. Errors are (offset in the section, what).
-fn check_string_list(data: &[u8], start: u64) -> Result<u64, (u64, String)> {
-    let len = data.len() as u64;
-    let u32_at = |at: u64| {
-        data.get(at as usize..at as usize + 4)
-            .map(|b| le32(b) as u64)
-    };
-    let nr = u32_at(start).ok_or((
-        start,
-        format!("string list count past the end of the {len}-byte section"),
-    ))?;
-    let mut pos = start + 4;
-    for i in 0..nr {
-        let n = u32_at(pos).ok_or((
-            pos,
-            format!(
-                "string list of {nr}: string {i} starts past the end of the {len}-byte section"
-            ),
-        ))?;
-        if pos + 4 + n > len {
-            return Err((
-                pos,
-                format!("string {i} of {n} bytes exceeds the {len}-byte section"),
-            ));
-        }
-        pos += 4 + n;
-    }
-    Ok(pos)
-}
-
 /// File offset of a feature section (for error messages).
 fn feature_offset(
     header: &FileHeader,
@@ -640,65 +579,6 @@ fn feature_offset(
     let mut b = [0u8; 16];
     read_at(path, file, header.data.end() + i as u64 * 16, &mut b)?;
     Ok(FileSection::parse(&b).offset)
-}
-
-/// Parses the HEADER_BUILD_ID section: a sequence of `{ perf_event_header; i32 pid;
-/// u8 build_id[24]; char filename[] }`. The id's length is byte 20 of the 24 when
-/// `misc & PERF_RECORD_MISC_BUILD_ID_SIZE`, else 20 minus trailing all-zero 4-byte groups
-/// (what linux-perf-data's build_id_event.rs does for older perf files).
-fn parse_build_id_section(
-    data: &[u8],
-    path: &Path,
-    section_offset: u64,
-) -> Result<Vec<BuildIdEntry>, PerfDataError> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let at = section_offset + pos as u64;
-        if data.len() - pos < 36 {
-            return Err(corrupt(
-                path,
-                at,
-                format!(
-                    "build id event of {} bytes, at least 36 needed",
-                    data.len() - pos
-                ),
-            ));
-        }
-        let misc = u16::from_le_bytes([data[pos + 4], data[pos + 5]]);
-        let size = u16::from_le_bytes([data[pos + 6], data[pos + 7]]) as usize;
-        if size < 36 || size > data.len() - pos {
-            return Err(corrupt(
-                path,
-                at + 6,
-                format!(
-                    "build id event size {size} out of range [36, {}]",
-                    data.len() - pos
-                ),
-            ));
-        }
-        let rec = &data[pos..pos + size];
-        let pid = le32(&rec[8..12]) as i32;
-        let id = &rec[12..36];
-        let n = if misc & MISC_BUILD_ID_SIZE != 0 {
-            (id[20] as usize).min(20)
-        } else {
-            let mut n = 20;
-            while n >= 4 && id[n - 4..n].iter().all(|&b| b == 0) {
-                n -= 4;
-            }
-            n
-        };
-        let name = &rec[36..];
-        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-        out.push(BuildIdEntry {
-            pid,
-            build_id: BuildId(id[..n].to_vec()),
-            filename: String::from_utf8_lossy(name).into_owned(),
-        });
-        pos += size;
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -824,7 +704,7 @@ mod tests {
         let header = FileHeader::parse(bytes[..FILE_HEADER_SIZE as usize].try_into().unwrap());
         // The first record of the data section becomes an AUXTRACE claiming 2^62 bytes.
         let at = header.data.offset as usize;
-        bytes[at..at + 4].copy_from_slice(&RECORD_AUXTRACE.to_le_bytes());
+        bytes[at..at + 4].copy_from_slice(&user_record::AUXTRACE.to_le_bytes());
         bytes[at + 8..at + 16].copy_from_slice(&(1u64 << 62).to_le_bytes());
         let err = open_error(&path, &bytes);
         assert!(
