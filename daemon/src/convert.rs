@@ -19,12 +19,18 @@ pub struct ConvertArgs {
     /// perf script text (`perf script -F ip,brstack --show-mmap-events`), with call stacks
     /// for a context-sensitive profile. Samples without branch stack (`perf record -g` of
     /// cpu-clock or cycles): `perf script -F ip,dso --show-mmap-events`, counted by leading
-    /// IP.
+    /// IP. Some perf versions (6.1) print the call-stack addresses of a PIE as file offsets,
+    /// which llvm-profgen and this reader take as addresses (contexts are lost): give such
+    /// a recording's perf.data with `--perfdata` instead.
     #[arg(long, visible_alias = "ps", value_name = "FILE", group = "input")]
     pub perfscript: Option<PathBuf>,
-    /// perf.data recorded with `perf record -b` (and `-g` for context-sensitive
-    /// profiles); read directly, no `perf` binary needed. Samples without branch stack
-    /// (`perf record -e cpu-clock:u -g`) are counted by leading IP, as the daemon counts them.
+    /// perf.data recorded with `perf record -b` (and `-g` for context-sensitive profiles),
+    /// file mode or pipe mode (`perf record -o - > FILE`, `perf inject -o -`); read
+    /// directly, no `perf` binary needed. Samples without branch stack (`perf record -e
+    /// cpu-clock:u -g`) are counted by leading IP, as the daemon counts them: a line's
+    /// samples are summed (as `--leading-ip-only` sums them). Each process that mapped the
+    /// binary is placed by its own mapping (`perf record -a` of several processes of one
+    /// PIE); data mappings (`--call-graph dwarf`, `-d`) are ignored.
     #[arg(long, visible_alias = "pd", value_name = "FILE", group = "input")]
     pub perfdata: Option<PathBuf>,
     /// An unsymbolized profile written by `--skip-symbolization` (ours or llvm-profgen's).
@@ -54,7 +60,7 @@ pub struct ConvertArgs {
     /// else the `.dwo` files the binary names, as llvm-profgen 19 does.
     #[arg(long, value_name = "FILE")]
     pub dwp: Option<PathBuf>,
-    /// Where to write the profile.
+    /// Where to write the profile (`-`: the standard output).
     #[arg(long, short = 'o', value_name = "FILE", required = true)]
     pub output: PathBuf,
     /// Output format.

@@ -239,10 +239,16 @@ pub fn human_report(args: &VerifyArgs, r: &VerifyReport) -> String {
             f.binary_checksum
         );
     }
-    if !st.not_in_binary.is_empty() {
+    if st.binary_without_probes {
         let _ = writeln!(
             s,
-            "    (not in the binary, ignored: {})",
+            "    the profile is probe-based and the binary has no pseudo probes (built \
+             without -fpseudo-probe-for-profiling): clang ignores the whole profile for it"
+        );
+    } else if !st.not_in_binary.is_empty() {
+        let _ = writeln!(
+            s,
+            "    (no probe descriptor in the binary, ignored: {})",
             st.not_in_binary.join(", ")
         );
     }
@@ -329,6 +335,7 @@ fn stale_json(r: &StaleReport) -> Value {
             "binary_checksum": f.binary_checksum,
         })).collect::<Vec<_>>(),
         "not_in_binary": r.not_in_binary,
+        "binary_without_probes": r.binary_without_probes,
     })
 }
 

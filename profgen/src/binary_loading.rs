@@ -54,6 +54,14 @@ pub fn load_binary(
                     tried: lookup.map(|l| l.tried).unwrap_or_default(),
                 });
             }
+            if let Some(lookup) = lookup.filter(|l| need_names && l.found.is_none()) {
+                if !b.has_line_info() {
+                    eprintln!(
+                        "pgo-agent: warning: {}",
+                        no_dwarf_note(binary, &b, &lookup.tried)
+                    );
+                }
+            }
             b
         }
     };
@@ -86,4 +94,22 @@ pub(crate) fn load_for(
         options.dwp.as_deref(),
     )
     .map_err(crate::ConvertError::LoadBinary)
+}
+
+/// What a binary with symbols but no DWARF (`strip --strip-debug`), whose debug file was
+/// not found, gives: a probe profile from the symbols, or no line-based profile at all.
+fn no_dwarf_note(binary: &Path, loaded: &ProfiledBinary, tried: &[String]) -> String {
+    let what = if loaded.has_pseudo_probes() {
+        "its functions are taken from its symbol table (llvm-profgen 19 writes an empty \
+         profile for it)"
+    } else {
+        "a line-based profile names lines from DWARF, so the profile will be empty"
+    };
+    format!(
+        "{} has no DWARF and no debug file was found: {what}. Give the unstripped build or its \
+         debug file with --debug-binary, or put the debug file where it is looked for. \
+         Tried:\n  {}",
+        binary.display(),
+        tried.join("\n  ")
+    )
 }

@@ -9,10 +9,16 @@ use symbolizer::ProfiledBinary;
 use crate::options::{ConvertOptions, OutputFormat};
 use crate::ConvertError;
 
-/// The output file, created (truncated) and buffered.
-pub(crate) fn create_output(options: &ConvertOptions) -> Result<BufWriter<File>, ConvertError> {
+/// The output file, created (truncated) and buffered; `-` is the standard output (as
+/// llvm-profgen's `--output -`).
+pub(crate) fn create_output(
+    options: &ConvertOptions,
+) -> Result<BufWriter<Box<dyn Write>>, ConvertError> {
+    if options.output.as_os_str() == "-" {
+        return Ok(BufWriter::new(Box::new(std::io::stdout())));
+    }
     File::create(&options.output)
-        .map(BufWriter::new)
+        .map(|f| BufWriter::new(Box::new(f) as Box<dyn Write>))
         .map_err(|source| ConvertError::Create {
             path: options.output.clone(),
             source,

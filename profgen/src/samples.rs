@@ -102,6 +102,7 @@ fn counters_of_perf_data(
         ..unwind_options.clone()
     };
     let reader = open_perf_data(path, filter)?;
+    warn_of_another_build(path, &reader, binary, &load.name);
     let event = reader.event();
     if !filter.is_empty() && (event.callchain || !event.branch_stack) {
         // Stack-only samples would otherwise read as "every sample filtered out".
@@ -156,6 +157,42 @@ fn counters_of_perf_data(
         result => result?,
     };
     finish_counters(binary, counters, stats, options)
+}
+
+/// Warns when the recording at `path` names build ids for files called `name` (the
+/// binary's file name, which places it) and none of them is `binary`'s: the samples are
+/// of another build of the program, and counting them against this one makes a profile
+/// of the wrong code (llvm-profgen 19 does not check).
+fn warn_of_another_build(
+    path: &Path,
+    reader: &PerfDataReader,
+    binary: &ProfiledBinary,
+    name: &str,
+) {
+    let Some(ours) = binary.build_id() else {
+        return;
+    };
+    let recorded: BTreeSet<String> = reader
+        .build_ids()
+        .iter()
+        .filter(|e| e.filename.rsplit('/').next() == Some(name))
+        .map(|e| e.build_id.to_hex())
+        .collect();
+    let ours_hex = ours.to_hex();
+    // perf writes a build id shorter than 20 bytes padded with zeros.
+    let same = |r: &String| {
+        r.strip_prefix(ours_hex.as_str())
+            .is_some_and(|pad| pad.bytes().all(|b| b == b'0'))
+    };
+    if !recorded.is_empty() && !recorded.iter().any(same) {
+        eprintln!(
+            "warning: {}: the recording's build id of {name} is {}, the binary's is {}: \
+             the samples are of another build, and the profile will not fit this one",
+            path.display(),
+            recorded.into_iter().collect::<Vec<_>>().join(", "),
+            ours_hex
+        );
+    }
 }
 
 /// Opens the perf.data at `path`, keeping only the samples of the events in `filter`

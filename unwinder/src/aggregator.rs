@@ -219,8 +219,10 @@ impl<'a> Aggregator<'a> {
             }
             return Ok(());
         }
-        let mut tally =
-            SampleTally::with_capacity(self.options.tallies_by_process(), samples.len());
+        // Where processes mapped the binary apart, the same address in two of them is
+        // different code: their samples are told apart.
+        let by_process = self.options.tallies_by_process() || self.placement.bases_differ();
+        let mut tally = SampleTally::with_capacity(by_process, samples.len());
         let repair = self.options.repairs_stacks(self.content);
         for s in samples {
             tally.add_placed(s, repair, &self.placement, self.layout);
@@ -798,21 +800,19 @@ fn prepare_sample(
     // llvm-profgen's reader counts as a sample too (see UnwindStats::total_samples).
     stats.total_samples += occurrences * if sample.callchain.is_empty() { 1 } else { 2 };
     out.call_stack.clear();
+    let rebase = scope.placement.rebase_for(sample.pid);
     if scope.content == PerfContent::LbrStack {
         let mut notes = StackNotes::default();
         let repair = match sample.callchain.first() {
-            Some(&leaf) if scope.stack_repair => leaf_repair(
-                leaf,
-                sample.user_stack.as_ref(),
-                scope.placement,
-                scope.layout,
-            ),
+            Some(&leaf) if scope.stack_repair => {
+                leaf_repair(leaf, sample.user_stack.as_ref(), rebase, scope.layout)
+            }
             _ => StackRepair::Unavailable,
         };
         let stack = extract_repaired_call_stack_into(
             &sample.callchain,
             repair,
-            scope.placement,
+            rebase,
             scope.layout,
             &mut notes,
             &mut out.call_stack,
@@ -842,7 +842,7 @@ fn prepare_sample(
     if scope.leading_ip_only && scope.content == PerfContent::Lbr && sample.ip != 0 {
         // `--leading-ip-only` (`extractLBRStack`): the sample IP as a half entry, the
         // branch stack ignored. (An LBR-only line without a leading IP reads as IP 0.)
-        let ip = scope.placement.canonical(sample.ip);
+        let ip = rebase.canonical(sample.ip);
         out.lbr.clear();
         if crate::code_layout::code_test(scope.layout)(ip) {
             out.lbr.push(crate::sample_prep::Branch {
@@ -851,7 +851,7 @@ fn prepare_sample(
             });
         }
     } else {
-        extract_lbr_stack_into(&sample.lbr, scope.placement, scope.layout, &mut out.lbr);
+        extract_lbr_stack_into(&sample.lbr, rebase, scope.layout, &mut out.lbr);
     }
     if out.lbr.is_empty() {
         stats.dropped_empty_lbr_samples += occurrences;

@@ -6,6 +6,20 @@
 //! mapped path, optionally by `--pid`; the mapping of the first executable segment sets
 //! the base ("latest mapping wins", a binary can be unloaded and reloaded); mappings of
 //! other executable segments, or of later parts of a segment, must be consecutive.
+//!
+//! Two departures, both for inputs llvm-profgen 19 mishandles and equal to it otherwise:
+//! - Each process that mapped the binary keeps its own base, and its samples are rebased
+//!   by it ([`BinaryPlacement::rebase_for`]): a recording of several processes of one PIE
+//!   (`perf record -a`, a build running the same compiler again and again) has them at
+//!   different addresses under ASLR, where one base for all misplaces every sample of the
+//!   other processes. A sample of a process that mapped nothing (a forked child, or perf
+//!   script text without pids) is rebased by the latest mapping, as llvm-profgen rebases
+//!   every sample.
+//! - A mapping known not to be executable (`r--p`, `rw-p`: the data mappings
+//!   `perf record --call-graph dwarf` or `-d` records) places nothing: it is not code, and
+//!   its file offset is no text segment's.
+
+use std::collections::HashMap;
 
 use collector::Mmap2Event;
 
@@ -55,9 +69,34 @@ pub enum MmapOutcome {
 pub struct BinaryPlacement {
     load: BinaryLoadInfo,
     pid_filter: Option<u32>,
+    /// The base the latest mapping set (llvm-profgen's one base).
     base: u64,
+    /// The base each process's own latest mapping set.
+    process_bases: HashMap<i32, u64>,
+    /// True once two processes' bases differed: samples then differ by their process.
+    bases_differ: bool,
     loaded_by_mmap: bool,
 }
+
+/// How one process's addresses map to the binary's preferred addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rebase {
+    base: u64,
+    preferred_base: u64,
+}
+
+impl Rebase {
+    /// The binary's preferred address for a process address: `addr − base + preferred`
+    /// (wrapping, like llvm-profgen's unsigned arithmetic).
+    #[inline]
+    pub fn canonical(self, addr: u64) -> u64 {
+        addr.wrapping_sub(self.base)
+            .wrapping_add(self.preferred_base)
+    }
+}
+
+/// `PROT_EXEC`.
+const PROT_EXEC: u32 = 4;
 
 /// The file name part of a path, as `llvm::sys::path::filename` gives it on Linux.
 fn basename(path: &str) -> &str {
@@ -81,6 +120,8 @@ impl BinaryPlacement {
             base: load.preferred_base,
             load,
             pid_filter,
+            process_bases: HashMap::new(),
+            bases_differ: false,
             loaded_by_mmap: false,
         })
     }
@@ -100,11 +141,40 @@ impl BinaryPlacement {
         self.loaded_by_mmap
     }
 
-    /// The binary's preferred address for a process address: `addr − base + preferred`
-    /// (wrapping, like llvm-profgen's unsigned arithmetic).
+    /// The rebasing of the latest mapping (llvm-profgen's, for every sample).
+    pub fn rebase(&self) -> Rebase {
+        Rebase {
+            base: self.base,
+            preferred_base: self.load.preferred_base,
+        }
+    }
+
+    /// The rebasing of process `pid`'s samples: by its own latest mapping of the binary,
+    /// else by the latest mapping.
+    #[inline]
+    pub fn rebase_for(&self, pid: u32) -> Rebase {
+        if !self.bases_differ {
+            return self.rebase();
+        }
+        Rebase {
+            base: self
+                .process_bases
+                .get(&(pid as i32))
+                .copied()
+                .unwrap_or(self.base),
+            preferred_base: self.load.preferred_base,
+        }
+    }
+
+    /// True when processes mapped the binary at different bases: the same address then
+    /// stands for different code in different processes.
+    pub fn bases_differ(&self) -> bool {
+        self.bases_differ
+    }
+
+    /// The binary's preferred address for an address of the latest mapping's process.
     pub fn canonical(&self, addr: u64) -> u64 {
-        addr.wrapping_sub(self.base)
-            .wrapping_add(self.load.preferred_base)
+        self.rebase().canonical(addr)
     }
 
     /// True when `event` maps the binary: its file name, or for the kernel one of
@@ -128,20 +198,35 @@ impl BinaryPlacement {
                 return Ok(MmapOutcome::Ignored);
             }
         }
-        if event.addr == self.base {
-            self.loaded_by_mmap = true;
-            return Ok(MmapOutcome::Confirmed);
+        // A prot of 0 is taken as unknown (events made by hand); a known one without
+        // PROT_EXEC maps no code.
+        if event.prot != 0 && event.prot & PROT_EXEC == 0 {
+            return Ok(MmapOutcome::Ignored);
         }
+        // The process's own base, else (a process not seen yet) the latest one.
+        let base = self
+            .process_bases
+            .get(&event.pid)
+            .copied()
+            .unwrap_or(self.base);
         let offsets = &self.load.text_segment_offsets;
         // The kernel image's mapping sets the base whatever its offset (perf gives the
         // kernel's start address there).
         if self.load.kernel || event.pgoff == offsets[0] {
-            self.base = event.addr;
+            let moved = event.addr != self.base;
+            self.set_base(event.pid, event.addr);
+            return Ok(if moved {
+                MmapOutcome::Rebased
+            } else {
+                MmapOutcome::Confirmed
+            });
+        }
+        if event.addr == base {
             self.loaded_by_mmap = true;
-            return Ok(MmapOutcome::Rebased);
+            return Ok(MmapOutcome::Confirmed);
         }
         let index = offsets.partition_point(|&o| o < event.pgoff);
-        let delta = event.addr.wrapping_sub(self.base);
+        let delta = event.addr.wrapping_sub(base);
         let err = |make: fn(i32, u64, u64, String) -> UnwindError| {
             Err(make(
                 event.pid,
@@ -184,6 +269,20 @@ impl BinaryPlacement {
         }
         // llvm-profgen leaves IsLoadedByMMap unchanged for these events.
         Ok(MmapOutcome::Confirmed)
+    }
+
+    /// The first executable segment of process `pid` mapped at `addr`: the latest base.
+    fn set_base(&mut self, pid: i32, addr: u64) {
+        self.base = addr;
+        self.loaded_by_mmap = true;
+        if self
+            .process_bases
+            .insert(pid, addr)
+            .is_none_or(|b| b != addr)
+            && !self.bases_differ
+        {
+            self.bases_differ = self.process_bases.values().any(|&b| b != addr);
+        }
     }
 }
 
@@ -235,6 +334,71 @@ mod tests {
             p.canonical(0x10),
             0x10u64.wrapping_sub(0x7000_0000_0000) + 0x1000
         );
+    }
+
+    #[test]
+    fn each_process_is_rebased_by_its_own_mapping() {
+        let mut p = BinaryPlacement::new(load(), None).unwrap();
+        p.observe(&mmap("/x/prog", 7, 0x5555_0000_0000, 0x1000))
+            .unwrap();
+        // A second process of the same file at the same base: nothing differs.
+        p.observe(&mmap("/x/prog", 9, 0x5555_0000_0000, 0x1000))
+            .unwrap();
+        assert!(!p.bases_differ());
+        // A third elsewhere (ASLR), with its second segment where its own first puts it.
+        assert_eq!(
+            p.observe(&mmap("/x/prog", 8, 0x6666_0000_0000, 0x1000))
+                .unwrap(),
+            MmapOutcome::Rebased
+        );
+        assert_eq!(
+            p.observe(&mmap("/x/prog", 8, 0x6666_0000_6000, 0x5000))
+                .unwrap(),
+            MmapOutcome::Confirmed
+        );
+        assert!(p.bases_differ());
+        assert_eq!(p.rebase_for(7).canonical(0x5555_0000_0123), 0x1123);
+        assert_eq!(p.rebase_for(9).canonical(0x5555_0000_0123), 0x1123);
+        assert_eq!(p.rebase_for(8).canonical(0x6666_0000_0123), 0x1123);
+        // A process that mapped nothing (a forked child), and the one-base view: the
+        // latest mapping's, as llvm-profgen's.
+        assert_eq!(p.rebase_for(10).canonical(0x6666_0000_0123), 0x1123);
+        assert_eq!(p.canonical(0x6666_0000_0123), 0x1123);
+        // Process 7's second segment is checked against its own first.
+        assert_eq!(
+            p.observe(&mmap("/x/prog", 7, 0x5555_0000_6000, 0x5000))
+                .unwrap(),
+            MmapOutcome::Confirmed
+        );
+        assert!(p
+            .observe(&mmap("/x/prog", 7, 0x6666_0000_6000, 0x5000))
+            .is_err());
+    }
+
+    #[test]
+    fn a_mapping_known_not_executable_places_nothing() {
+        let mut p = BinaryPlacement::new(load(), None).unwrap();
+        p.observe(&mmap("/x/prog", 7, 0x5555_0000_0000, 0x1000))
+            .unwrap();
+        // `perf record --call-graph dwarf` records the data mappings too: read-only at
+        // offset 0, read-write past the text.
+        for (prot, addr, pgoff) in [
+            (1, 0x5555_0000_0000 - 0x1000, 0),
+            (3, 0x5555_0001_0000, 0x9000),
+        ] {
+            let data = Mmap2Event {
+                prot,
+                ..mmap("/x/prog", 7, addr, pgoff)
+            };
+            assert_eq!(p.observe(&data).unwrap(), MmapOutcome::Ignored);
+        }
+        assert_eq!(p.canonical(0x5555_0000_0123), 0x1123);
+        // A prot of 0 is unknown: such an event still places the binary.
+        let unknown = Mmap2Event {
+            prot: 0,
+            ..mmap("/x/prog", 7, 0x7777_0000_0000, 0x1000)
+        };
+        assert_eq!(p.observe(&unknown).unwrap(), MmapOutcome::Rebased);
     }
 
     #[test]

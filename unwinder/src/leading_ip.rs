@@ -86,7 +86,8 @@ pub fn count_leading_ip(
     options: &UnwindOptions,
     counters: &mut CounterSet,
 ) -> LeadingIpOutcome {
-    let ip = placement.canonical(sample.ip);
+    let rebase = placement.rebase_for(sample.pid);
+    let ip = rebase.canonical(sample.ip);
     if !layout.is_code(ip) {
         return LeadingIpOutcome::NotCode;
     }
@@ -101,13 +102,13 @@ pub fn count_leading_ip(
             chain.extend_from_slice(&sample.callchain);
             let mut notes = StackNotes::default();
             let repair = if options.stack_repair {
-                leaf_repair(chain[0], sample.user_stack.as_ref(), placement, layout)
+                leaf_repair(chain[0], sample.user_stack.as_ref(), rebase, layout)
             } else {
                 StackRepair::Unavailable
             };
             let mut stack = Vec::with_capacity(chain.len() + 1);
             if extract_repaired_call_stack_into(
-                &chain, repair, placement, layout, &mut notes, &mut stack,
+                &chain, repair, rebase, layout, &mut notes, &mut stack,
             )
             .is_err()
             {

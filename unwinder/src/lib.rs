@@ -102,7 +102,7 @@ pub mod virtual_unwind;
 pub mod window;
 
 pub use aggregator::{unwind_repeated_samples, unwind_samples, Aggregator};
-pub use binary_placement::{BinaryLoadInfo, BinaryPlacement, MmapOutcome};
+pub use binary_placement::{BinaryLoadInfo, BinaryPlacement, MmapOutcome, Rebase};
 pub use code_layout::{CodeBitmap, CodeLayout, FrameSetup, RangeChecks, EXTERNAL_ADDR};
 pub use context::{compress_recursion, trim_context};
 pub use counted_samples::CountedSamples;

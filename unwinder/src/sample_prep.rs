@@ -10,7 +10,7 @@ use collector::LbrEntry;
 
 use crate::code_layout::code_test;
 use crate::stack_repair::StackRepair;
-use crate::{BinaryPlacement, CodeLayout, EXTERNAL_ADDR};
+use crate::{CodeLayout, Rebase, EXTERNAL_ADDR};
 
 /// One LBR branch in canonical addresses; either end may be [`EXTERNAL_ADDR`], not both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,26 +120,26 @@ pub(crate) fn lane_hash(
 /// external→external entries are dropped (`extractLBRStack`).
 pub fn extract_lbr_stack(
     entries: &[LbrEntry],
-    placement: &BinaryPlacement,
+    rebase: Rebase,
     layout: &dyn CodeLayout,
 ) -> Vec<Branch> {
     let mut out = Vec::with_capacity(entries.len());
-    extract_lbr_stack_into(entries, placement, layout, &mut out);
+    extract_lbr_stack_into(entries, rebase, layout, &mut out);
     out
 }
 
 /// [`extract_lbr_stack`] into `out` (cleared first), so a caller can reuse one buffer.
 pub fn extract_lbr_stack_into(
     entries: &[LbrEntry],
-    placement: &BinaryPlacement,
+    rebase: Rebase,
     layout: &dyn CodeLayout,
     out: &mut Vec<Branch>,
 ) {
     out.clear();
     let is_code = code_test(layout);
     for e in entries {
-        let source = placement.canonical(e.from);
-        let target = placement.canonical(e.to);
+        let source = rebase.canonical(e.from);
+        let target = rebase.canonical(e.to);
         // Target first: an entry's source lies in the function the next (older) entry's
         // target does (the range between them), so each source and the following target
         // are asked one after the other, where a layout's last-found function answers.
@@ -189,19 +189,19 @@ pub struct StackNotes {
 /// stripped (`extractCallstack`).
 pub fn extract_call_stack(
     callchain: &[u64],
-    placement: &BinaryPlacement,
+    rebase: Rebase,
     layout: &dyn CodeLayout,
     notes: &mut StackNotes,
 ) -> Result<Vec<u64>, StackRejection> {
     let mut stack: Vec<u64> = Vec::with_capacity(callchain.len());
-    extract_call_stack_into(callchain, placement, layout, notes, &mut stack)?;
+    extract_call_stack_into(callchain, rebase, layout, notes, &mut stack)?;
     Ok(stack)
 }
 
 /// [`extract_call_stack`] into `stack` (cleared first), so a caller can reuse one buffer.
 pub fn extract_call_stack_into(
     callchain: &[u64],
-    placement: &BinaryPlacement,
+    rebase: Rebase,
     layout: &dyn CodeLayout,
     notes: &mut StackNotes,
     stack: &mut Vec<u64>,
@@ -209,7 +209,7 @@ pub fn extract_call_stack_into(
     extract_repaired_call_stack_into(
         callchain,
         StackRepair::Unavailable,
-        placement,
+        rebase,
         layout,
         notes,
         stack,
@@ -224,7 +224,7 @@ pub fn extract_call_stack_into(
 pub fn extract_repaired_call_stack_into(
     callchain: &[u64],
     repair: StackRepair,
-    placement: &BinaryPlacement,
+    rebase: Rebase,
     layout: &dyn CodeLayout,
     notes: &mut StackNotes,
     stack: &mut Vec<u64>,
@@ -238,7 +238,7 @@ pub fn extract_repaired_call_stack_into(
         .chain(inserted.as_ref())
         .chain(callchain.iter().skip(1));
     for &raw in frames {
-        let mut addr = placement.canonical(raw);
+        let mut addr = rebase.canonical(raw);
         if !is_code(addr) {
             if stack.is_empty() {
                 notes.leaf_external = true;
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn lbr_rebased_external_and_dropped() {
-        let p = fake_placement(0x7000);
+        let p = fake_placement(0x7000).rebase();
         let l = layout();
         let got = extract_lbr_stack(
             &[
@@ -362,7 +362,7 @@ mod tests {
                 lbr(0x9999, 0x8888),
                 lbr(0x7018, 0x5),
             ],
-            &p,
+            p,
             &l,
         );
         assert_eq!(
@@ -383,7 +383,7 @@ mod tests {
             ]
         );
         // Not an instruction start: external too.
-        let got = extract_lbr_stack(&[lbr(0x7012, 0x7014)], &p, &l);
+        let got = extract_lbr_stack(&[lbr(0x7012, 0x7014)], p, &l);
         assert_eq!(
             got,
             vec![Branch {
@@ -395,53 +395,53 @@ mod tests {
 
     #[test]
     fn stack_returns_become_calls() {
-        let p = fake_placement(0x7000);
+        let p = fake_placement(0x7000).rebase();
         let l = layout();
         let mut n = StackNotes::default();
         // leaf in foo, return address into main after the call, then external libc frames.
-        let s = extract_call_stack(&[0x7014, 0x7009, 0x123, 0x456], &p, &l, &mut n).unwrap();
+        let s = extract_call_stack(&[0x7014, 0x7009, 0x123, 0x456], p, &l, &mut n).unwrap();
         assert_eq!(s, vec![0x1014, 0x1004]);
         assert!(!n.leaf_external && n.invalid_return_address.is_none());
     }
 
     #[test]
     fn stack_truncated_at_invalid_return() {
-        let p = fake_placement(0x7000);
+        let p = fake_placement(0x7000).rebase();
         let l = layout();
         let mut n = StackNotes::default();
         // 0x100d follows 0x1009, not a call: truncated there.
-        let s = extract_call_stack(&[0x7014, 0x700d, 0x7009], &p, &l, &mut n).unwrap();
+        let s = extract_call_stack(&[0x7014, 0x700d, 0x7009], p, &l, &mut n).unwrap();
         assert_eq!(s, vec![0x1014]);
         assert_eq!(n.invalid_return_address, Some(0x100d));
     }
 
     #[test]
     fn external_frames_collapse() {
-        let p = fake_placement(0x7000);
+        let p = fake_placement(0x7000).rebase();
         let l = layout();
         let mut n = StackNotes::default();
-        let s = extract_call_stack(&[0x1, 0x2, 0x7009, 0x3], &p, &l, &mut n).unwrap();
+        let s = extract_call_stack(&[0x1, 0x2, 0x7009, 0x3], p, &l, &mut n).unwrap();
         assert_eq!(s, vec![EXTERNAL_ADDR, 0x1004]);
         assert!(n.leaf_external);
         let mut n = StackNotes::default();
         // Only external: the single external frame stays (size 1).
-        let s = extract_call_stack(&[0x1, 0x2], &p, &l, &mut n).unwrap();
+        let s = extract_call_stack(&[0x1, 0x2], p, &l, &mut n).unwrap();
         assert_eq!(s, vec![EXTERNAL_ADDR]);
     }
 
     #[test]
     fn prolog_epilog_and_empty_rejected() {
-        let p = fake_placement(0x7000);
+        let p = fake_placement(0x7000).rebase();
         let l = layout();
         let mut n = StackNotes::default();
         for leaf in [0x7010, 0x7011, 0x7017, 0x7018] {
             assert_eq!(
-                extract_call_stack(&[leaf, 0x7009], &p, &l, &mut n),
+                extract_call_stack(&[leaf, 0x7009], p, &l, &mut n),
                 Err(StackRejection::LeafInPrologEpilog)
             );
         }
         assert_eq!(
-            extract_call_stack(&[], &p, &l, &mut n),
+            extract_call_stack(&[], p, &l, &mut n),
             Err(StackRejection::Empty)
         );
     }

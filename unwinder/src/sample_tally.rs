@@ -130,7 +130,7 @@ impl SampleTally {
                 &s.callchain,
                 s.user_stack.as_ref(),
                 repair,
-                placement,
+                placement.rebase_for(s.pid),
                 layout,
             )
         });

@@ -13,7 +13,7 @@
 
 use collector::UserStack;
 
-use crate::{BinaryPlacement, CodeLayout, FrameSetup};
+use crate::{CodeLayout, FrameSetup, Rebase};
 
 /// What the registers say about a sample's call chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,13 +48,13 @@ impl StackRepair {
 pub fn leaf_repair(
     leaf: u64,
     user_stack: Option<&UserStack>,
-    placement: &BinaryPlacement,
+    rebase: Rebase,
     layout: &dyn CodeLayout,
 ) -> StackRepair {
     let Some(regs) = user_stack else {
         return StackRepair::Unavailable;
     };
-    let canonical = placement.canonical(leaf);
+    let canonical = rebase.canonical(leaf);
     let offset = match layout.frame_setup(canonical) {
         Some(FrameSetup::Framed) => return StackRepair::Whole,
         Some(FrameSetup::CallerFrame {
@@ -72,7 +72,7 @@ pub fn leaf_repair(
     };
     // A return address into the binary follows a call; one outside it (a caller in
     // another object) stays an external frame.
-    let ret_canonical = placement.canonical(ret);
+    let ret_canonical = rebase.canonical(ret);
     if layout.is_code(ret_canonical) && layout.call_before_return_address(ret_canonical).is_none() {
         return StackRepair::Unrepairable;
     }
@@ -112,7 +112,7 @@ impl RepairWitness {
         callchain: &[u64],
         user_stack: Option<&UserStack>,
         repair: bool,
-        placement: &BinaryPlacement,
+        rebase: Rebase,
         layout: &dyn CodeLayout,
     ) -> RepairWitness {
         let Some(&leaf) = callchain.first().filter(|_| repair) else {
@@ -121,7 +121,7 @@ impl RepairWitness {
         let Some(regs) = user_stack else {
             return RepairWitness::NoRegisters;
         };
-        match layout.frame_setup(placement.canonical(leaf)) {
+        match layout.frame_setup(rebase.canonical(leaf)) {
             Some(FrameSetup::CallerFrame {
                 return_address_offset: offset,
             }) => RepairWitness::StackWord {
@@ -205,61 +205,61 @@ mod tests {
 
     #[test]
     fn each_prologue_and_epilogue_shape_reads_its_slot() {
-        let (l, p) = (layout(true), fake_placement(0x7000));
+        let (l, p) = (layout(true), fake_placement(0x7000).rebase());
         // foo's entry (before push rbp): the return address into main is at [sp].
         let r = regs(0x7010, &[0x7009, 0x7ffd_0100]);
         assert_eq!(
-            leaf_repair(0x7010, Some(&r), &p, &l),
+            leaf_repair(0x7010, Some(&r), p, &l),
             StackRepair::InsertCaller(0x7009)
         );
         // After push rbp, before mov rbp, rsp: [sp] is the saved rbp, [sp + 8] the return.
         let r = regs(0x7011, &[0x7ffd_0100, 0x7009]);
         assert_eq!(
-            leaf_repair(0x7011, Some(&r), &p, &l),
+            leaf_repair(0x7011, Some(&r), p, &l),
             StackRepair::InsertCaller(0x7009)
         );
         // At the ret after pop rbp: [sp] again.
         let r = regs(0x7016, &[0x7009, 0]);
         assert_eq!(
-            leaf_repair(0x7016, Some(&r), &p, &l),
+            leaf_repair(0x7016, Some(&r), p, &l),
             StackRepair::InsertCaller(0x7009)
         );
         // The body and the pop rbp itself: rbp is foo's frame, the chain is whole (the
         // second is in llvm-profgen's set, which would drop it).
         for leaf in [0x7014, 0x7015] {
             let r = regs(leaf, &[0x1234, 0x5678]);
-            assert_eq!(leaf_repair(leaf, Some(&r), &p, &l), StackRepair::Whole);
+            assert_eq!(leaf_repair(leaf, Some(&r), p, &l), StackRepair::Whole);
         }
         // A caller outside the binary (libc's qsort calling a comparator): an external
         // return address is inserted as it is.
         let r = regs(0x7010, &[0x7f00_1234, 0]);
         assert_eq!(
-            leaf_repair(0x7010, Some(&r), &p, &l),
+            leaf_repair(0x7010, Some(&r), p, &l),
             StackRepair::InsertCaller(0x7f00_1234)
         );
     }
 
     #[test]
     fn unrepairable_and_unavailable() {
-        let (l, p) = (layout(true), fake_placement(0x7000));
+        let (l, p) = (layout(true), fake_placement(0x7000).rebase());
         // No registers: llvm-profgen's rule.
-        assert_eq!(leaf_repair(0x7010, None, &p, &l), StackRepair::Unavailable);
+        assert_eq!(leaf_repair(0x7010, None, p, &l), StackRepair::Unavailable);
         // The slot was not copied (dyn_size 8 while the return address is at [sp + 8]).
         let r = regs(0x7011, &[0x7ffd_0100]);
         assert_eq!(
-            leaf_repair(0x7011, Some(&r), &p, &l),
+            leaf_repair(0x7011, Some(&r), p, &l),
             StackRepair::Unrepairable
         );
         // Registers of another instruction than the chain's leaf.
         let r = regs(0x7014, &[0x7009, 0]);
         assert_eq!(
-            leaf_repair(0x7010, Some(&r), &p, &l),
+            leaf_repair(0x7010, Some(&r), p, &l),
             StackRepair::Unrepairable
         );
         // A word into the binary that does not follow a call is no return address.
         let r = regs(0x7010, &[0x7014, 0]);
         assert_eq!(
-            leaf_repair(0x7010, Some(&r), &p, &l),
+            leaf_repair(0x7010, Some(&r), p, &l),
             StackRepair::Unrepairable
         );
         // A layout that cannot decode: llvm-profgen's set decides between dropping the
@@ -267,10 +267,10 @@ mod tests {
         let l = layout(false);
         let r = regs(0x7010, &[0x7009, 0]);
         assert_eq!(
-            leaf_repair(0x7010, Some(&r), &p, &l),
+            leaf_repair(0x7010, Some(&r), p, &l),
             StackRepair::Unrepairable
         );
         let r = regs(0x7014, &[0x7009, 0]);
-        assert_eq!(leaf_repair(0x7014, Some(&r), &p, &l), StackRepair::Whole);
+        assert_eq!(leaf_repair(0x7014, Some(&r), p, &l), StackRepair::Whole);
     }
 }

@@ -1454,6 +1454,24 @@ mod tests {
         );
     }
 
+    /// perf prints an LBR sample whose branch stack is empty as its leading IP alone (the
+    /// Skylake recording in ../shared/corpus has such lines): a sample, as llvm-profgen's
+    /// `extractLBRStack` reads it (`--leading-ip-only` counts its IP), not malformed text.
+    #[test]
+    fn an_lbr_only_leading_ip_alone_is_a_sample() {
+        let text = "     40062f 0x4005c8/0x4005dc/P/-/-/0   0x40062f/0x4005b0/P/-/-/0\n\
+                    \x20    4005e0\n\
+                    \x20    4005e0  \n";
+        let (ty, events, stats) = read(text).unwrap();
+        assert_eq!(ty, PerfScriptType::LbrOnly);
+        let s = samples(&events);
+        assert_eq!(
+            s.iter().map(|s| (s.ip, s.lbr.len())).collect::<Vec<_>>(),
+            [(0x40062f, 2), (0x4005e0, 0), (0x4005e0, 0)]
+        );
+        assert_eq!(stats.dropped_samples, 0);
+    }
+
     #[test]
     fn hybrid_samples_dropped_for_their_text() {
         let text = "\t 10\n 0x1/0x2/P/-/-/0 0x3/0x4/P/-/-/0\n\

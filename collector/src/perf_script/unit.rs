@@ -125,7 +125,11 @@ impl<'a> SampleText<'a> {
             LbrLine::BadLeadingIp => Err(1),
             LbrLine::Entries { ip, truncated } => {
                 verdict.invalid_lbr_records = u64::from(truncated);
-                if lbr.is_empty() {
+                // An LBR-only line of a leading IP alone is a sample (llvm-profgen's
+                // `extractLBRStack` takes it: `--leading-ip-only` counts its IP; otherwise
+                // it has no branch to count).
+                let ip_alone = script_type == PerfScriptType::LbrOnly && ip.is_some();
+                if lbr.is_empty() && !ip_alone {
                     let blank = trim_end(self.lbr_line()).iter().all(|&b| b == b' ');
                     Err(u64::from(!blank))
                 } else {

@@ -279,7 +279,19 @@ impl ProfiledBinary {
         let symbols = chosen.table;
         let mut subprograms = dwarf.take_subprograms();
         let has_dwarf_functions = !subprograms.is_empty() || !dwarf.is_empty();
-        if options.load_functions_from_symbols {
+        // A probe binary with symbols but no DWARF anywhere (`strip --strip-debug`, no
+        // debug file found): its probes are placed through the symbols, so the symbols'
+        // extents are its functions too. (llvm-profgen 19 places probes at DWARF function
+        // starts and writes an empty profile; with DWARF functions but no symbol extents a
+        // probe would be counted in no function, and the profile would lose most of it.)
+        let probes_by_symbols = !has_dwarf_functions
+            && !options.use_dwarf_correlation
+            && chosen.source.has_names()
+            && [Some(&file), debug_file.as_ref().map(|(d, _)| d)]
+                .into_iter()
+                .flatten()
+                .any(|f| f.section_by_name(".pseudo_probe").is_some());
+        if options.load_functions_from_symbols || probes_by_symbols {
             add_symbol_functions(&mut subprograms, &symbols, &file);
         }
         if subprograms.is_empty() && !chosen.source.has_names() {
@@ -924,7 +936,15 @@ pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, SymbolizerError> {
         source,
     };
     let file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        // A directory, a device, a pipe: no ELF file to map.
+        return Err(SymbolizerError::InvalidElf {
+            path: path.to_path_buf(),
+            what: "not a regular file".to_string(),
+        });
+    }
+    let len = meta.len();
     if len > MAX_BINARY_BYTES {
         return Err(SymbolizerError::TooLarge {
             path: path.to_path_buf(),

@@ -116,6 +116,16 @@ pub fn generate_profile<B: BinaryView>(
     counters: &CounterSet,
     opts: &GenerateOptions,
 ) -> SampleProfile {
+    let summed;
+    let opts = if !opts.leading_ip_only && counts_sampled_ips(counters.contexts.values()) {
+        summed = GenerateOptions {
+            leading_ip_only: true,
+            ..opts.clone()
+        };
+        &summed
+    } else {
+        opts
+    };
     let fs = binary.uses_fs_discriminator();
     match counters.kind {
         CounterKind::Flat => {
@@ -144,6 +154,23 @@ pub fn generate_profile<B: BinaryView>(
     }
 }
 
+/// True when `contexts` hold counters of sampled IPs: one range (IP, IP) per sample and
+/// no branch, what `--leading-ip-only` counts and what stack samples without a branch
+/// stack (cpu-clock: the daemon's `cpu_clock` mode, `convert` of `perf record -g` input)
+/// give. A line's body is then the sum of its instructions' samples, as llvm-profgen's
+/// `--leading-ip-only` makes it, whether or not the flag was given: the maximum (what
+/// fall-through ranges of taken branches want, each instruction of a line executed as
+/// often) would keep one instruction's samples of a line. Counters of branch stacks
+/// always hold branches.
+pub fn counts_sampled_ips<'c>(mut contexts: impl Iterator<Item = &'c ContextCounters>) -> bool {
+    let mut any = false;
+    let all = contexts.all(|c| {
+        any |= !c.ranges.is_empty();
+        c.branches.is_empty() && c.ranges.keys().all(|&(start, end)| start == end)
+    });
+    all && any
+}
+
 /// The CS line-based profile of counters keyed by symbolized context (`main:7 @ quick`,
 /// what an unsymbolized profile of a DWARF binary holds), as llvm-profgen 19 makes it
 /// from such a file.
@@ -152,6 +179,16 @@ pub fn generate_line_profile_of_contexts<B: BinaryView>(
     contexts: &BTreeMap<SampleContext, ContextCounters>,
     opts: &GenerateOptions,
 ) -> SampleProfile {
+    let summed;
+    let opts = if !opts.leading_ip_only && counts_sampled_ips(contexts.values()) {
+        summed = GenerateOptions {
+            leading_ip_only: true,
+            ..opts.clone()
+        };
+        &summed
+    } else {
+        opts
+    };
     let trie = cs::generate_cs_line_trie_of_contexts(binary, contexts, opts);
     // The pre-inliner's sizes come from the functions the ranges and branches reach (the
     // stack addresses of symbolized contexts are not known).

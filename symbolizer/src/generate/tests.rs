@@ -267,3 +267,37 @@ fn flat_cs_options() -> GenerateOptions {
         ..GenerateOptions::default()
     }
 }
+
+/// Counters of sampled IPs (one range (IP, IP) per sample, no branch: cpu-clock stack
+/// samples) sum a line's instructions, as `--leading-ip-only` does, flag or not; counters
+/// with branches keep the maximum.
+#[test]
+fn sampled_ips_sum_a_line_branch_ranges_take_its_maximum() {
+    let mut b = FakeBinary::default();
+    for a in [0x40, 0x44] {
+        b.insts.insert(a, 4);
+        b.frames.insert(a, vec![fr("f", 1, 0)]);
+    }
+    b.funcs.insert("f".into(), vec![(0x40, 0x48)]);
+    b.entries.insert(0x40, "f".into());
+    for kind in [CounterKind::Flat, CounterKind::LineContext] {
+        let mut cs = CounterSet::new(kind);
+        let key: &[u64] = if kind == CounterKind::Flat {
+            &[]
+        } else {
+            &[0x40]
+        };
+        cs.context_mut(key).ranges.insert((0x40, 0x40), 3);
+        cs.context_mut(key).ranges.insert((0x44, 0x44), 5);
+        assert!(super::counts_sampled_ips(cs.contexts.values()));
+        let body = |cs: &CounterSet| {
+            let p = generate_profile(&b, cs, &flat_cs_options());
+            let f = p.profiles.values().find(|f| f.name() == "f").unwrap();
+            f.samples_at(loc(1, 0))
+        };
+        assert_eq!(body(&cs), Some(8), "{kind:?}");
+        cs.context_mut(key).branches.insert((0x44, 0x40), 1);
+        assert!(!super::counts_sampled_ips(cs.contexts.values()));
+        assert_eq!(body(&cs), Some(5), "{kind:?}");
+    }
+}

@@ -97,11 +97,15 @@ pub fn verify(
     options: &VerifyOptions,
 ) -> VerifyReport {
     VerifyReport {
-        stale: stale::check_stale(profile, |name| {
-            binary
-                .probe_desc(crate::guid::function_guid(name))
-                .map(|d| d.hash)
-        }),
+        stale: {
+            let mut st = stale::check_stale(profile, |name| {
+                binary
+                    .probe_desc(crate::guid::function_guid(name))
+                    .map(|d| d.hash)
+            });
+            st.binary_without_probes = st.checked > 0 && !binary.has_pseudo_probes();
+            st
+        },
         dropped: counters.map(|c| {
             let sampled = dropped::sampled_functions(binary, c);
             dropped::check_dropped(profile, &sampled, options.min_dropped_samples)

@@ -33,12 +33,16 @@ pub struct StaleReport {
     pub stale: Vec<StaleFunction>,
     /// Probe-based functions of the profile without a descriptor in the binary.
     pub not_in_binary: Vec<String>,
+    /// The profile is probe-based (it has checksums) and the binary has no pseudo probes
+    /// (built without `-fpseudo-probe-for-profiling`): clang ignores the whole profile for
+    /// such a build (warning "Pseudo-probe-based profile requires SampleProfileProbePass").
+    pub binary_without_probes: bool,
 }
 
 impl StaleReport {
-    /// True when no function is stale.
+    /// True when no function is stale and the profile fits the binary's kind.
     pub fn passed(&self) -> bool {
-        self.stale.is_empty()
+        self.stale.is_empty() && !self.binary_without_probes
     }
 }
 

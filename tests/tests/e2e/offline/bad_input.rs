@@ -255,6 +255,16 @@ fn malformed_binaries(data: &str, bin: &str, out: &str) -> Vec<Case> {
             "cannot read contents",
         ],
     ));
+    // A directory or a device given as the binary.
+    for not_a_file in ["/tmp", "/dev/null"] {
+        cases.push(convert_case(
+            &format!("{not_a_file} as the binary"),
+            ["--perfdata", data],
+            not_a_file,
+            out,
+            &[not_a_file, "not a regular file"],
+        ));
+    }
     cases
 }
 
@@ -349,6 +359,44 @@ fn convert_says_what_it_skips() {
     ] {
         assert!(text.contains(&expect), "no {expect:?} in:\n{text}");
     }
+}
+
+/// A perf.data recorded from another build of the binary (its build-id table names the
+/// binary's file with another build id) gets a warning naming both ids; the recording's
+/// own binary gets none.
+#[test]
+fn convert_warns_of_a_recording_of_another_build() {
+    let _machine = e2e::support::machine_share();
+    let (data, binary) = fixture();
+    let other = scratch("other-build");
+    std::fs::create_dir_all(&other).unwrap();
+    let other = other.join("propeller_sample_1.bin.gen");
+    // The same binary with another build id (its 8-byte GNU build-id note changed).
+    let mut elf = std::fs::read(&binary).unwrap();
+    let id = [0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66];
+    let at = elf
+        .windows(id.len())
+        .position(|w| w == id)
+        .expect("the build id's bytes");
+    elf[at] ^= 0xff;
+    std::fs::write(&other, &elf).unwrap();
+    let convert = |bin: &Path, out: &str| {
+        let args = ["convert", "--perfdata", s(&data), "--binary", s(bin), "-o"];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.push(s(&scratch(out)).to_string());
+        run(&args).1
+    };
+    let warning = "the samples are of another build";
+    let own = convert(&binary, "own-build.prof");
+    assert!(!own.contains(warning), "{own}");
+    let text = convert(&other, "other-build.prof");
+    assert!(
+        text.contains(warning)
+            && text.contains("build id of propeller_sample_1.bin.gen is 572ac72487ae1966")
+            && text.contains("the binary's is a82ac72487ae1966")
+            && !text.contains("panicked"),
+        "{text}"
+    );
 }
 
 /// An error's cause is printed once, even where the error shows its cause in its own

@@ -15,6 +15,9 @@
 //!   decodes only what the binary's own `.symtab` names);
 //! * the same `strip -s` binary found its debug file through `.gnu_debuglink` without
 //!   `--debug-binary`;
+//! * the `--strip-debug` binary alone (no debug file found): a probe build's profile, its
+//!   functions taken from its symbols, equals the unstripped build's (llvm-profgen 19
+//!   writes an empty one); a line-table build's is empty, as llvm-profgen-19's;
 //! * counting needs no names: `--skip-symbolization` of the `strip -s` binary alone equals
 //!   that of the unstripped one for probe builds (contexts are call-site addresses), and
 //!   for line-table builds keeps contexts as addresses that the unstripped build turns
@@ -204,6 +207,31 @@ fn split_debug(name: &str, variant: Variant) {
             &ours(&c.debuglink, None, &out("ours.debuglink")),
             &unstripped,
         );
+        // The `--strip-debug` binary alone, no debug file found: a probe build's functions
+        // come from its symbols (which place its probes), so its profile is the unstripped
+        // build's (llvm-profgen 19 writes an empty one); a line-table build's has no lines
+        // to name, empty as llvm-profgen-19's.
+        match variant {
+            Variant::Probe => assert_same(
+                &what("--strip-debug probe binary alone, against the unstripped build"),
+                &ours(&c.strip_debug, None, &out("ours.strip-debug-alone")),
+                &unstripped,
+            ),
+            Variant::Lines => {
+                // Both empty: compared as written (an empty file has no canonical form).
+                let (o, t) = (out("ours.strip-debug-alone"), out("llvm.strip-debug-alone"));
+                let mut v = vec!["convert".to_string()];
+                v.extend(args(&c.strip_debug, None, &o));
+                pgo_agent(&v);
+                llvm("llvm-profgen-19", &args(&c.strip_debug, None, &t));
+                assert_eq!(
+                    (read_text(&o), read_text(&t)),
+                    (String::new(), String::new()),
+                    "{}",
+                    what("--strip-debug line binary alone, against llvm-profgen-19")
+                );
+            }
+        }
     }
 
     counting_needs_no_names(name, variant, &dir, &c, &script);

@@ -263,6 +263,22 @@ fn unmodified_profile_passes_every_check() {
     assert_eq!(pgo_agent(&args), ExitCode::SUCCESS);
 }
 
+/// A probe-based profile checked against a build without pseudo probes (the line-table
+/// build of the same program) fails the stale check: clang ignores such a profile whole,
+/// though each function is in the binary.
+#[test]
+fn probe_profile_against_a_build_without_probes_fails_stale() {
+    let _machine = e2e::support::machine_share();
+    if !corpus::tools_available("verify", TOOLS) {
+        return;
+    }
+    let (_, _, profile) = virtual_calls_converted("probeless", Shape::PreInlined);
+    let lines = corpus::program("virtual_calls", Variant::Lines).expect("corpus builds");
+    let r = verify(&verify_args(&profile, &lines.binary, None, &[]));
+    assert!(r.stale.binary_without_probes && !r.stale.passed(), "{r:?}");
+    assert!(!r.passed());
+}
+
 #[test]
 fn removed_function_is_reported_dropped() {
     let _machine = e2e::support::machine_share();
