@@ -269,7 +269,12 @@ pub(crate) fn count_leading_ips<I: Iterator<Item = Result<PerfEvent, ConvertErro
     for event in events()? {
         match event? {
             PerfEvent::SideBand(collector::SideBandEvent::Mmap2(m)) => {
-                placement.observe(&m)?;
+                placement
+                    .observe(&m)
+                    .map_err(|source| ConvertError::Unwind {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
             }
             PerfEvent::Sample(s) => {
                 if options

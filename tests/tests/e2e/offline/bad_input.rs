@@ -280,6 +280,24 @@ fn malformed_text_inputs(bin: &str, out: &str) -> Vec<Case> {
         &[missing],
     ));
 
+    // A stack-only perf script (cpu-clock `-F ip,dso`) whose MMAP line maps the binary's
+    // code at a file offset no text segment has: the error names the script.
+    let p = write(
+        "bad-mmap.stack.perfscript",
+        b"PERF_RECORD_MMAP2 7/7: [0x555555554000(0x1000) @ 0x123000 fe:00 1 0]: r-xp \
+          /x/propeller_sample_1.bin.gen\n     555555554190 (/x/propeller_sample_1.bin.gen)\n",
+    );
+    cases.push(convert_case(
+        "stack-only perf script with an inconsistent mapping",
+        ["--perfscript", &p],
+        bin,
+        out,
+        &[
+            &format!("unwinding samples of {p}"),
+            "mmap of /x/propeller_sample_1.bin.gen",
+        ],
+    ));
+
     // perf script: a hybrid sample without its branch-stack line; not a perf script.
     let p = write(
         "no-lbr.perfscript",
