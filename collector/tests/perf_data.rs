@@ -1,6 +1,8 @@
 //! perf.data reader and writer against the real thing: Debian's perf 6.1 as an oracle for the
 //! writer, the Skylake LBR recording (tests/fixtures/propeller_sample_1) for the reader.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -418,21 +420,7 @@ fn multi_attr_file_from_perf_record() {
     }
     let (text, _) = perf(&["script", "-i", p, "-F", "event,time,ip", "-G", "--ns"]).unwrap();
     // " 1763.381688173:  cpu-clock:  ffffffff81b75d9a"
-    let want: Vec<(String, u64, u64)> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let mut f = l.split(':').map(str::trim);
-            let (time, name, ip) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
-            let (s, ns) = time.trim().split_once('.').unwrap();
-            let time = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
-            (
-                name.to_string(),
-                time,
-                u64::from_str_radix(ip.trim(), 16).unwrap(),
-            )
-        })
-        .collect();
+    let want = support::event_time_ip_samples(&text);
     assert!(want.len() > 10, "{text}");
     let mut reader = collector::perf_data::PerfDataReader::open(&path).unwrap();
     assert_eq!(reader.attr_count(), 2);

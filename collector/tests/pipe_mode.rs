@@ -3,6 +3,8 @@
 //! perf 6.1, see the README there) and, when perf is installed, the Skylake LBR recording
 //! converted by `perf inject` and a fresh two-event recording.
 
+mod support;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -411,17 +413,7 @@ fn recording_to_a_pipe_matches_perf_script(name: &str, options: &[&str]) {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     // " 1763.381688173:  cpu-clock:  ffffffff81b75d9a"
-    let want: Vec<(String, u64, u64)> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let mut f = l.split(':').map(str::trim);
-            let (time, name, ip) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
-            let (s, ns) = time.split_once('.').unwrap();
-            let time = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
-            (name.to_string(), time, u64::from_str_radix(ip, 16).unwrap())
-        })
-        .collect();
+    let want = support::event_time_ip_samples(&text);
     assert!(want.len() > 10, "{text}");
     let mut reader = PerfDataReader::open(&path).unwrap();
     let events = options[options.len() - 1].split(',').count();

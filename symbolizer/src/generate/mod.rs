@@ -116,16 +116,7 @@ pub fn generate_profile<B: BinaryView>(
     counters: &CounterSet,
     opts: &GenerateOptions,
 ) -> SampleProfile {
-    let summed;
-    let opts = if !opts.leading_ip_only && counts_sampled_ips(counters.contexts.values()) {
-        summed = GenerateOptions {
-            leading_ip_only: true,
-            ..opts.clone()
-        };
-        &summed
-    } else {
-        opts
-    };
+    let opts = &*summing_sampled_ips(opts, counters.contexts.values());
     let fs = binary.uses_fs_discriminator();
     match counters.kind {
         CounterKind::Flat => {
@@ -171,6 +162,22 @@ pub fn counts_sampled_ips<'c>(mut contexts: impl Iterator<Item = &'c ContextCoun
     all && any
 }
 
+/// `opts`, with `leading_ip_only` set when `contexts` hold counters of sampled IPs
+/// ([`counts_sampled_ips`]).
+fn summing_sampled_ips<'o, 'c>(
+    opts: &'o GenerateOptions,
+    contexts: impl Iterator<Item = &'c ContextCounters>,
+) -> std::borrow::Cow<'o, GenerateOptions> {
+    if !opts.leading_ip_only && counts_sampled_ips(contexts) {
+        std::borrow::Cow::Owned(GenerateOptions {
+            leading_ip_only: true,
+            ..opts.clone()
+        })
+    } else {
+        std::borrow::Cow::Borrowed(opts)
+    }
+}
+
 /// The CS line-based profile of counters keyed by symbolized context (`main:7 @ quick`,
 /// what an unsymbolized profile of a DWARF binary holds), as llvm-profgen 19 makes it
 /// from such a file.
@@ -179,16 +186,7 @@ pub fn generate_line_profile_of_contexts<B: BinaryView>(
     contexts: &BTreeMap<SampleContext, ContextCounters>,
     opts: &GenerateOptions,
 ) -> SampleProfile {
-    let summed;
-    let opts = if !opts.leading_ip_only && counts_sampled_ips(contexts.values()) {
-        summed = GenerateOptions {
-            leading_ip_only: true,
-            ..opts.clone()
-        };
-        &summed
-    } else {
-        opts
-    };
+    let opts = &*summing_sampled_ips(opts, contexts.values());
     let trie = cs::generate_cs_line_trie_of_contexts(binary, contexts, opts);
     // The pre-inliner's sizes come from the functions the ranges and branches reach (the
     // stack addresses of symbolized contexts are not known).
