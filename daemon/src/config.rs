@@ -126,6 +126,19 @@ pub struct CollectorConfig {
     pub channel_capacity_batches: usize,
     /// Sample the daemon itself.
     pub sample_self: bool,
+    /// Ask the kernel for build ids in MMAP2 records (`attr.build_id`, Linux 5.12+), so a
+    /// binary is known by build id even when its file is gone before it is read. While it
+    /// is on, the kernel flags the MMAP2 records of every other perf session on the host
+    /// as build-id form though they carry inode data (seen on 6.1 and 6.18), which crashes
+    /// `perf record` 6.1 ("stack smashing detected") and misleads other readers; `false`
+    /// where other profilers run beside the daemon: binaries are then known by their files
+    /// (`/proc/PID/map_files`, read as the mapping is seen).
+    #[serde(default = "default_mmap_build_ids")]
+    pub mmap_build_ids: bool,
+}
+
+fn default_mmap_build_ids() -> bool {
+    true
 }
 
 /// `[aggregation]`.

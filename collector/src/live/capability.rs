@@ -157,6 +157,8 @@ pub struct PlanSettings {
     /// Unread bytes that wake a reader waiting on a ring (see
     /// [`EventAttr::wakeup_watermark`]; 0: readers poll on their interval only).
     pub wakeup_watermark: u32,
+    /// Ask for build ids in MMAP2 records ([`EventAttr::build_id`]).
+    pub mmap_build_ids: bool,
 }
 
 /// One candidate: the events to open on every CPU (the first carries the side band; the
@@ -198,7 +200,7 @@ fn event(label: String, type_: u32, config: u64, rate: SampleRate, s: &PlanSetti
         precise_ip: 0,
         user_only: true,
         side_band: false,
-        build_id: true,
+        build_id: s.mmap_build_ids,
         max_stack: s.max_stack,
         disabled: true,
         wakeup_watermark: s.wakeup_watermark,
@@ -323,6 +325,7 @@ mod tests {
             cpu_clock_rate: SampleRate::Frequency(1000),
             max_stack: 127,
             wakeup_watermark: 0,
+            mmap_build_ids: true,
         }
     }
 
@@ -437,5 +440,31 @@ mod tests {
             skipped,
             vec!["intel_lbr: LBR not available: no caps/branches for PMU cpu".to_string()]
         );
+    }
+
+    /// The side-band event asks for build ids in MMAP2 records as the settings say.
+    #[test]
+    fn mmap_build_ids_follow_the_settings() {
+        let caps = PmuCapabilities {
+            paranoid: Some(2),
+            pmus: vec![],
+            all_pmus: vec![],
+            vendor: CpuVendor::Amd,
+        };
+        for wanted in [true, false] {
+            let s = PlanSettings {
+                allowed: vec![SamplingMode::CpuClock],
+                mmap_build_ids: wanted,
+                ..settings()
+            };
+            let (plans, _) = candidate_plans(&caps, &s);
+            let side_band: Vec<bool> = plans
+                .iter()
+                .flat_map(|p| &p.events)
+                .filter(|e| e.side_band)
+                .map(|e| e.build_id)
+                .collect();
+            assert_eq!(side_band, [wanted], "{plans:?}");
+        }
     }
 }

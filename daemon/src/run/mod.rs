@@ -150,6 +150,7 @@ fn plan_settings(c: &Config) -> PlanSettings {
         cpu_clock_rate: SampleRate::Frequency(c.sampling.cpu_clock_frequency_hz),
         max_stack: c.sampling.max_stack_frames,
         wakeup_watermark: wakeup_watermark(&c.collector),
+        mmap_build_ids: c.collector.mmap_build_ids,
     }
 }
 
@@ -731,5 +732,19 @@ mod tests {
         c.collector.ring_buffer_pages = 1;
         c.collector.ring_wakeup_percent = 50;
         assert_eq!(plan_settings(&c).wakeup_watermark, page / 2);
+    }
+
+    #[test]
+    fn mmap_build_ids_are_on_unless_the_config_says_not() {
+        let mut c = Config::embedded();
+        assert!(plan_settings(&c).mmap_build_ids);
+        c.collector.mmap_build_ids = false;
+        assert!(!plan_settings(&c).mmap_build_ids);
+        // A config without the key keeps the default.
+        let text =
+            include_str!("../../../systemd/pgo-agent.toml").replace("mmap_build_ids = true\n", "");
+        assert!(!text.contains("mmap_build_ids"));
+        let parsed = Config::parse(&text, std::path::Path::new("test.toml")).unwrap();
+        assert!(parsed.collector.mmap_build_ids);
     }
 }
