@@ -673,13 +673,13 @@ impl Worker {
     }
 
     fn load(&self, g: &SampleGroup) -> anyhow::Result<Entry> {
-        let bytes = g
-            .binary
-            .bytes
-            .lock()
-            .ok()
-            .and_then(|mut b| b.take())
-            .context("binary bytes already taken")?;
+        let taken = g.binary.bytes.lock().ok().and_then(|mut b| b.take());
+        let bytes = match taken {
+            Some(bytes) => bytes,
+            // Its map went with the aggregate the memory budget evicted (or with a
+            // duplicate's): mapped again from where it was opened.
+            None => Arc::new(map_again(&g.binary)?),
+        };
         if bytes.len() as u64 > self.max_binary_bytes {
             return Err(symbolizer::SymbolizerError::TooLarge {
                 path: g.binary.opened_from.clone(),
@@ -699,6 +699,13 @@ impl Worker {
             &LOAD_OPTIONS,
         )
         .with_context(|| format!("loading {}", g.binary.opened_from.display()))?;
+        if binary.build_id() != Some(&g.binary.build_id) {
+            anyhow::bail!(
+                "{} is now another build than the one sampled ({})",
+                g.binary.opened_from.display(),
+                g.binary.build_id
+            );
+        }
         let names = NamesReport::of(&binary, lookup.as_ref());
         if awaits_debug_file(&names) {
             tracing::info!(
@@ -1049,6 +1056,15 @@ fn write_profile(out: &mut dyn std::io::Write, e: &Entry) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The file of `binary` mapped again from where it was first opened (its first map was
+/// released); the load checks it is still the build that was sampled.
+fn map_again(binary: &super::router::BinaryRef) -> anyhow::Result<memmap2::Mmap> {
+    let path = &binary.opened_from;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("opening {} again to load it", path.display()))?;
+    super::router::map_binary(&file).with_context(|| format!("mapping {}", path.display()))
+}
+
 /// The `reason` label of `pgo_agent_binaries_rejected_total` for a load error.
 fn rejection_reason(err: &anyhow::Error) -> &'static str {
     use symbolizer::SymbolizerError as E;
@@ -1267,6 +1283,38 @@ mod tests {
         w.enforce_decoded_budget();
         assert!(decoded(&w, &libc_id) > 0);
         assert_eq!(w.stats().evicted_decoded, 1);
+    }
+
+    /// A binary whose aggregate the memory budget evicted is loaded again, from its file,
+    /// when it is sampled again.
+    #[test]
+    fn a_binary_evicted_by_the_memory_budget_is_loaded_again() {
+        let mut w = Worker::new(WorkerSettings {
+            coalesce_samples: 1,
+            ..WorkerSettings::unlimited(
+                ShardInput::LeadingIp {
+                    has_callchain: false,
+                },
+                std::env::temp_dir(),
+            )
+        });
+        let (libc, libc_map, libc_at) = exec_mapping("/libc.so");
+        let libc_ref = binary_ref(&libc);
+        let id = libc_ref.build_id.clone();
+        feed_at(&mut w, &libc_ref, &libc_map, libc_at);
+        assert!(w.binary(&id).is_some());
+        assert!(
+            libc_ref.bytes.lock().unwrap().is_none(),
+            "the load took the map"
+        );
+        // What `enforce_memory_budget` does to a binary whose contexts all went.
+        w.entries.remove(&id);
+        feed_at(&mut w, &libc_ref, &libc_map, libc_at);
+        assert!(w.binary(&id).is_some(), "loaded again");
+        assert_eq!(w.stats().load_failures, 0);
+        let s = w.summaries();
+        let libc_now = s.iter().find(|s| s.build_id == id.to_hex()).unwrap();
+        assert_eq!(libc_now.offered, 1, "counted anew after the eviction");
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub enum ApiError {
     /// No profile for this build id.
     #[error("no profile for build id {0}")]
     NotFound(String),
+    /// No route has this path.
+    #[error("no such route: {0}")]
+    NoRoute(String),
     /// A path or query parameter is invalid.
     #[error("{0}")]
     BadRequest(String),
@@ -33,7 +36,7 @@ impl ApiError {
     /// The status code.
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::NoRoute(_) => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
@@ -44,7 +47,7 @@ impl ApiError {
     /// The machine-readable code of the JSON body.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::NotFound(_) => "not_found",
+            ApiError::NotFound(_) | ApiError::NoRoute(_) => "not_found",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Unauthorized => "unauthorized",
             ApiError::TooManyRequests => "too_many_requests",

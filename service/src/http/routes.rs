@@ -16,9 +16,9 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// Unknown routes: 404 with a JSON body.
-pub async fn not_found() -> ApiError {
-    ApiError::NotFound("no such route".into())
+/// Unknown routes: 404 with a JSON body naming the path (cut to 200 characters).
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NoRoute(uri.path().chars().take(200).collect())
 }
 
 async fn blocking<T: Send + 'static>(

@@ -521,6 +521,11 @@ async fn http_rejects_malformed_requests_with_4xx() {
     let long = "a".repeat(300);
     let cases: Vec<(String, StatusCode, &str)> = vec![
         (
+            "/nonexistent".into(),
+            StatusCode::NOT_FOUND,
+            "no such route: /nonexistent",
+        ),
+        (
             "/api/v1/profiles/xyz".into(),
             StatusCode::BAD_REQUEST,
             "invalid build id \\\"xyz\\\"",
