@@ -1139,6 +1139,19 @@ mod tests {
         }));
     }
 
+    /// Settings of a worker that feeds each cpu-clock sample (no call chain) as it comes.
+    fn feeding_each_sample() -> WorkerSettings {
+        WorkerSettings {
+            coalesce_samples: 1,
+            ..WorkerSettings::unlimited(
+                ShardInput::LeadingIp {
+                    has_callchain: false,
+                },
+                std::env::temp_dir(),
+            )
+        }
+    }
+
     fn binary_ref(path: &Path) -> Arc<BinaryRef> {
         let bytes = std::fs::read(path).unwrap();
         let id = symbolizer::elf_image::build_id_from_program_headers(&bytes).expect("a build id");
@@ -1182,15 +1195,9 @@ mod tests {
         let server = Arc::new(EmptyServer::default());
         let fetches = BackgroundFetches::start(server.clone()).unwrap();
         let mut w = Worker::new(WorkerSettings {
-            coalesce_samples: 1,
             debug_files: DebugFileFinder::new(Vec::new()).with_remote(fetches.clone()),
             debug_fetches: Some(fetches.clone()),
-            ..WorkerSettings::unlimited(
-                ShardInput::LeadingIp {
-                    has_callchain: false,
-                },
-                std::env::temp_dir(),
-            )
+            ..feeding_each_sample()
         });
         let (libc, libc_map, libc_at) = exec_mapping("/libc.so");
         let libc_ref = binary_ref(&libc);
@@ -1220,14 +1227,8 @@ mod tests {
     #[test]
     fn least_recently_sampled_binaries_give_their_decoded_code_back() {
         let mut w = Worker::new(WorkerSettings {
-            coalesce_samples: 1,
             decoded_budget_bytes: 1,
-            ..WorkerSettings::unlimited(
-                ShardInput::LeadingIp {
-                    has_callchain: false,
-                },
-                std::env::temp_dir(),
-            )
+            ..feeding_each_sample()
         });
         let (libc, libc_map, libc_at) = exec_mapping("/libc.so");
         let (ld, ld_map, ld_at) = exec_mapping("/ld-linux");
@@ -1290,13 +1291,7 @@ mod tests {
     #[test]
     fn a_binary_evicted_by_the_memory_budget_is_loaded_again() {
         let mut w = Worker::new(WorkerSettings {
-            coalesce_samples: 1,
-            ..WorkerSettings::unlimited(
-                ShardInput::LeadingIp {
-                    has_callchain: false,
-                },
-                std::env::temp_dir(),
-            )
+            ..feeding_each_sample()
         });
         let (libc, libc_map, libc_at) = exec_mapping("/libc.so");
         let libc_ref = binary_ref(&libc);

@@ -122,8 +122,11 @@ pub async fn get_profile(
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim() == rendered.etag || t.trim() == "*")
+            // If-None-Match compares weakly (RFC 9110 13.1.2): `W/"x"` matches `"x"`.
+            v.split(',').map(str::trim).any(|t| {
+                t == "*"
+                    || t.strip_prefix("W/").unwrap_or(t) == rendered.etag.trim_start_matches("W/")
+            })
         });
     if matches {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());

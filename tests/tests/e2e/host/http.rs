@@ -276,6 +276,13 @@ async fn profile_formats(state: &AppState, fx: &Fixture) {
     let (s, h, b) = get(state, &uri, &[("if-none-match", &etag)]).await;
     assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
     assert_eq!(h[header::ETAG], etag.as_str());
+    // Compared weakly, as RFC 9110 wants for If-None-Match (a proxy may weaken the tag),
+    // and among others.
+    let weak = format!("\"other\", W/{etag}");
+    let (s, _, _) = get(state, &uri, &[("if-none-match", &weak)]).await;
+    assert_eq!(s, StatusCode::NOT_MODIFIED);
+    let (s, _, _) = get(state, &uri, &[("if-none-match", "W/\"other\"")]).await;
+    assert_eq!(s, StatusCode::OK);
 
     // Text, uppercase build id, gzip.
     let uri_text = format!(
