@@ -234,10 +234,22 @@ impl<'a> Aggregator<'a> {
     /// (as [`Aggregator::feed_batch`] feeds a batch's), in order of first occurrence.
     pub fn feed_tally(&mut self, tally: &SampleTally) -> Result<(), UnwindError> {
         self.reserve(tally.len());
+        self.feed_tally_entries(tally, |_, _, e| Err(e))
+    }
+
+    /// Feeds the entries of `tally` in order; an entry whose preparation fails goes to
+    /// `on_error` (with its occurrences), which stops the feeding by returning the error.
+    fn feed_tally_entries(
+        &mut self,
+        tally: &SampleTally,
+        mut on_error: impl FnMut(&mut Self, u64, UnwindError) -> Result<(), UnwindError>,
+    ) -> Result<(), UnwindError> {
         let mut sample = Sample::default();
         for e in tally.entries() {
             tally.sample_into(e, &mut sample);
-            self.feed_occurrences(&sample, e.occurrences, e.count)?;
+            if let Err(err) = self.feed_occurrences(&sample, e.occurrences, e.count) {
+                on_error(self, e.occurrences, err)?;
+            }
         }
         Ok(())
     }
@@ -578,16 +590,11 @@ impl<'a> Aggregator<'a> {
     /// [`Aggregator::feed_tally`], an entry whose preparation fails counted as dropped for
     /// its empty branch stack (the only error preparing a held sample can give).
     fn feed_tally_dropping_errors(&mut self, tally: &SampleTally) {
-        let mut sample = Sample::default();
-        for e in tally.entries() {
-            tally.sample_into(e, &mut sample);
-            if self
-                .feed_occurrences(&sample, e.occurrences, e.count)
-                .is_err()
-            {
-                self.stats.dropped_empty_lbr_samples += e.occurrences;
-            }
-        }
+        let fed = self.feed_tally_entries(tally, |agg, occurrences, _| {
+            agg.stats.dropped_empty_lbr_samples += occurrences;
+            Ok(())
+        });
+        debug_assert!(fed.is_ok(), "no error stops this feeding");
     }
 
     /// [`UnwindStats::kernel_not_mapped`]: a kernel placed by no MMAP2 event.

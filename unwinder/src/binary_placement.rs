@@ -157,13 +157,15 @@ impl BinaryPlacement {
             return self.rebase();
         }
         Rebase {
-            base: self
-                .process_bases
-                .get(&(pid as i32))
-                .copied()
-                .unwrap_or(self.base),
+            base: self.base_of(pid as i32),
             preferred_base: self.load.preferred_base,
         }
+    }
+
+    /// The base of process `pid`'s own latest mapping, else (a process that mapped
+    /// nothing) the latest one.
+    fn base_of(&self, pid: i32) -> u64 {
+        self.process_bases.get(&pid).copied().unwrap_or(self.base)
     }
 
     /// True when processes mapped the binary at different bases: the same address then
@@ -203,12 +205,7 @@ impl BinaryPlacement {
         if event.prot != 0 && event.prot & PROT_EXEC == 0 {
             return Ok(MmapOutcome::Ignored);
         }
-        // The process's own base, else (a process not seen yet) the latest one.
-        let base = self
-            .process_bases
-            .get(&event.pid)
-            .copied()
-            .unwrap_or(self.base);
+        let base = self.base_of(event.pid);
         let offsets = &self.load.text_segment_offsets;
         // The kernel image's mapping sets the base whatever its offset (perf gives the
         // kernel's start address there).
