@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod http;
+pub mod loaded_binaries;
 pub mod metrics;
 pub mod profile_quality;
 pub mod sampling_guidance;

@@ -4,8 +4,8 @@
 //! unsymbolized profile, offsets from the preferred base) and `<hex>.json` (path, counter
 //! kind, sample counts), each by temp file + rename; the store only reads those files, so it
 //! never blocks a worker. Symbolization happens here, on request: the binary is found by
-//! build id (the recorded path, then the configured debug directories), loaded once and
-//! cached; rendered profiles are cached by ETag (MD5 of the unsymbolized bytes + format).
+//! build id (the recorded path, then the configured debug directories), loaded and kept
+//! while it is used ([`crate::loaded_binaries`]: the few used last); rendered profiles are cached by ETag (MD5 of the unsymbolized bytes + format).
 //! A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
 //! symbolized strings, are served as the unsymbolized profile and listed as such.
 //!
@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use symbolizer::debug_file::{build_id_candidates, DebugFileFinder};
 use symbolizer::generate::{generate_profile, GenerateOptions};
 
+use crate::loaded_binaries::{LoadedBinaries, BINARY_IDLE, LOADED_BINARIES};
 use crate::sampling_guidance::{density_guidance, DensityGuidance};
 use symbolizer::{LoadOptions, ProfiledBinary};
 
@@ -371,7 +372,7 @@ struct Aggregate {
 /// See the module docs.
 pub struct ProfileStore {
     settings: StoreSettings,
-    binaries: Mutex<HashMap<BuildId, Option<NamedBinary>>>,
+    binaries: Mutex<LoadedBinaries<NamedBinary>>,
     rendered: Mutex<Vec<(String, RenderedProfile)>>,
     quality: Mutex<HashMap<BuildId, (Vec<u8>, ProfileQuality)>>,
     live: Option<Arc<dyn LiveSource>>,
@@ -384,7 +385,7 @@ impl ProfileStore {
     pub fn new(settings: StoreSettings) -> ProfileStore {
         ProfileStore {
             settings,
-            binaries: Mutex::new(HashMap::new()),
+            binaries: Mutex::new(LoadedBinaries::new(LOADED_BINARIES, BINARY_IDLE)),
             rendered: Mutex::new(Vec::new()),
             quality: Mutex::new(HashMap::new()),
             live: None,
@@ -532,12 +533,17 @@ impl ProfileStore {
     }
 
     fn summarize(&self, id: &BuildId, meta: StateMeta, freshness: Freshness) -> ProfileSummary {
-        let loaded = self.binaries.lock().ok().and_then(|m| m.get(id).cloned());
-        let (has_pseudo_probes, symbolization, names) = match (&loaded, &meta.names) {
-            (None, Some(names)) if freshness.source == AggregateSource::Workers => {
-                // Listed from what the worker reports of the binary it holds: loading every
-                // binary a list names (each library of the host, decoded) would cost the
-                // store their size in memory. It is loaded when its profile is asked for.
+        let loaded = self
+            .binaries
+            .lock()
+            .ok()
+            .and_then(|m| m.peek(id).cloned().flatten());
+        let (has_pseudo_probes, symbolization, names) = match (loaded, &meta.names) {
+            (None, Some(names)) => {
+                // Listed from what the worker reported of the binary it held (now, or at
+                // the flush): loading every binary a list names (each library of the
+                // host) would cost the store their size in memory. It is loaded when its
+                // profile is asked for.
                 let found = Path::new(&meta.path).is_file()
                     || build_id_candidates(self.settings.debug_files.debug_dirs(), id)
                         .iter()
@@ -549,11 +555,8 @@ impl ProfileStore {
                 };
                 (meta.has_pseudo_probes, symbolization, Some(names.clone()))
             }
-            _ => {
-                let found = match loaded {
-                    Some(found) => found,
-                    None => self.binary_with_names(id, &meta.path),
-                };
+            (loaded, _) => {
+                let found = loaded.or_else(|| self.binary_with_names(id, &meta.path));
                 match found {
                     Some((b, n)) => {
                         let symbolization = if b.name_source().has_names() {
@@ -822,15 +825,15 @@ impl ProfileStore {
 
     /// The binary of `id`: `recorded_path` if its build id matches, else a debug directory
     /// file; with its debug file when it lacks names ([`ProfiledBinary::load_with_lookup`]).
-    /// Looked up once per build id (a miss is remembered too).
+    /// Kept while it is used, a miss too ([`crate::loaded_binaries`]).
     pub fn binary(&self, id: &BuildId, recorded_path: &str) -> Option<Arc<ProfiledBinary>> {
         self.binary_with_names(id, recorded_path).map(|(b, _)| b)
     }
 
     /// [`ProfileStore::binary`] with the report of where its names come from.
     pub fn binary_with_names(&self, id: &BuildId, recorded_path: &str) -> Option<NamedBinary> {
-        if let Some(hit) = self.binaries.lock().ok()?.get(id) {
-            return hit.clone();
+        if let Some(hit) = self.binaries.lock().ok()?.get(id, Instant::now()) {
+            return hit;
         }
         let mut candidates = vec![PathBuf::from(recorded_path)];
         candidates.extend(build_id_candidates(
@@ -853,9 +856,18 @@ impl ProfileStore {
             })
         });
         if let Ok(mut m) = self.binaries.lock() {
-            m.insert(id.clone(), found.clone());
+            m.insert(id.clone(), found.clone(), Instant::now());
         }
         found
+    }
+
+    /// Forgets the binaries (and failed lookups) not used for [`BINARY_IDLE`]; how many
+    /// loaded binaries went. The daemon calls it periodically, so that an idle store holds
+    /// no binary.
+    pub fn forget_idle_binaries(&self) -> usize {
+        self.binaries
+            .lock()
+            .map_or(0, |mut m| m.forget_idle(Instant::now()))
     }
 }
 

@@ -19,6 +19,9 @@ use crate::config::Config;
 
 /// How long in-flight requests may hold up shutdown.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How often the store is asked to forget the binaries it has not used for
+/// [`service::loaded_binaries::BINARY_IDLE`].
+const IDLE_BINARY_CHECK: Duration = Duration::from_secs(30);
 
 /// A running server; [`HttpServer::stop`] shuts it down.
 pub struct HttpServer {
@@ -78,7 +81,9 @@ pub fn start(
     if let Some(live) = live {
         store = store.with_live(live);
     }
-    let mut state = AppState::new(Arc::new(store));
+    let store = Arc::new(store);
+    let idle_store = store.clone();
+    let mut state = AppState::new(store);
     state.token = token.map(Arc::from);
     let mode_name = mode.name();
     let branch_stack = mode != SamplingMode::CpuClock;
@@ -120,6 +125,17 @@ pub fn start(
                         return;
                     }
                 };
+                // The binaries loaded to render profiles go once unused (the store keeps
+                // none while nobody asks).
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(IDLE_BINARY_CHECK);
+                    loop {
+                        tick.tick().await;
+                        if idle_store.forget_idle_binaries() > 0 {
+                            collector::freed_memory::give_back_freed_memory();
+                        }
+                    }
+                });
                 let (graceful_tx, graceful_rx) = tokio::sync::oneshot::channel::<()>();
                 let server = tokio::spawn(service::http::serve(listener, state, async move {
                     let _ = graceful_rx.await;

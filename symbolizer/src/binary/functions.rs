@@ -80,6 +80,9 @@ impl FunctionTable {
             }
         }
         ranges.sort_by_key(|r| r.start);
+        // Kept as long as the binary: without the growth's spare capacity.
+        functions.shrink_to_fit();
+        ranges.shrink_to_fit();
         FunctionTable { functions, ranges }
     }
 
