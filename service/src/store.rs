@@ -134,6 +134,13 @@ pub enum Symbolization {
     /// debug file found): the unsymbolized profile (addresses) is served;
     /// [`ProfileSummary::names`] says what was tried.
     AddressOnly,
+    /// The binary names its functions (symbols) but has neither DWARF line tables nor
+    /// pseudo probes, nor a debug file with them (built without `-g`): a sample profile
+    /// has nothing to key its counts by, so text and extbinary serve the unsymbolized
+    /// profile; pprof and flame graphs name functions from the symbols. Build with `-g`
+    /// (or `-gline-tables-only`, or `-fpseudo-probe-for-profiling`), or install the debug
+    /// file.
+    NoLineTables,
 }
 
 /// Where a binary's names come from, as the list and the worker's summary report it.
@@ -151,6 +158,10 @@ pub struct NamesReport {
     /// The candidates looked at and why each was not used (when a lookup was made).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tried: Vec<String>,
+    /// The binary names its functions but has no DWARF line tables and no pseudo probes
+    /// ([`Symbolization::NoLineTables`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_line_tables: bool,
 }
 
 impl NamesReport {
@@ -173,8 +184,15 @@ impl NamesReport {
                 .map(|f| f.route.to_string()),
             debug_file,
             tried: lookup.map(|l| l.tried.clone()).unwrap_or_default(),
+            no_line_tables: names_without_lines(binary),
         }
     }
+}
+
+/// True when `binary` names its functions but a sample profile has nothing to key its
+/// counts by: no DWARF line tables and no pseudo probes ([`Symbolization::NoLineTables`]).
+pub fn names_without_lines(binary: &ProfiledBinary) -> bool {
+    binary.name_source().has_names() && !binary.has_pseudo_probes() && !binary.has_line_info()
 }
 
 /// One entry of `GET /api/v1/profiles`.
@@ -550,8 +568,9 @@ impl ProfileStore {
                         .any(|p| p.is_file());
                 let symbolization = match names.source.as_str() {
                     "address_only" => Symbolization::AddressOnly,
-                    _ if found => Symbolization::Symbolized,
-                    _ => Symbolization::BinaryNotFound,
+                    _ if !found => Symbolization::BinaryNotFound,
+                    _ if names.no_line_tables => Symbolization::NoLineTables,
+                    _ => Symbolization::Symbolized,
                 };
                 (meta.has_pseudo_probes, symbolization, Some(names.clone()))
             }
@@ -559,10 +578,12 @@ impl ProfileStore {
                 let found = loaded.or_else(|| self.binary_with_names(id, &meta.path));
                 match found {
                     Some((b, n)) => {
-                        let symbolization = if b.name_source().has_names() {
-                            Symbolization::Symbolized
-                        } else {
+                        let symbolization = if !b.name_source().has_names() {
                             Symbolization::AddressOnly
+                        } else if names_without_lines(&b) {
+                            Symbolization::NoLineTables
+                        } else {
+                            Symbolization::Symbolized
                         };
                         (Some(b.has_pseudo_probes()), symbolization, Some(n))
                     }
@@ -638,10 +659,12 @@ impl ProfileStore {
             });
         }
         let meta = self.meta_of(id, &agg)?;
-        let Some(binary) = self
-            .binary(id, &meta.path)
-            .filter(|b| b.name_source().has_names())
-        else {
+        // pprof names what it can (functions in hex without names); a sample profile
+        // needs names and lines or probes to key its counts by.
+        let Some(binary) = self.binary(id, &meta.path).filter(|b| {
+            format == ProfileFormat::Pprof
+                || (b.name_source().has_names() && !names_without_lines(b))
+        }) else {
             return Ok(unsymbolized(raw));
         };
         let text = String::from_utf8_lossy(&raw);
@@ -846,6 +869,7 @@ impl ProfileStore {
             let options = LoadOptions {
                 lazy_code: true,
                 release_decoded_pages: true,
+                symbol_functions_without_dwarf: true,
                 ..LoadOptions::default()
             };
             let (binary, lookup) =

@@ -133,13 +133,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let summary = run_daemon(&config, &args, &control)?;
     control.stop.store(true, Ordering::SeqCst);
     let _ = watcher.join();
+    let unwritten: u64 = summary.workers.iter().map(|w| w.unwritten_at_exit).sum();
     tracing::info!(
         "stopped; {} samples read, {} lost (ring full), {} dropped (queue full); {} binaries written",
         summary.readers.samples,
         summary.readers.lost_events,
         summary.readers.events_dropped,
-        summary.binaries.len()
+        (summary.binaries.len() as u64).saturating_sub(unwritten)
     );
+    if unwritten > 0 {
+        let state_dir = args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| config.output.state_dir.clone());
+        tracing::error!(
+            "the last flush could not write {unwritten} binaries' aggregates to {}: what they counted since their last written flush is lost (the flush errors above say why)",
+            state_dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -556,7 +568,9 @@ fn spawn_workers(
                     }
                     live::serve(&mut w, rx, queries);
                     w.hand_windows(u64::MAX, true);
-                    (w.summaries(), w.stats().clone())
+                    let mut stats = w.stats().clone();
+                    stats.unwritten_at_exit = w.unwritten() as u64;
+                    (w.summaries(), stats)
                 })?,
         );
     }

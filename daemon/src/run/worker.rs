@@ -135,6 +135,7 @@ pub struct BinarySummary {
 /// read given back, and the work one sample's range checks can cost bounded.
 const LOAD_OPTIONS: LoadOptions = LoadOptions {
     load_functions_from_symbols: false,
+    symbol_functions_without_dwarf: false,
     use_dwarf_correlation: false,
     release_decoded_pages: true,
     lazy_code: true,
@@ -186,6 +187,9 @@ pub struct WorkerStats {
     pub evicted_binaries: u64,
     /// Binaries that gave their decoded code back to stay within `decoded_budget_bytes`.
     pub evicted_decoded: u64,
+    /// Binaries whose aggregate changed since it was last written when the worker
+    /// stopped (the last flush failed: what they counted since is lost).
+    pub unwritten_at_exit: u64,
 }
 
 /// Default [`Worker::set_max_binary_bytes`]: 1 GiB (the router reads no larger file).
@@ -952,6 +956,11 @@ impl Worker {
         });
         self.enforce_memory_budget();
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// Binaries whose aggregate changed since it was last written.
+    pub fn unwritten(&self) -> usize {
+        self.entries.values().filter(|e| e.dirty).count()
     }
 
     /// One summary per binary held now, held samples fed first (fresh reads: what the

@@ -60,6 +60,12 @@ pub struct LoadOptions {
     /// llvm-profgen's `--load-function-from-symbol`; llvm-profgen 19 has no such option and
     /// knows DWARF functions only).
     pub load_functions_from_symbols: bool,
+    /// Functions from `STT_FUNC` symbols when neither the binary nor its debug file has
+    /// DWARF functions or pseudo probes (a build without `-g`): its functions are named
+    /// for pprof and flame graphs (the daemon's HTTP store). Counting and sample profiles
+    /// are not for such binaries (no lines to key them by), so the counting paths leave
+    /// it off and keep llvm-profgen 19's empty function table.
+    pub symbol_functions_without_dwarf: bool,
     /// Ignore pseudo probes even when present (llvm-profgen `--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
     /// The shared bytes given to [`ProfiledBinary::from_shared_bytes_with_lookup`] are a
@@ -291,7 +297,10 @@ impl ProfiledBinary {
                 .into_iter()
                 .flatten()
                 .any(|f| f.section_by_name(".pseudo_probe").is_some());
-        if options.load_functions_from_symbols || probes_by_symbols {
+        let names_without_dwarf = options.symbol_functions_without_dwarf
+            && !has_dwarf_functions
+            && chosen.source.has_names();
+        if options.load_functions_from_symbols || probes_by_symbols || names_without_dwarf {
             add_symbol_functions(&mut subprograms, &symbols, &file);
         }
         if subprograms.is_empty() && !chosen.source.has_names() {

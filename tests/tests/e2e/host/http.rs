@@ -843,3 +843,76 @@ fn fresh_profile_served_within_seconds_with_the_default_config() {
     );
     assert_eq!(json(&std::fs::read(file("json")).unwrap())["samples"], both);
 }
+
+/// A program built without `-g` (symbols, no DWARF, no pseudo probes) under the daemon:
+/// its samples are counted, it is listed `no_line_tables` (a sample profile has nothing to
+/// key its counts by), text is served as the unsymbolized profile, and pprof and the
+/// flame graph name its functions from its symbols, not in hex.
+#[test]
+fn a_program_without_debug_info_is_listed_so_and_named_from_its_symbols() {
+    let _machine = e2e::support::machine_lock();
+    let test = "a_program_without_debug_info_is_listed_so_and_named_from_its_symbols";
+    if !e2e::support::can_sample(test, &["clang-19"]) {
+        return;
+    }
+    let dir = scratch("nolines");
+    let spin = dir.join("spin-nog");
+    let built = Command::new("clang-19")
+        .args([
+            "-O2",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+        ])
+        .args(["-fPIE", "-pie", "-Wl,--build-id", "-o"])
+        .arg(&spin)
+        .arg(corpus::sources_dir().join("live/spin.c"))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let binary = ProfiledBinary::load(&spin).unwrap();
+    assert!(binary.name_source().has_names() && !binary.has_line_info());
+    assert!(!binary.has_pseudo_probes());
+    let hex = build_id_hex(&spin);
+    let daemon = RunningDaemon::serve(&Config::embedded(), &dir.join("state"), 120);
+    let mut child = Command::new(&spin).arg("3").spawn().unwrap();
+    let entry = wait_for(Duration::from_secs(10), || {
+        listed_entry(&daemon, &hex).filter(|e| e["samples"].as_u64() > Some(100))
+    });
+    assert!(child.wait().unwrap().success());
+    let entry = entry.unwrap_or_else(|| panic!("{:?}", listed_entry(&daemon, &hex)));
+    assert_eq!(entry["symbolization"], "no_line_tables", "{entry:#}");
+    assert_eq!(entry["names"]["source"], "binary", "{entry:#}");
+    assert_eq!(entry["names"]["no_line_tables"], true, "{entry:#}");
+
+    let text = daemon
+        .get(&format!("/api/v1/profiles/{hex}?format=text"))
+        .unwrap();
+    assert_eq!(text.status, 200);
+    assert_eq!(text.header("x-pgo-profile-format"), "unsymbolized");
+    assert!(range_samples(&text.body) > 100, "{}", text.body);
+
+    let svg = daemon
+        .get(&format!("/api/v1/profiles/{hex}/flamegraph.svg"))
+        .unwrap()
+        .ok()
+        .unwrap();
+    assert!(
+        svg.contains("cold_work") || svg.contains("hot_loop"),
+        "no function of spin named in the flame graph"
+    );
+    let mut pprof = Vec::new();
+    ureq::get(&daemon.url(&format!("/api/v1/profiles/{hex}?format=pprof")))
+        .call()
+        .unwrap()
+        .into_reader()
+        .read_to_end(&mut pprof)
+        .unwrap();
+    let has = |name: &[u8]| pprof.windows(name.len()).any(|w| w == name);
+    assert!(
+        has(b"cold_work") || has(b"hot_loop"),
+        "no function of spin named in the pprof profile"
+    );
+    assert!(has(b"main"), "main is not named in the pprof profile");
+    daemon.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -664,6 +664,68 @@ fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
     fx.remove();
 }
 
+/// A daemon whose last flush cannot write (the state directory turned read-only) says
+/// which aggregates were not written and exits non-zero: a profile lost is never reported
+/// as written.
+#[test]
+fn a_last_flush_that_cannot_write_fails_the_exit() {
+    let _machine = e2e::support::machine_lock();
+    let Some(fx) = Fixture::new("a_last_flush_that_cannot_write_fails_the_exit", "rostate") else {
+        return;
+    };
+    let state = &fx.state;
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs"])
+        .arg(state)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    if !mounted.status.success() {
+        eprintln!(
+            "SKIPPED a_last_flush_that_cannot_write_fails_the_exit: mount tmpfs not permitted: {}",
+            String::from_utf8_lossy(&mounted.stderr).trim()
+        );
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(state.clone());
+    let config = fx.config("[output]\nflush_interval_secs = 1\n");
+    let spin = spin_binary();
+    let spin_state = state.join(format!("{}.state", build_id_hex(&spin)));
+    let mut workload = Command::new(&spin).arg("60").spawn().unwrap();
+    let (d, _port) = fx.sampling(&config, 120);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !spin_state.exists() {
+        assert!(Instant::now() < deadline, "no flush of spin:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let remounted = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(state)
+        .status()
+        .unwrap();
+    assert!(remounted.success());
+    // spin keeps running: its aggregate changes after the remount.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (ok, log) = d.stop();
+    let _ = workload.kill();
+    let _ = workload.wait();
+    assert!(!ok, "exit status 0 though the last flush failed:\n{log}");
+    assert!(log.contains("flush failed"), "{log}");
+    assert!(
+        log.contains("the last flush could not write")
+            && log.contains(&state.display().to_string()),
+        "{log}"
+    );
+    drop(_unmount);
+    fx.remove();
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory budget.
 

@@ -63,6 +63,7 @@ use e2e::support::{
 use exporter::format::unsymbolized::read_unsymbolized;
 use object::{Object, ObjectSymbol};
 use serde_json::Value;
+use std::io::Read;
 use symbolizer::ProfiledBinary;
 use unwinder::{CodeLayout, CounterSet};
 
@@ -141,6 +142,8 @@ struct Served {
     /// `?format=text`: the `x-pgo-profile-format` served, and the bytes.
     text_format: String,
     text: String,
+    /// `?format=pprof`.
+    pprof: Vec<u8>,
 }
 
 /// The one daemon run all tests look at.
@@ -512,11 +515,19 @@ fn make_fixture() -> Fixture {
             let (format, unsymbolized) = get_ok(&daemon, &format!("{uri}?format=unsymbolized"));
             assert_eq!(format, "unsymbolized");
             let (text_format, text) = get_ok(&daemon, &format!("{uri}?format=text"));
+            let mut pprof = Vec::new();
+            ureq::get(&daemon.url(&format!("{uri}?format=pprof")))
+                .call()
+                .unwrap_or_else(|e| panic!("GET {uri}?format=pprof: {e}"))
+                .into_reader()
+                .read_to_end(&mut pprof)
+                .unwrap();
             Served {
                 listed,
                 unsymbolized,
                 text_format,
                 text,
+                pprof,
             }
         })
         .collect();
@@ -958,5 +969,22 @@ fn without_debug_file_served_by_address_with_the_reason() {
             }
         }
         assert_eq!(total, samples, "{label}");
+        // pprof too, by address (functions in hex), under the build id's mapping.
+        let pprof = exporter::format::pprof::from_bytes(&served.pprof)
+            .unwrap_or_else(|e| panic!("{label}: pprof: {e}"));
+        let values: i64 = pprof.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(values as u64, samples, "{label}");
+        let mapping = &pprof.mapping[0];
+        assert_eq!(
+            pprof.string_table[mapping.build_id as usize], case.hex,
+            "{label}"
+        );
+        assert!(
+            pprof
+                .function
+                .iter()
+                .all(|f| pprof.string_table[f.name as usize].starts_with("0x")),
+            "{label}: an address-only binary names no function"
+        );
     }
 }
