@@ -1,5 +1,6 @@
 //! Middleware: bearer-token check, global token-bucket rate limit, request metrics labelled
-//! by route template (axum's prometheus-metrics example: `MatchedPath`, bounded labels).
+//! by route template (axum's prometheus-metrics example: `MatchedPath`, bounded labels),
+//! and JSON bodies for the errors axum and tower-http answer themselves.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -90,6 +91,8 @@ pub async fn record_request(State(state): State<AppState>, req: Request, next: N
             "/api/v1/profiles/{build_id}/flamegraph.svg" => {
                 "/api/v1/profiles/{build_id}/flamegraph.svg"
             }
+            "/api/v1/heap" => "/api/v1/heap",
+            "/api/v1/heap/{build_id}" => "/api/v1/heap/{build_id}",
             _ => "other",
         });
     let method = match *req.method() {
@@ -102,6 +105,47 @@ pub async fn record_request(State(state): State<AppState>, req: Request, next: N
         .metrics
         .observe_http(route, method, resp.status().as_u16(), start.elapsed());
     resp
+}
+
+/// Largest error body read to be wrapped in JSON (axum's and tower-http's are a line).
+const MAX_ERROR_BODY: usize = 4096;
+
+/// Every error the API answers has the JSON body of [`ApiError`]: those axum and tower-http
+/// answer themselves (405 wrong method, 400 query rejections, 413 body too large, 408
+/// timeout) are given one, their text as the message (else the status's reason). Bodies
+/// already JSON, or compressed, are left as they are.
+pub async fn json_error_bodies(resp: Response) -> Response {
+    use axum::http::header;
+    let status = resp.status();
+    let headers = resp.headers();
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error())
+        || is_json
+        || headers.contains_key(header::CONTENT_ENCODING)
+    {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, MAX_ERROR_BODY)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let reason = status.canonical_reason().unwrap_or("error");
+    let message = if text.is_empty() {
+        reason.to_string()
+    } else {
+        text
+    };
+    let code = reason.to_ascii_lowercase().replace([' ', '-'], "_");
+    let body = serde_json::json!({ "error": code, "message": message }).to_string();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 #[cfg(test)]

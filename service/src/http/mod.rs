@@ -149,11 +149,19 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             middleware::record_request,
         ))
+        // The router's and extractors' errors before they are compressed, then those of
+        // the outer layers (413, 408).
+        .layer(axum::middleware::map_response(
+            middleware::json_error_bodies,
+        ))
         .layer(CompressionLayer::new().gzip(true))
         .layer(RequestBodyLimitLayer::new(limits.max_request_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
+        ))
+        .layer(axum::middleware::map_response(
+            middleware::json_error_bodies,
         ))
         .with_state(state)
 }

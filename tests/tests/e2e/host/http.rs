@@ -388,6 +388,25 @@ async fn errors_are_json(state: &AppState, fx: &Fixture) {
         (s, json(&b)["error"].clone()),
         (StatusCode::NOT_FOUND, "not_found".into())
     );
+    // What axum answers itself (a method no route has) is JSON too.
+    let resp = router(state.clone())
+        .oneshot(
+            Request::builder()
+                .method("POST")
+                .uri(&uri)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+    assert!(resp.headers().contains_key(header::ALLOW));
+    let b = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(json(&b)["error"], "method_not_allowed");
+    assert_eq!(json(&b)["message"], "Method Not Allowed");
 }
 
 /// `/metrics`: requests by route template and the quality gauges.
