@@ -40,10 +40,11 @@ pub struct MergeArgs {
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The profiled binary: needed for text/extbinary; its build id is checked against
-    /// --build-id when given.
+    /// --build-id, else against the build id the inputs' file names carry
+    /// (`<build-id>.unsymbolized`, `<build-id>.window-all.unsymbolized`).
     #[arg(long)]
     pub binary: Option<PathBuf>,
-    /// Expected build id (hex) of --binary.
+    /// Expected build id (hex) of --binary (and of inputs named by build id).
     #[arg(long)]
     pub build_id: Option<String>,
     /// Output format (default: extbinary with --binary, else unsymbolized).
@@ -70,10 +71,22 @@ pub fn run(args: MergeArgs) -> anyhow::Result<std::process::ExitCode> {
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         texts.push((p.display().to_string(), text));
     }
+    // The state directory's and the API's file names carry the build id: summing
+    // aggregates of two builds, or reading one against another build's binary, would count
+    // addresses of one build in the other's code.
+    let named = named_build_id(&args.inputs)?;
+    let build_id = match (args.build_id.as_deref(), &named) {
+        (Some(given), Some((id, input))) if !given.trim().eq_ignore_ascii_case(id) => bail!(
+            "{} is the aggregate of build id {id} (its file name), not of --build-id {given}",
+            input.display()
+        ),
+        (Some(given), _) => Some(given.to_string()),
+        (None, named) => named.as_ref().map(|(id, _)| id.clone()),
+    };
     merge_and_write(
         &texts,
         args.binary.as_deref(),
-        args.build_id.as_deref(),
+        build_id.as_deref(),
         args.format,
         &args.output,
     )?;
@@ -141,6 +154,41 @@ pub fn merge_and_write(
     out.flush()
         .with_context(|| format!("writing {}", output.display()))?;
     Ok(())
+}
+
+/// The build id the inputs' file names give (`<build-id>.unsymbolized` in the state
+/// directory, `<build-id>.window-all.unsymbolized` from the API), with the first input
+/// naming it; `None` when no name is a build id; an error when two name different ones.
+fn named_build_id(inputs: &[PathBuf]) -> anyhow::Result<Option<(String, PathBuf)>> {
+    let mut named: Option<(String, PathBuf)> = None;
+    for p in inputs {
+        let Some(stem) = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split('.').next())
+        else {
+            continue;
+        };
+        // A GNU build id is 20 bytes (SHA-1) or 16 (MD5/UUID); shorter names are not taken
+        // for one.
+        let is_build_id =
+            stem.len() >= 32 && stem.len() % 2 == 0 && stem.bytes().all(|b| b.is_ascii_hexdigit());
+        if !is_build_id {
+            continue;
+        }
+        let id = stem.to_ascii_lowercase();
+        match &named {
+            Some((first, first_input)) if *first != id => bail!(
+                "{} is the aggregate of build id {first} and {} of build id {id} (their file \
+                 names): profiles of different builds cannot be summed",
+                first_input.display(),
+                p.display()
+            ),
+            Some(_) => {}
+            None => named = Some((id, p.clone())),
+        }
+    }
+    Ok(named)
 }
 
 /// Loads the binary at `path`, checking its build id against `build_id` (hex) when given.

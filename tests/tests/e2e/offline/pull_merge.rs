@@ -165,6 +165,42 @@ fn pull_and_merge_of_halves_equal_convert_of_all() {
         std::fs::read(&pulled).unwrap() == std::fs::read(dir.join("convert.unsymbolized")).unwrap()
     );
 
+    // merge checks the build id the state files' names carry: against another build's
+    // binary, or summed with another build's aggregate, it fails (exit 1) and writes nothing.
+    let other = corpus::program("recursion", Variant::Probe).unwrap();
+    let other_hex = ProfiledBinary::load(&other.binary)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .to_hex();
+    assert_ne!(other_hex, hex);
+    let renamed = dir.join(format!("{other_hex}.window-all.unsymbolized"));
+    std::fs::copy(&ub, &renamed).unwrap();
+    let refused = dir.join("refused.prof");
+    for inputs in [
+        vec![
+            ua.display().to_string(),
+            "--binary".into(),
+            other.binary.display().to_string(),
+        ],
+        vec![ua.display().to_string(), renamed.display().to_string()],
+        vec![
+            ua.display().to_string(),
+            "--build-id".into(),
+            other_hex.clone(),
+        ],
+    ] {
+        let mut argv = vec!["pgo-agent".to_string(), "merge".into()];
+        argv.extend(inputs.iter().cloned());
+        argv.extend(["-o".into(), refused.display().to_string()]);
+        assert_eq!(
+            daemon::run_cli(argv),
+            std::process::ExitCode::from(1),
+            "merge {inputs:?}"
+        );
+        assert!(!refused.exists(), "merge {inputs:?} wrote its output");
+    }
+
     // A build id no agent has: pull fails (exit 1).
     let mut argv: Vec<String> = ["pgo-agent", "pull", "--agent"]
         .iter()
