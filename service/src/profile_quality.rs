@@ -34,14 +34,9 @@ pub fn stale_and_dropped(
     (report.stale_count(), report.dropped_count())
 }
 
-/// Taken branches counted in `counters` per byte of function code in `binary` (0 when
-/// the binary has no functions).
-pub fn taken_branches_per_text_byte(counters: &CounterSet, binary: &ProfiledBinary) -> f64 {
-    let branches: u64 = counters
-        .contexts
-        .values()
-        .flat_map(|c| c.branches.values())
-        .sum();
+/// `branches` taken branches per byte of function code in `binary` (0 when the binary has
+/// no functions).
+pub fn taken_branches_per_text_byte(branches: u64, binary: &ProfiledBinary) -> f64 {
     let text: u64 = binary
         .functions()
         .flat_map(|f| f.ranges.iter())

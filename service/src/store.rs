@@ -773,7 +773,11 @@ impl ProfileStore {
             }
         }
         let meta = self.meta(id)?;
-        let Some(binary) = self.binary(id, &meta.path) else {
+        // Only a binary a sample profile can be made from has a profile's quality.
+        let Some(binary) = self
+            .binary(id, &meta.path)
+            .filter(|b| b.name_source().has_names() && !names_without_lines(b))
+        else {
             return Ok(None);
         };
         let base = binary.preferred_base();
@@ -783,17 +787,31 @@ impl ProfileStore {
                 reason: e.to_string(),
             }
         })?;
-        let Some(counters) = parsed.to_counter_set_for(base, binary.has_pseudo_probes()) else {
-            return Ok(None);
+        // As rendered: address contexts through the counters, symbolized line contexts
+        // (the host had the binary's DWARF) as they are.
+        let options = GenerateOptions::default();
+        let profile = match (
+            parsed.to_counter_set_for(base, binary.has_pseudo_probes()),
+            parsed.line_contexts(),
+        ) {
+            (Some(counters), _) => generate_profile(&*binary, &counters, &options),
+            (None, Some(contexts)) => symbolizer::generate::generate_line_profile_of_contexts(
+                &*binary, &contexts, &options,
+            ),
+            (None, None) => return Ok(None),
         };
-        let profile = generate_profile(&*binary, &counters, &GenerateOptions::default());
+        let branches: u64 = parsed
+            .contexts
+            .values()
+            .flat_map(|c| c.branches.values())
+            .sum();
         let q = ProfileQuality {
             density: crate::profile_quality::profile_density(
                 &profile,
                 crate::profile_quality::DENSITY_CUTOFF_HOT,
             ),
             taken_branches_per_text_byte: crate::profile_quality::taken_branches_per_text_byte(
-                &counters, &binary,
+                branches, &binary,
             ),
             stale_sample_share: symbolizer::verify::stale_sample_share(&profile, |name| {
                 binary

@@ -865,8 +865,9 @@ fn fresh_profile_served_within_seconds_with_the_default_config() {
 
 /// A program built without `-g` (symbols, no DWARF, no pseudo probes) under the daemon:
 /// its samples are counted, it is listed `no_line_tables` (a sample profile has nothing to
-/// key its counts by), text is served as the unsymbolized profile, and pprof and the
-/// flame graph name its functions from its symbols, not in hex.
+/// key its counts by) without a density, text is served as the unsymbolized profile, and
+/// pprof and the flame graph name its functions from its symbols, not in hex. The same
+/// program built with `-g` alone (line contexts) is listed `symbolized` with its density.
 #[test]
 fn a_program_without_debug_info_is_listed_so_and_named_from_its_symbols() {
     let _machine = e2e::support::machine_lock();
@@ -875,33 +876,67 @@ fn a_program_without_debug_info_is_listed_so_and_named_from_its_symbols() {
         return;
     }
     let dir = scratch("nolines");
-    let spin = dir.join("spin-nog");
-    let built = Command::new("clang-19")
-        .args([
-            "-O2",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-        ])
-        .args(["-fPIE", "-pie", "-Wl,--build-id", "-o"])
-        .arg(&spin)
-        .arg(corpus::sources_dir().join("live/spin.c"))
-        .status()
-        .unwrap();
-    assert!(built.success());
+    let build = |name: &str, debug: &[&str]| {
+        let out = dir.join(name);
+        let built = Command::new("clang-19")
+            .args([
+                "-O2",
+                "-fno-omit-frame-pointer",
+                "-mno-omit-leaf-frame-pointer",
+            ])
+            .args(debug)
+            .args(["-fPIE", "-pie", "-Wl,--build-id", "-o"])
+            .arg(&out)
+            .arg(corpus::sources_dir().join("live/spin.c"))
+            .status()
+            .unwrap();
+        assert!(built.success());
+        out
+    };
+    let spin = build("spin-nog", &[]);
+    let lines = build("spin-g", &["-g"]);
     let binary = ProfiledBinary::load(&spin).unwrap();
     assert!(binary.name_source().has_names() && !binary.has_line_info());
     assert!(!binary.has_pseudo_probes());
     let hex = build_id_hex(&spin);
-    let daemon = RunningDaemon::serve(&Config::embedded(), &dir.join("state"), 120);
-    let mut child = Command::new(&spin).arg("3").spawn().unwrap();
-    let entry = wait_for(Duration::from_secs(10), || {
-        listed_entry(&daemon, &hex).filter(|e| e["samples"].as_u64() > Some(100))
+    let lines_hex = build_id_hex(&lines);
+    let mut config = Config::embedded();
+    config.output.flush_interval_secs = 1;
+    let daemon = RunningDaemon::serve(&config, &dir.join("state"), 120);
+    let mut children = [
+        Command::new(&spin).arg("3").spawn().unwrap(),
+        Command::new(&lines).arg("3").spawn().unwrap(),
+    ];
+    let counted = |e: &serde_json::Value| e["samples"].as_u64() > Some(100);
+    let entries = wait_for(Duration::from_secs(10), || {
+        let entry = listed_entry(&daemon, &hex).filter(counted)?;
+        let lines_entry =
+            listed_entry(&daemon, &lines_hex).filter(|e| counted(e) && e["density"].is_object())?;
+        Some((entry, lines_entry))
     });
-    assert!(child.wait().unwrap().success());
-    let entry = entry.unwrap_or_else(|| panic!("{:?}", listed_entry(&daemon, &hex)));
+    for child in &mut children {
+        assert!(child.wait().unwrap().success());
+    }
+    let (entry, lines_entry) = entries.unwrap_or_else(|| {
+        panic!(
+            "{:?}\n{:?}",
+            listed_entry(&daemon, &hex),
+            listed_entry(&daemon, &lines_hex)
+        )
+    });
     assert_eq!(entry["symbolization"], "no_line_tables", "{entry:#}");
     assert_eq!(entry["names"]["source"], "binary", "{entry:#}");
     assert_eq!(entry["names"]["no_line_tables"], true, "{entry:#}");
+    assert!(entry["density"].is_null(), "{entry:#}");
+    assert_eq!(
+        lines_entry["symbolization"], "symbolized",
+        "{lines_entry:#}"
+    );
+    assert_eq!(lines_entry["kind"], "line_context", "{lines_entry:#}");
+    assert!(
+        lines_entry["density"]["density"].as_f64() > Some(0.0),
+        "{lines_entry:#}"
+    );
 
     let text = daemon
         .get(&format!("/api/v1/profiles/{hex}?format=text"))
