@@ -49,17 +49,15 @@ pub struct LiveCounters {
     pub routing: Arc<Mutex<RouterStats>>,
 }
 
-/// Binds `listen` (refusing a non-loopback address without `output.token_file`) and
-/// starts serving.
-pub fn start(
-    listen: &str,
-    config: &Config,
-    state_dir: PathBuf,
-    debug_files: symbolizer::debug_file::DebugFileFinder,
-    mode: SamplingMode,
-    counters: LiveCounters,
-    live: Option<Arc<dyn service::store::LiveSource>>,
-) -> anyhow::Result<HttpServer> {
+/// The API's socket, bound before sampling starts (a wrong address or a port in use stops
+/// the daemon before it opens any perf event), with the bearer token.
+pub struct BoundListener {
+    listener: TcpListener,
+    token: Option<String>,
+}
+
+/// Binds `listen`, refusing a non-loopback address without `output.token_file`.
+pub fn bind(listen: &str, config: &Config) -> anyhow::Result<BoundListener> {
     let addr: SocketAddr = listen
         .parse()
         .with_context(|| format!("listen address {listen:?}: expected IP:PORT"))?;
@@ -70,6 +68,20 @@ pub fn start(
     check_listen(addr, token.as_deref())?;
     let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
     listener.set_nonblocking(true)?;
+    Ok(BoundListener { listener, token })
+}
+
+/// Starts serving on `bound`.
+pub fn start(
+    bound: BoundListener,
+    config: &Config,
+    state_dir: PathBuf,
+    debug_files: symbolizer::debug_file::DebugFileFinder,
+    mode: SamplingMode,
+    counters: LiveCounters,
+    live: Option<Arc<dyn service::store::LiveSource>>,
+) -> anyhow::Result<HttpServer> {
+    let BoundListener { listener, token } = bound;
     let local_addr = listener.local_addr()?;
     let agg = &config.aggregation;
     let mut store = ProfileStore::new(StoreSettings {

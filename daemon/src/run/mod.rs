@@ -190,11 +190,17 @@ pub fn run_daemon(
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
 
+    // The API's socket first: an address that cannot be served stops the daemon before
+    // it samples anything.
+    let listener = match &args.listen {
+        Some(listen) => Some(http::bind(listen, config)?),
+        None => None,
+    };
     let mut session = open_session(config)?;
     let side_tasks = SideTasks::start(config, &state_dir, start)?;
     let pipeline = Pipeline::start(
         config,
-        args,
+        listener,
         control,
         &mut session,
         &state_dir,
@@ -296,11 +302,11 @@ struct Pipeline {
 
 impl Pipeline {
     /// Restores the workers' states, scans the running processes into the router, and
-    /// starts the workers, the router, the HTTP server (with `args.listen`) and the readers.
+    /// starts the workers, the router, the HTTP server (on `listener`) and the readers.
     /// Window times count from `start`.
     fn start(
         config: &Config,
-        args: &RunArgs,
+        listener: Option<http::BoundListener>,
         control: &RunControl,
         session: &mut LiveSession,
         state_dir: &Path,
@@ -364,9 +370,9 @@ impl Pipeline {
         drop(worker_txs);
 
         let stats = counters.readers.clone();
-        let http_server = match &args.listen {
-            Some(listen) => Some(http::start(
-                listen,
+        let http_server = match listener {
+            Some(listener) => Some(http::start(
+                listener,
                 config,
                 state_dir.to_path_buf(),
                 debug_files,

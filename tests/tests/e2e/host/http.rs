@@ -970,3 +970,44 @@ fn a_program_without_debug_info_is_listed_so_and_named_from_its_symbols() {
     daemon.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An API address the daemon cannot serve (a port another socket holds, a host name) stops
+/// it before it opens any perf event: with only a sampling mode this machine lacks, the
+/// error is still the address's, not the sampling's.
+#[test]
+fn an_address_that_cannot_be_served_stops_the_daemon_before_sampling() {
+    let _machine = e2e::support::machine_lock();
+    let dir = scratch("listen");
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let mut config = Config::embedded();
+    // A mode no VM and few hosts have: sampling, if tried first, fails on it.
+    config.sampling.modes = vec![collector::live::capability::SamplingMode::IntelLbr];
+    for (listen, want) in [
+        (
+            format!("127.0.0.1:{port}"),
+            format!("binding 127.0.0.1:{port}"),
+        ),
+        (
+            "localhost:9".to_string(),
+            "listen address \"localhost:9\": expected IP:PORT".to_string(),
+        ),
+    ] {
+        let args = daemon::run::RunArgs {
+            config: None,
+            state_dir: Some(dir.join("state")),
+            duration_secs: Some(5),
+            listen: Some(listen.clone()),
+        };
+        let control = daemon::run::RunControl::default();
+        let started = Instant::now();
+        let err = match daemon::run::run_daemon(&config, &args, &control) {
+            Ok(_) => panic!("{listen}: the daemon ran"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(err.contains(&want), "{listen}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{listen}");
+    }
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}
