@@ -208,32 +208,12 @@ mod tests {
         let dir = temp("listen");
         let config = Config::embedded();
         let counters = LiveCounters::default();
-        let err = start(
-            "0.0.0.0:0",
-            &config,
-            dir.clone(),
-            Default::default(),
-            SamplingMode::CpuClock,
-            counters.clone(),
-            None,
-        )
-        .err()
-        .unwrap();
+        let err = bind("0.0.0.0:0", &config).err().unwrap();
         assert!(
             format!("{err:#}").contains("without a token file"),
             "{err:#}"
         );
-        let err = start(
-            "localhost",
-            &config,
-            dir.clone(),
-            Default::default(),
-            SamplingMode::CpuClock,
-            counters.clone(),
-            None,
-        )
-        .err()
-        .unwrap();
+        let err = bind("localhost", &config).err().unwrap();
         assert!(format!("{err:#}").contains("expected IP:PORT"), "{err:#}");
 
         // With a token file, a wildcard address is allowed; requests need the token.
@@ -241,7 +221,7 @@ mod tests {
         let mut config = Config::embedded();
         config.output.token_file = Some(dir.join("token"));
         let server = start(
-            "0.0.0.0:0",
+            bind("0.0.0.0:0", &config).unwrap(),
             &config,
             dir.clone(),
             Default::default(),
