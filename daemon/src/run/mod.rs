@@ -48,8 +48,36 @@ use filters::ProcessFilter;
 use router::{RouteBy, Router, RouterStats};
 use worker::{BinarySummary, WorkItem, Worker, WorkerSettings, WorkerStats};
 
+/// What `pgo-agent run --help` adds below the flags.
+const RUN_AFTER_HELP: &str = "\
+Needs root, or the systemd unit's capabilities (CAP_PERFMON, CAP_SYS_PTRACE,
+CAP_DAC_READ_SEARCH, CAP_CHECKPOINT_RESTORE), to sample every process. Takes the first
+sampling mode of [sampling] modes the CPU offers (intel_lbr, amd_branch, cpu_clock) and
+says why it ruled out the others.
+
+Defaults (the embedded config, `systemd/pgo-agent.toml`): state dir /var/lib/pgo-agent,
+flush every 60 s, API on http://127.0.0.1:9464, memory budget 256 MiB, debug files looked
+up in /usr/lib/debug.
+
+API: GET /api/v1/profiles (the list, with how each binary is symbolized),
+/api/v1/profiles/BUILD_ID?format=extbinary|text|unsymbolized|pprof,
+/api/v1/profiles/BUILD_ID/flamegraph.svg, /metrics (Prometheus), /healthz.
+
+Signals: SIGTERM or SIGINT flush and stop (a second one exits at once, status 130); SIGHUP
+reloads the [filters]. Exit status: 0, or 1 when the last flush could not write an
+aggregate.
+
+Examples:
+  pgo-agent run                                   # the embedded default config
+  pgo-agent run --state-dir /tmp/pgo --listen 127.0.0.1:9500 --duration-secs 60
+  curl -s http://127.0.0.1:9464/api/v1/profiles
+  curl -so app.prof 'http://127.0.0.1:9464/api/v1/profiles/BUILD_ID?format=extbinary'
+
+Guides: GUIDE.md (the daemon, the API), docs/operations.md (systemd, budgets, metrics).";
+
 /// `pgo-agent run` arguments.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = RUN_AFTER_HELP)]
 pub struct RunArgs {
     /// TOML config file (over the embedded default, `systemd/pgo-agent.toml`).
     #[arg(long)]
@@ -740,6 +768,24 @@ fn router_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `run --help` states the embedded config's defaults as they are.
+    #[test]
+    fn the_help_states_the_embedded_defaults() {
+        let c = Config::embedded();
+        let help = RUN_AFTER_HELP.replace('\n', " ");
+        assert!(help.contains(&format!("state dir {}", c.output.state_dir.display())));
+        assert!(help.contains(&format!("flush every {} s", c.output.flush_interval_secs)));
+        assert!(help.contains(&format!("http://{}", c.output.listen_address)));
+        assert!(help.contains(&format!(
+            "memory budget {} MiB",
+            c.aggregation.memory_budget_bytes >> 20
+        )));
+        assert!(help.contains(&format!(
+            "looked up in {}",
+            c.output.debug_dirs[0].display()
+        )));
+    }
 
     #[test]
     fn the_wakeup_watermark_is_the_configured_share_of_a_ring() {
