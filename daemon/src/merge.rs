@@ -32,8 +32,18 @@ pub enum MergeFormat {
     Extbinary,
 }
 
+/// What `pgo-agent merge --help` adds below the flags.
+const MERGE_AFTER_HELP: &str = "\
+Inputs named by build id (a state directory's <build-id>.unsymbolized, the API's
+<build-id>.window-all.unsymbolized) must all be of one build, and --binary of that build.
+
+Examples:
+  pgo-agent merge host1/BUILD_ID.unsymbolized host2/BUILD_ID.unsymbolized -o sum.unsymbolized
+  pgo-agent merge host*/BUILD_ID.unsymbolized --binary ./app --format text -o app.txt";
+
 /// `pgo-agent merge` arguments.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = MERGE_AFTER_HELP)]
 pub struct MergeArgs {
     /// Unsymbolized profiles to sum (as written to the state dir or served by
     /// `?format=unsymbolized`).

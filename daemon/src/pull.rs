@@ -11,8 +11,21 @@ use clap::Args;
 
 use crate::merge::{merge_and_write, MergeFormat, MAX_INPUT_BYTES};
 
+/// What `pgo-agent pull --help` adds below the flags.
+const PULL_AFTER_HELP: &str = "\
+Give the agents (--agent, repeated) or a ClickHouse server (--clickhouse), not both.
+Without --binary the sum is written unsymbolized; with it, extbinary unless --format says
+otherwise. The binary's build id must be --build-id.
+
+Examples:
+  pgo-agent pull --agent http://web1:9464 --agent http://web2:9464 \\
+      --build-id BUILD_ID --binary ./app -o app.prof
+  pgo-agent pull --agent http://127.0.0.1:9464 --build-id BUILD_ID -o app.unsymbolized
+  pgo-agent pull --clickhouse http://127.0.0.1:8123 --build-id BUILD_ID --binary ./app -o app.prof";
+
 /// `pgo-agent pull` arguments.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = PULL_AFTER_HELP)]
 pub struct PullArgs {
     /// Agent base URLs (`http://host:9464`); repeat for many agents.
     #[arg(long = "agent", required_unless_present = "clickhouse")]
