@@ -27,6 +27,7 @@
 //! request rate (429 over it); with a token, every route but `/healthz` needs
 //! `Authorization: Bearer <token>`.
 
+pub mod connections;
 pub mod error;
 pub mod heap;
 pub mod middleware;
@@ -59,6 +60,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_REQUESTS_PER_SEC: u32 = 2000;
 /// Default burst above the rate.
 pub const DEFAULT_REQUEST_BURST: u32 = 1000;
+/// Default time a connection has to send a request's headers.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Request limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +74,9 @@ pub struct HttpLimits {
     pub requests_per_sec: u32,
     /// Burst size of the token bucket.
     pub request_burst: u32,
+    /// How long a connection may take to send a request's headers, and how long an idle
+    /// connection is kept open (the connection is closed past it).
+    pub header_read_timeout: Duration,
 }
 
 impl Default for HttpLimits {
@@ -80,6 +86,7 @@ impl Default for HttpLimits {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             requests_per_sec: DEFAULT_REQUESTS_PER_SEC,
             request_burst: DEFAULT_REQUEST_BURST,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -184,15 +191,15 @@ pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ListenE
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves (in-flight requests are
-/// bounded by the request timeout).
+/// bounded by the request timeout, headers by [`HttpLimits::header_read_timeout`]; see
+/// [`connections`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let header_read_timeout = state.limits.header_read_timeout;
+    connections::serve(listener, router(state), header_read_timeout, shutdown).await
 }
 
 #[cfg(test)]
