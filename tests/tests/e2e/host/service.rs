@@ -555,6 +555,40 @@ fn corrupt_and_foreign_state_files_are_set_aside() {
 // ---------------------------------------------------------------------------------------
 // Disk full.
 
+/// A tmpfs of `size` mounted on `dir` for `test`, unmounted when the guard goes; `None`
+/// (after a SKIPPED message) where mounting is not permitted.
+fn mount_tmpfs(test: &str, dir: &Path, size: &str) -> Option<Unmount> {
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0755"),
+            "tmpfs",
+        ])
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    if !mounted.status.success() {
+        eprintln!(
+            "SKIPPED {test}: mount tmpfs not permitted: {}",
+            String::from_utf8_lossy(&mounted.stderr).trim()
+        );
+        return None;
+    }
+    Some(Unmount(dir.to_path_buf()))
+}
+
+/// Unmounts its directory when dropped.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 #[test]
 fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
     let _machine = e2e::support::machine_lock();
@@ -565,26 +599,10 @@ fn disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving() {
         return;
     };
     let state = &fx.state;
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
-        .arg(state)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    if !mounted.status.success() {
-        eprintln!(
-            "SKIPPED disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving: mount tmpfs not permitted: {}",
-            String::from_utf8_lossy(&mounted.stderr).trim()
-        );
+    let test = "disk_full_flushes_fail_cleanly_and_the_daemon_keeps_serving";
+    let Some(_unmount) = mount_tmpfs(test, state, "512k") else {
         return;
-    }
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(state.clone());
+    };
     let config = fx.config("[output]\nflush_interval_secs = 1\n");
     let spin = spin_binary();
     let spin_state = state.join(format!("{}.state", build_id_hex(&spin)));
@@ -674,26 +692,10 @@ fn a_last_flush_that_cannot_write_fails_the_exit() {
         return;
     };
     let state = &fx.state;
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs"])
-        .arg(state)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    if !mounted.status.success() {
-        eprintln!(
-            "SKIPPED a_last_flush_that_cannot_write_fails_the_exit: mount tmpfs not permitted: {}",
-            String::from_utf8_lossy(&mounted.stderr).trim()
-        );
+    let test = "a_last_flush_that_cannot_write_fails_the_exit";
+    let Some(_unmount) = mount_tmpfs(test, state, "4m") else {
         return;
-    }
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(state.clone());
+    };
     let config = fx.config("[output]\nflush_interval_secs = 1\n");
     let spin = spin_binary();
     let spin_state = state.join(format!("{}.state", build_id_hex(&spin)));
