@@ -23,12 +23,14 @@ use recorder::{RecordOptions, TraceeExit};
 ///
 /// Slow by design (every instruction is a ptrace stop, roughly 10^4 instructions per
 /// second): meant for test programs of a few hundred thousand instructions. Only the main thread is
-/// followed; a program that creates threads, forks or execs again is refused.
+/// followed; a program that creates threads, forks or execs again is stopped there (what
+/// was recorded until then is written, exit status 1). x86-64 programs only.
 ///
 /// A progress line (steps, samples, steps/s) is shown while it runs when stderr is a
-/// terminal (or with `--progress`). SIGINT or SIGTERM stops the recording: the program is
-/// killed and what was recorded until then is written (exit status 130); a second signal
-/// exits at once.
+/// terminal (or with `--progress`). SIGINT or SIGTERM stops the recording, also while the
+/// program waits in a system call: the program is killed and what was recorded until then
+/// is written (exit status 130); a second signal exits at once. The output files are
+/// created before the program starts.
 ///
 /// Example: `pgo-agent record --script out.perfscript --truth truth.json -- ./prog arg`
 #[derive(Debug, clap::Args)]
@@ -103,11 +105,21 @@ fn tracee_environment(clear: bool, set: &[String]) -> Option<Vec<OsString>> {
     Some(inherited.chain(set.iter().map(OsString::from)).collect())
 }
 
+/// How long the recording has to stop by itself after SIGINT/SIGTERM before the program,
+/// blocked in a system call (the recorder waits for its next step), is killed.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Runs `pgo-agent record`.
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.output.is_none() && args.script.is_none() && args.truth.is_none() {
         anyhow::bail!("nothing to write: give at least one of --output, --script, --truth");
     }
+    let outputs = [
+        ("--output", &args.output),
+        ("--script", &args.script),
+        ("--truth", &args.truth),
+    ];
+    check_outputs(&outputs)?;
     let options = RecordOptions {
         period: args.period,
         lbr_depth: args.lbr_depth,
@@ -117,27 +129,46 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     };
     crate::signals::install()?;
     let mut control = Control::new(args.progress);
-    let outcome = recorder::record_with(&args.command, &options, &mut control)
-        .with_context(|| format!("recording `{}`", args.command.join(" ")))?;
+    let watcher = StopWatcher::start(control.pid.clone());
+    let recorded = recorder::record_with(&args.command, &options, &mut control);
+    let killed_for_stop = watcher.finish();
+    let outcome = recorded.with_context(|| format!("recording `{}`", args.command.join(" ")))?;
     control.end_line();
 
+    // Every file is written, whatever another one's error.
+    let mut failed = Vec::new();
     if let Some(path) = &args.output {
-        collector::perf_data::write_perf_data(path, &outcome.recording)
-            .with_context(|| format!("writing {}", path.display()))?;
+        if let Err(e) = collector::perf_data::write_perf_data(path, &outcome.recording)
+            .with_context(|| format!("writing {}", path.display()))
+        {
+            failed.push(e);
+        }
     }
     if let Some(path) = &args.script {
-        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        // In large writes: the script is then cached in large folios, cheap to map for the
-        // `convert` that reads it (see `collector::large_writes`).
-        let mut out = collector::large_writes::large_writer(file);
-        collector::perf_script::writer::write_perf_script(&mut out, &outcome.recording)
-            .and_then(|()| out.flush())
-            .with_context(|| format!("writing {}", path.display()))?;
+        let written = File::create(path)
+            .with_context(|| format!("creating {}", path.display()))
+            .and_then(|file| {
+                // In large writes: the script is then cached in large folios, cheap to map
+                // for the `convert` that reads it (see `collector::large_writes`).
+                let mut out = collector::large_writes::large_writer(file);
+                collector::perf_script::writer::write_perf_script(&mut out, &outcome.recording)
+                    .and_then(|()| out.flush())
+                    .with_context(|| format!("writing {}", path.display()))
+            });
+        if let Err(e) = written {
+            failed.push(e);
+        }
     }
     if let Some(path) = &args.truth {
-        let mut json = serde_json::to_string_pretty(&outcome.truth)?;
-        json.push('\n');
-        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+        let written = serde_json::to_string_pretty(&outcome.truth)
+            .map_err(anyhow::Error::from)
+            .and_then(|mut json| {
+                json.push('\n');
+                std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
+            });
+        if let Err(e) = written {
+            failed.push(e);
+        }
     }
 
     let s = &outcome.stats;
@@ -149,24 +180,121 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         s.wall.as_secs_f64(),
         s.steps_per_sec()
     );
-    Ok(match outcome.exit {
-        TraceeExit::Exited(code) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)),
-        TraceeExit::Killed(sig) => {
-            eprintln!("pgo-agent record: the program was killed by signal {sig}");
-            ExitCode::from(u8::try_from(128 + (sig & 0x7f)).unwrap_or(1))
-        }
-        TraceeExit::Stopped => {
+    if s.samples == 0 && s.taken_branches > 0 {
+        eprintln!(
+            "pgo-agent record: warning: no sample: the program took {} taken branches, fewer \
+             than --period {}",
+            s.taken_branches, args.period
+        );
+    }
+    let status = match (&outcome.exit, killed_for_stop) {
+        (TraceeExit::Stopped, _) | (TraceeExit::Killed(9), true) => {
             eprintln!(
                 "pgo-agent record: stopped by a signal; the program was killed, the samples \
                  until then are written"
             );
             ExitCode::from(130)
         }
-    })
+        (TraceeExit::Exited(code), _) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)),
+        (TraceeExit::Killed(sig), _) => {
+            eprintln!("pgo-agent record: the program was killed by signal {sig}");
+            ExitCode::from(u8::try_from(128 + (sig & 0x7f)).unwrap_or(1))
+        }
+        (TraceeExit::Refused(why), _) => {
+            eprintln!(
+                "pgo-agent record: error: {why}; the program was killed, the samples until \
+                 then are written"
+            );
+            ExitCode::from(1)
+        }
+    };
+    if let Some(first) = failed.into_iter().reduce(|first, e| {
+        eprintln!("pgo-agent record: error: {e:#}");
+        first
+    }) {
+        return Err(first);
+    }
+    Ok(status)
+}
+
+/// Checks before the program runs (a recording can take minutes) that every output can be
+/// created, and that no two are one file: `-` (standard output) is refused, since the
+/// outputs are files of their own kinds.
+fn check_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> anyhow::Result<()> {
+    let given: Vec<(&str, &PathBuf)> = outputs
+        .iter()
+        .filter_map(|(flag, path)| path.as_ref().map(|p| (*flag, p)))
+        .collect();
+    for (i, (flag, path)) in given.iter().enumerate() {
+        anyhow::ensure!(
+            path.as_os_str() != "-",
+            "{flag} -: `record` writes files, not the standard output; give a file name"
+        );
+        if let Some((other, _)) = given[..i].iter().find(|(_, p)| p == path) {
+            anyhow::bail!("{other} and {flag} are the same file {}", path.display());
+        }
+        File::create(path)
+            .with_context(|| format!("{flag} {}: cannot be created", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Stops a recording whose program waits in a system call: the recorder asks for a stop
+/// between steps only, and a step that does not end (a `read`, a `sleep`) would hold the
+/// first SIGINT/SIGTERM until it does. [`STOP_GRACE`] after the signal, the program is
+/// killed, which ends the step; what was recorded is written as for any stop.
+struct StopWatcher {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    killed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl StopWatcher {
+    fn start(pid: std::sync::Arc<std::sync::atomic::AtomicI32>) -> StopWatcher {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (done, killed) = (done.clone(), killed.clone());
+            std::thread::spawn(move || {
+                let mut asked: Option<std::time::Instant> = None;
+                while !done.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    if crate::signals::pending() != Some(crate::signals::Signal::Shutdown) {
+                        continue;
+                    }
+                    let since = *asked.get_or_insert_with(std::time::Instant::now);
+                    let pid = pid.load(Ordering::SeqCst);
+                    if since.elapsed() >= STOP_GRACE && pid > 0 && !done.load(Ordering::SeqCst) {
+                        killed.store(true, Ordering::SeqCst);
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                        return;
+                    }
+                }
+            })
+        };
+        StopWatcher {
+            done,
+            killed,
+            thread,
+        }
+    }
+
+    /// Ends the watch: whether it killed the program.
+    fn finish(self) -> bool {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.thread.join();
+        self.killed.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// The recorder's control: stops at SIGINT/SIGTERM, draws the progress line.
 struct Control {
+    /// The program's pid once started (0 before), for [`StopWatcher`].
+    pid: std::sync::Arc<std::sync::atomic::AtomicI32>,
     /// How the progress line is drawn, if at all.
     progress: Option<ProgressLine>,
     /// When the line was last drawn.
@@ -196,6 +324,7 @@ impl Control {
             forced.then_some(ProgressLine::Lines)
         };
         Control {
+            pid: Default::default(),
             progress,
             last: std::time::Instant::now(),
             open: false,
@@ -212,6 +341,10 @@ impl Control {
 }
 
 impl recorder::RecordControl for Control {
+    fn started(&mut self, pid: i32) {
+        self.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn poll(&mut self, stats: &recorder::RecordStats) -> bool {
         if crate::signals::pending() == Some(crate::signals::Signal::Shutdown) {
             return true;

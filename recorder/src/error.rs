@@ -42,13 +42,33 @@ pub enum RecorderError {
         /// Its exit status (127: exec failed).
         status: i32,
     },
-    /// The tracee created a thread or a child process, which the recorder does not follow.
-    #[error("the tracee {what} (pid {pid}); threads, fork and a second exec are not supported by `record`")]
+    /// The tracee created a thread or a child process, or called exec again, which the
+    /// recorder does not follow.
+    #[error(
+        "the program (pid {pid}) {what}{}; threads, fork and a second exec are not supported by `record`",
+        new_pid.map(|p| format!(" (new pid {p})")).unwrap_or_default()
+    )]
     Unsupported {
         /// What the tracee did (`created a thread`, `forked`, `called exec again`).
         what: &'static str,
         /// The tracee.
         pid: i32,
+        /// The thread or process it created.
+        new_pid: Option<i32>,
+    },
+    /// The program exists but cannot be run.
+    #[error("`{program}` {why}")]
+    NotAProgram {
+        /// The program.
+        program: String,
+        /// Why not.
+        why: &'static str,
+    },
+    /// The program is not a 64-bit x86 program.
+    #[error("`{program}` runs 32-bit x86 code; `record` decodes x86-64 only")]
+    Not64Bit {
+        /// The program.
+        program: String,
     },
     /// The code at an address could not be read or decoded.
     #[error("cannot decode the instruction at {addr:#x} in pid {pid}")]

@@ -62,7 +62,7 @@ impl Default for RecordOptions {
 }
 
 /// How the traced program ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceeExit {
     /// Exited with this status.
     Exited(i32),
@@ -71,6 +71,10 @@ pub enum TraceeExit {
     /// Still running when [`RecordControl::poll`] asked to stop: the program was killed
     /// and the recording holds what was recorded until then.
     Stopped,
+    /// The program did what `record` does not follow (a thread, a fork, a second exec):
+    /// it was killed, and the recording holds what was recorded until then. The message
+    /// says what it did.
+    Refused(String),
 }
 
 /// What a session asks its caller while it runs ([`record_with`]).
@@ -78,6 +82,8 @@ pub trait RecordControl {
     /// Called every [`POLL_STEPS`] steps with the counters so far; `true` stops the
     /// recording (the program is killed, what was recorded is kept).
     fn poll(&mut self, stats: &RecordStats) -> bool;
+    /// Called once the program is started under the recorder, with its pid.
+    fn started(&mut self, _pid: i32) {}
 }
 
 /// Steps between two [`RecordControl::poll`] calls (a few tens of milliseconds at the
@@ -184,6 +190,14 @@ pub fn record_with(
         options.disable_aslr,
     )?;
     let pid = tracee.pid();
+    // The user code segment selector of a 32-bit (compat mode) process is 0x23; 64-bit
+    // code runs with 0x33.
+    if tracee.regs()?.cs == 0x23 {
+        return Err(RecorderError::Not64Bit {
+            program: path.display().to_string(),
+        });
+    }
+    control.started(pid);
     let mut session = Session {
         tracee,
         options,
@@ -219,6 +233,21 @@ pub fn record_with(
         wall: started.elapsed(),
     };
     Ok(session.finish(args, stats, exit))
+}
+
+/// What `record` says of a program that did what it does not follow, with what to do.
+fn unsupported_message(e: &RecorderError) -> String {
+    let hint = match e {
+        RecorderError::Unsupported {
+            what: "called exec again",
+            ..
+        } => {
+            "; a `#!` script run through `env` or a wrapper execs its interpreter: record \
+             the interpreter or program itself (`record -- /usr/bin/python3 script.py`)"
+        }
+        _ => "; record a single-threaded program that does not fork",
+    };
+    format!("{e}{hint}")
 }
 
 fn validate(options: &RecordOptions) -> Result<(), RecorderError> {
@@ -277,12 +306,23 @@ impl Session<'_> {
             let ip = regs.rip;
             let insn = self.decode(ip)?;
             let syscall_nr = regs.rax;
-            match self.tracee.step()? {
+            let outcome = match self.tracee.step() {
+                Ok(outcome) => outcome,
+                Err(e @ RecorderError::Unsupported { .. }) => {
+                    return Ok(TraceeExit::Refused(unsupported_message(&e)));
+                }
+                Err(e) => return Err(e),
+            };
+            match outcome {
                 StepOutcome::Stepped => {}
                 StepOutcome::Signal(_) => {
-                    // The instruction did not execute; the signal is delivered with the next
-                    // step, whose stop is at the handler (or the process dies). That transfer
-                    // is not a branch and is not counted.
+                    // The signal is delivered with the next step, whose stop is at the
+                    // handler (or the process dies). That transfer is not a branch and is
+                    // not counted. The instruction executed when the IP moved past it (an
+                    // `int3`, a system call that signalled the program itself).
+                    if self.tracee.regs()?.rip != ip {
+                        self.count_instruction(ip);
+                    }
                     match self.tracee.step()? {
                         StepOutcome::Exited(code) => return Ok(TraceeExit::Exited(code)),
                         StepOutcome::Killed(sig) => return Ok(TraceeExit::Killed(sig as i32)),
@@ -300,9 +340,14 @@ impl Session<'_> {
                     return Ok(TraceeExit::Killed(sig as i32));
                 }
             }
-            self.count_instruction(ip);
             regs = self.tracee.regs()?;
             let next = regs.rip;
+            if insn.repeats && next == ip {
+                // One element of a `rep` string instruction: the instruction is counted
+                // (a step, an execution) once, when its last element moves the IP past it.
+                continue;
+            }
+            self.count_instruction(ip);
             if insn.kind == BranchKind::NotBranch {
                 if insn.is_syscall
                     && matches!(

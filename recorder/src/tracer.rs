@@ -29,8 +29,9 @@ pub type Regs = libc::user_regs_struct;
 pub enum StepOutcome {
     /// The instruction executed; the tracee stopped after it.
     Stepped,
-    /// A signal arrived instead: the instruction did not execute. The signal is delivered with
-    /// the next step.
+    /// A signal is to be delivered: it arrived before the instruction executed, or the
+    /// instruction raised it (an `int3`, a system call that signalled the program itself;
+    /// the IP then moved past it). The signal is delivered with the next step.
     Signal(Signal),
     /// The tracee exited with this status.
     Exited(i32),
@@ -56,16 +57,52 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, RecorderError> {
     if program.contains('/') {
         let p = Path::new(program);
         return if p.is_file() {
+            check_runnable(p)?;
             Ok(p.to_path_buf())
+        } else if p.is_dir() {
+            Err(RecorderError::NotAProgram {
+                program: program.to_string(),
+                why: "is a directory",
+            })
         } else {
             Err(not_found())
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
+    let found = std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
-        .ok_or_else(not_found)
+        .ok_or_else(not_found)?;
+    check_runnable(&found)?;
+    Ok(found)
+}
+
+/// Why exec would refuse `path`, said before the program is started (the child's exec
+/// failure is only an exit status): no execute permission, or neither an ELF file nor a
+/// `#!` script.
+fn check_runnable(path: &Path) -> Result<(), RecorderError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let refuse = |why| {
+        Err(RecorderError::NotAProgram {
+            program: path.display().to_string(),
+            why,
+        })
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if meta.permissions().mode() & 0o111 == 0 {
+        return refuse("is not executable (permission denied)");
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read(&mut magic));
+    match read {
+        Ok(n) if n >= 2 && (magic[..n.min(4)] == *b"\x7fELF" || magic.starts_with(b"#!")) => Ok(()),
+        Ok(_) => refuse("is neither an ELF program nor a `#!` script (exec format error)"),
+        // Unreadable but executable: exec may still run it.
+        Err(_) => Ok(()),
+    }
 }
 
 impl Tracee {
@@ -186,12 +223,26 @@ impl Tracee {
         let sig = self.pending_signal.take();
         ptrace::step(self.pid, sig).map_err(|e| self.err("PTRACE_SINGLESTEP", e))?;
         match waitpid(self.pid, None).map_err(|e| self.err("waitpid", e))? {
-            WaitStatus::Stopped(_, Signal::SIGTRAP) => Ok(StepOutcome::Stepped),
+            WaitStatus::Stopped(_, Signal::SIGTRAP) => {
+                // The step's own trap has a positive `si_code` (`TRAP_TRACE`; `TRAP_BRKPT`
+                // when the step ended a system call; `SIGTRAP` itself when it entered a
+                // signal handler, `ptrace_notify`). The program's own SIGTRAPs have
+                // `SI_KERNEL` (an `int3`) or a code of 0 or less (`kill`, `raise`,
+                // `sigqueue`): they are delivered to it with the next step.
+                match ptrace::getsiginfo(self.pid) {
+                    Ok(info) if info.si_code == libc::SI_KERNEL || info.si_code <= 0 => {
+                        self.pending_signal = Some(Signal::SIGTRAP);
+                        Ok(StepOutcome::Signal(Signal::SIGTRAP))
+                    }
+                    _ => Ok(StepOutcome::Stepped),
+                }
+            }
             WaitStatus::Stopped(_, sig) => {
                 self.pending_signal = Some(sig);
                 Ok(StepOutcome::Signal(sig))
             }
             WaitStatus::PtraceEvent(_, _, event) => {
+                let mut new_pid = None;
                 if matches!(
                     event,
                     libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK
@@ -199,6 +250,7 @@ impl Tracee {
                     // The new thread or process is traced by us too; drop kills and reaps it.
                     if let Ok(new) = ptrace::getevent(self.pid) {
                         self.attached.push(Pid::from_raw(new as i32));
+                        new_pid = Some(new as i32);
                     }
                 }
                 let what = match event {
@@ -210,6 +262,7 @@ impl Tracee {
                 Err(RecorderError::Unsupported {
                     what,
                     pid: self.pid(),
+                    new_pid,
                 })
             }
             WaitStatus::Exited(_, status) => {

@@ -122,6 +122,9 @@ pub struct DecodedInstruction {
     pub kind: BranchKind,
     /// True for `syscall` (after which the recorder re-reads the mappings).
     pub is_syscall: bool,
+    /// A `rep`/`repne` string instruction: it executes once per element, a single step
+    /// each, with the IP left on it until the last.
+    pub repeats: bool,
 }
 
 impl DecodedInstruction {
@@ -149,6 +152,8 @@ pub fn decode(bytes: &[u8], ip: u64) -> Option<DecodedInstruction> {
         len,
         kind: BranchKind::of(transfer(&instr)),
         is_syscall: instr.mnemonic() == Mnemonic::Syscall,
+        repeats: instr.is_string_instruction()
+            && (instr.has_rep_prefix() || instr.has_repne_prefix()),
     })
 }
 

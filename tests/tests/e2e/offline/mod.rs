@@ -14,6 +14,7 @@ mod memprof;
 mod profgen_flags;
 mod pull_merge;
 mod record;
+mod record_programs;
 mod split_debug;
 mod split_dwarf;
 mod unsymbolized;
