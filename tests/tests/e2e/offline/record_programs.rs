@@ -30,6 +30,15 @@ fn build(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
     out
 }
 
+/// `source` built for `test` (see [`build`]) in a scratch directory of its own; `None`
+/// (after a SKIPPED message) without clang-19.
+fn program(test: &str, name: &str, source: &str, flags: &[&str]) -> Option<PathBuf> {
+    if !e2e::corpus::tools_available(test, &["clang-19"]) {
+        return None;
+    }
+    Some(build(&scratch(name), name, source, flags))
+}
+
 fn options(period: u64) -> RecordOptions {
     RecordOptions {
         period,
@@ -57,12 +66,8 @@ fn samples(recording: &collector::Recording) -> usize {
 #[test]
 fn the_program_s_own_sigtraps_reach_it() {
     let _machine = e2e::support::machine_share();
-    if !e2e::corpus::tools_available("the_program_s_own_sigtraps_reach_it", &["clang-19"]) {
-        return;
-    }
-    let dir = scratch("sigtrap");
-    let trap = build(
-        &dir,
+    let Some(trap) = program(
+        "the_program_s_own_sigtraps_reach_it",
         "trap",
         r#"#include <signal.h>
 static volatile int got;
@@ -75,7 +80,9 @@ int main(int argc, char **argv) {
 }
 "#,
         &[],
-    );
+    ) else {
+        return;
+    };
     for how in ["int3", "raise"] {
         let handled = recorder::record(&args(&trap, &["h", how]), &options(97)).unwrap();
         assert_eq!(handled.exit, TraceeExit::Exited(41), "{how}: handled");
@@ -89,12 +96,8 @@ int main(int argc, char **argv) {
 #[test]
 fn a_rep_string_instruction_counts_once_per_execution() {
     let _machine = e2e::support::machine_share();
-    if !e2e::corpus::tools_available("a_rep_string_instruction_counts_once", &["clang-19"]) {
-        return;
-    }
-    let dir = scratch("rep");
-    let rep = build(
-        &dir,
+    let Some(rep) = program(
+        "a_rep_string_instruction_counts_once",
         "rep",
         r#"char a[4096], b[4096];
 __attribute__((noinline)) void copy(void) {
@@ -104,7 +107,9 @@ __attribute__((noinline)) void copy(void) {
 int main(void) { for (int k = 0; k < 3; k++) copy(); return b[5]; }
 "#,
         &[],
-    );
+    ) else {
+        return;
+    };
     let outcome = recorder::record(&args(&rep, &[]), &options(97)).unwrap();
     assert_eq!(outcome.exit, TraceeExit::Exited(0));
     let file = std::fs::read(&rep).unwrap();
@@ -125,16 +130,14 @@ int main(void) { for (int k = 0; k < 3; k++) copy(); return b[5]; }
 #[test]
 fn a_fork_stops_the_recording_and_keeps_what_was_recorded() {
     let _machine = e2e::support::machine_share();
-    if !e2e::corpus::tools_available("a_fork_stops_the_recording", &["clang-19"]) {
-        return;
-    }
-    let dir = scratch("fork");
-    let fork = build(
-        &dir,
+    let Some(fork) = program(
+        "a_fork_stops_the_recording",
         "fork",
         "#include <unistd.h>\nint main(void) { fork(); return 0; }\n",
         &[],
-    );
+    ) else {
+        return;
+    };
     let outcome = recorder::record(&args(&fork, &[]), &options(7)).unwrap();
     let TraceeExit::Refused(why) = &outcome.exit else {
         panic!("{:?}", outcome.exit);
@@ -151,16 +154,14 @@ fn a_fork_stops_the_recording_and_keeps_what_was_recorded() {
 #[test]
 fn a_32_bit_program_is_refused() {
     let _machine = e2e::support::machine_share();
-    if !e2e::corpus::tools_available("a_32_bit_program_is_refused", &["clang-19"]) {
-        return;
-    }
-    let dir = scratch("m32");
-    let m32 = build(
-        &dir,
+    let Some(m32) = program(
+        "a_32_bit_program_is_refused",
         "m32",
         "void _start(void) { __asm__ volatile(\"movl $1, %eax\\nmovl $44, %ebx\\nint $0x80\"); }\n",
         &["-m32", "-nostdlib", "-ffreestanding"],
-    );
+    ) else {
+        return;
+    };
     match recorder::record(&args(&m32, &[]), &options(7)) {
         Err(RecorderError::Not64Bit { .. }) => {}
         other => panic!("{:?}", other.map(|o| o.exit)),
@@ -172,17 +173,15 @@ fn a_32_bit_program_is_refused() {
 #[test]
 fn sigterm_stops_a_program_waiting_in_a_system_call() {
     let _machine = e2e::support::machine_share();
-    if !e2e::corpus::tools_available("sigterm_stops_a_program_waiting", &["clang-19"]) {
-        return;
-    }
-    let dir = scratch("pause");
-    let pause = build(
-        &dir,
+    let Some(pause) = program(
+        "sigterm_stops_a_program_waiting",
         "pause",
         "#include <unistd.h>\nint main(void) { pause(); return 0; }\n",
         &[],
-    );
-    let data = dir.join("pause.data");
+    ) else {
+        return;
+    };
+    let data = pause.with_extension("data");
     let cli_args: Vec<String> = [
         "record",
         "--period",
