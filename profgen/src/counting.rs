@@ -325,12 +325,15 @@ pub(crate) fn count_leading_ips<I: Iterator<Item = Result<PerfEvent, ConvertErro
 }
 
 /// The counters with their warnings printed (line contexts counted as llvm-profgen counts
-/// them).
+/// them), and, with `script_input`, the notes of figures llvm-profgen 19 prints otherwise
+/// for the same text (for a perf.data they do not hold: llvm-profgen reads it through
+/// `perf script`, whose samples can differ from the file's).
 pub(crate) fn finish_counters(
     binary: &ProfiledBinary,
     counters: CounterSet,
     mut stats: unwinder::UnwindStats,
     options: &crate::ConvertOptions,
+    script_input: bool,
 ) -> Result<CounterSet, crate::ConvertError> {
     let (opts, detailed) = (&options.generate, options.show_detailed_warning);
     if stats.kernel_not_mapped {
@@ -358,8 +361,10 @@ pub(crate) fn finish_counters(
     if let Some(line) = stack_repair_summary(stats.repaired_stacks, stats.unrepairable_stacks) {
         eprintln!("{line}");
     }
-    for note in stats.notes() {
-        eprintln!("note: {note}");
+    if script_input {
+        for note in stats.notes() {
+            eprintln!("note: {note}");
+        }
     }
     Ok(counters)
 }

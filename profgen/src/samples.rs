@@ -156,7 +156,7 @@ fn counters_of_perf_data(
         }
         result => result?,
     };
-    finish_counters(binary, counters, stats, options)
+    finish_counters(binary, counters, stats, options, false)
 }
 
 /// Warns when the recording at `path` names build ids for files called `name` (the
@@ -273,7 +273,7 @@ fn counters_of_script<'b>(
     for warning in script_stats.warnings() {
         eprintln!("warning: {}: {warning}", path.display());
     }
-    finish_counters(binary, counters, stats, options)
+    finish_counters(binary, counters, stats, options, true)
 }
 
 /// `--perf-event` on the LBR-only script `text`: llvm-profgen's per-line event warnings
@@ -321,7 +321,7 @@ fn counters_without_samples(
         }
     }
     let (counters, stats) = agg.finish();
-    finish_counters(binary, counters, stats, options)
+    finish_counters(binary, counters, stats, options, true)
 }
 
 /// The processes with an MMAP2 event of the binary (restricted to `pid`), from a first

@@ -1015,3 +1015,47 @@ fn probe_desc_report_matches_llvm_profgen() {
         &canonical(&theirs_prof),
     );
 }
+
+/// The note quoting llvm-profgen 19's leaf-external-frame figure (its perf script reader's
+/// doubled sample count) is printed for perf script input only: llvm-profgen reads a
+/// perf.data through `perf script`, whose samples can differ from the file's, so no figure
+/// of ours is its figure there.
+#[test]
+fn llvm_profgen_s_figures_are_quoted_for_perf_script_input_only() {
+    let _machine = e2e::support::machine_share();
+    if !corpus::tools_available("llvm_profgen_s_figures_are_quoted", &["clang-19"]) {
+        return;
+    }
+    let program = corpus::program("recursion", Variant::Probe).expect("corpus builds");
+    let rec = corpus::record(&program).expect("recorder runs");
+    let dir = out_dir("recursion-notes", Variant::Probe);
+    let convert = |input: &str, path: &Path| -> String {
+        let args: Vec<String> = [
+            "convert",
+            input,
+            path.to_str().unwrap(),
+            "--binary",
+            program.binary.to_str().unwrap(),
+            "-o",
+            dir.join("notes.prof").to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (code, text) = e2e::support::cli_in_child(&args);
+        assert_eq!(code, Some(0), "{text}");
+        text
+    };
+    const NOTE: &str = "note: llvm-profgen 19 prints the leaf external frame share";
+    let script = convert("--perfscript", &rec.perf_script);
+    assert!(
+        script.contains("of samples have leaf external frame") && script.contains(NOTE),
+        "{script}"
+    );
+    let data = convert("--perfdata", &rec.perf_data);
+    assert!(
+        data.contains("of samples have leaf external frame"),
+        "{data}"
+    );
+    assert!(!data.contains(NOTE), "{data}");
+}
