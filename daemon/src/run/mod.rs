@@ -492,7 +492,27 @@ fn open_session(config: &Config) -> anyhow::Result<LiveSession> {
         &cpus,
         config.collector.ring_buffer_pages,
     )
-    .context("opening perf events (needs root or CAP_PERFMON)")?;
+    .map_err(|e| {
+        // The privilege hint only where the kernel refused for want of it (a mode this
+        // CPU lacks is ruled out by name in the message).
+        let text = e.to_string();
+        if text.contains("Permission denied") || text.contains("Operation not permitted") {
+            anyhow::Error::new(e).context(
+                "opening perf events (needs root, or CAP_PERFMON and the unit's other \
+                 capabilities: docs/operations.md)",
+            )
+        } else {
+            anyhow::Error::new(e).context(format!(
+                "opening perf events ([sampling] modes = {:?})",
+                config
+                    .sampling
+                    .modes
+                    .iter()
+                    .map(|m| m.name())
+                    .collect::<Vec<_>>()
+            ))
+        }
+    })?;
     for line in &session.report {
         tracing::info!("{line}");
     }

@@ -1009,5 +1009,23 @@ fn an_address_that_cannot_be_served_stops_the_daemon_before_sampling() {
         assert!(started.elapsed() < Duration::from_secs(5), "{listen}");
     }
     drop(held);
+    // With nothing wrong but the mode, the error says why the mode was ruled out, not
+    // that privileges are missing (a root test process has them).
+    let args = daemon::run::RunArgs {
+        config: None,
+        state_dir: Some(dir.join("state")),
+        duration_secs: Some(1),
+        listen: None,
+    };
+    match daemon::run::run_daemon(&config, &args, &daemon::run::RunControl::default()) {
+        Ok(_) => eprintln!("this machine samples intel_lbr: no mode error to check"),
+        Err(e) => {
+            let err = format!("{e:#}");
+            assert!(err.contains("intel_lbr"), "{err}");
+            if nix::unistd::geteuid().is_root() {
+                assert!(!err.contains("needs root"), "{err}");
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
