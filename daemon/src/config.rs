@@ -306,27 +306,37 @@ impl Config {
             "sampling.cpu_clock_frequency_hz must be in 1..=100000"
         );
         anyhow::ensure!(
-            c.reader_batch_events > 0 && c.channel_capacity_batches > 0,
-            "collector batch sizes must be > 0"
+            c.reader_batch_events > 0,
+            "collector.reader_batch_events must be > 0"
+        );
+        anyhow::ensure!(
+            c.channel_capacity_batches > 0,
+            "collector.channel_capacity_batches must be > 0"
         );
         let a = &self.aggregation;
         anyhow::ensure!(
             (1..=64).contains(&a.unwind_workers),
             "aggregation.unwind_workers must be in 1..=64"
         );
+        anyhow::ensure!(a.window_secs > 0, "aggregation.window_secs must be > 0");
         anyhow::ensure!(
-            a.window_secs > 0 && a.retained_windows > 0,
-            "aggregation windows must be > 0"
+            a.retained_windows > 0,
+            "aggregation.retained_windows must be > 0"
         );
         anyhow::ensure!(
             self.output.flush_interval_secs > 0,
             "output.flush_interval_secs must be > 0"
         );
         anyhow::ensure!(
-            self.heap.scan_interval_secs > 0
-                && (1..=collector::memprof::raw::MAX_RAW_PROFILE_BYTES)
-                    .contains(&self.heap.max_raw_file_bytes),
-            "heap.scan_interval_secs must be > 0 and heap.max_raw_file_bytes in 1..=1073741824"
+            self.heap.scan_interval_secs > 0,
+            "heap.scan_interval_secs must be > 0"
+        );
+        anyhow::ensure!(
+            (1..=collector::memprof::raw::MAX_RAW_PROFILE_BYTES)
+                .contains(&self.heap.max_raw_file_bytes),
+            "heap.max_raw_file_bytes = {} must be in 1..={}",
+            self.heap.max_raw_file_bytes,
+            collector::memprof::raw::MAX_RAW_PROFILE_BYTES
         );
         Ok(())
     }
@@ -380,5 +390,27 @@ mod tests {
         assert!(format!("{e:#}").contains("at most 50"), "{e:#}");
         let e = Config::parse("[sampling]\nmodes = [\"lbr\"]\n", Path::new("t.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("unknown variant"), "{e:#}");
+        // A value out of range names its key.
+        for (toml, key) in [
+            (
+                "[aggregation]\nwindow_secs = 0\n",
+                "aggregation.window_secs",
+            ),
+            (
+                "[aggregation]\nretained_windows = 0\n",
+                "aggregation.retained_windows",
+            ),
+            (
+                "[collector]\nchannel_capacity_batches = 0\n",
+                "collector.channel_capacity_batches",
+            ),
+            (
+                "[heap]\nmax_raw_file_bytes = 0\n",
+                "heap.max_raw_file_bytes",
+            ),
+        ] {
+            let e = Config::parse(toml, Path::new("t.toml")).unwrap_err();
+            assert!(format!("{e:#}").contains(key), "{toml}: {e:#}");
+        }
     }
 }
