@@ -70,6 +70,11 @@ pub struct RecordArgs {
     /// each time).
     #[arg(long)]
     pub progress: bool,
+    /// Stop after this many seconds as SIGINT stops it (the program is killed, what was
+    /// recorded is written), with exit status 0: a bounded recording of a long-running
+    /// program.
+    #[arg(long, value_name = "SECS")]
+    pub max_secs: Option<u64>,
     /// The program and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "PROG [ARGS...]")]
     pub command: Vec<String>,
@@ -128,8 +133,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ..RecordOptions::default()
     };
     crate::signals::install()?;
-    let mut control = Control::new(args.progress);
-    let watcher = StopWatcher::start(control.pid.clone());
+    let deadline = args
+        .max_secs
+        .map(|secs| std::time::Instant::now() + std::time::Duration::from_secs(secs));
+    let mut control = Control::new(args.progress, deadline);
+    let watcher = StopWatcher::start(control.pid.clone(), deadline);
     let recorded = recorder::record_with(&args.command, &options, &mut control);
     let killed_for_stop = watcher.finish();
     let outcome = recorded.with_context(|| format!("recording `{}`", args.command.join(" ")))?;
@@ -187,7 +195,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             s.taken_branches, args.period
         );
     }
+    let past_deadline = deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let status = match (&outcome.exit, killed_for_stop) {
+        (TraceeExit::Stopped, _) | (TraceeExit::Killed(9), true) if past_deadline => {
+            eprintln!(
+                "pgo-agent record: stopped after --max-secs {}; the program was killed, the \
+                 samples until then are written",
+                args.max_secs.unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
         (TraceeExit::Stopped, _) | (TraceeExit::Killed(9), true) => {
             eprintln!(
                 "pgo-agent record: stopped by a signal; the program was killed, the samples \
@@ -250,7 +267,10 @@ struct StopWatcher {
 }
 
 impl StopWatcher {
-    fn start(pid: std::sync::Arc<std::sync::atomic::AtomicI32>) -> StopWatcher {
+    fn start(
+        pid: std::sync::Arc<std::sync::atomic::AtomicI32>,
+        deadline: Option<std::time::Instant>,
+    ) -> StopWatcher {
         use std::sync::atomic::Ordering;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -260,7 +280,9 @@ impl StopWatcher {
                 let mut asked: Option<std::time::Instant> = None;
                 while !done.load(Ordering::SeqCst) {
                     std::thread::sleep(std::time::Duration::from_millis(20));
-                    if crate::signals::pending() != Some(crate::signals::Signal::Shutdown) {
+                    let signalled =
+                        crate::signals::pending() == Some(crate::signals::Signal::Shutdown);
+                    if !signalled && deadline.is_none_or(|d| std::time::Instant::now() < d) {
                         continue;
                     }
                     let since = *asked.get_or_insert_with(std::time::Instant::now);
@@ -295,6 +317,8 @@ impl StopWatcher {
 struct Control {
     /// The program's pid once started (0 before), for [`StopWatcher`].
     pid: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    /// When `--max-secs` stops the recording.
+    deadline: Option<std::time::Instant>,
     /// How the progress line is drawn, if at all.
     progress: Option<ProgressLine>,
     /// When the line was last drawn.
@@ -316,7 +340,7 @@ enum ProgressLine {
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Control {
-    fn new(forced: bool) -> Control {
+    fn new(forced: bool, deadline: Option<std::time::Instant>) -> Control {
         use std::io::IsTerminal;
         let progress = if std::io::stderr().is_terminal() {
             Some(ProgressLine::InPlace)
@@ -325,6 +349,7 @@ impl Control {
         };
         Control {
             pid: Default::default(),
+            deadline,
             progress,
             last: std::time::Instant::now(),
             open: false,
@@ -346,7 +371,11 @@ impl recorder::RecordControl for Control {
     }
 
     fn poll(&mut self, stats: &recorder::RecordStats) -> bool {
-        if crate::signals::pending() == Some(crate::signals::Signal::Shutdown) {
+        if crate::signals::pending() == Some(crate::signals::Signal::Shutdown)
+            || self
+                .deadline
+                .is_some_and(|d| std::time::Instant::now() >= d)
+        {
             return true;
         }
         if let Some(line) = self.progress {

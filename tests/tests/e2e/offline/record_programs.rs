@@ -261,3 +261,48 @@ fn outputs_that_cannot_be_written_are_refused_before_the_program_runs() {
         assert!(!marker.exists(), "{outputs:?}: the program ran");
     }
 }
+
+/// `--max-secs` bounds a recording, also of a program that waits in a system call: what
+/// was recorded is written and the exit status is 0.
+#[test]
+fn max_secs_bounds_a_recording() {
+    let _machine = e2e::support::machine_share();
+    let Some(pause) = program(
+        "max_secs_bounds_a_recording",
+        "pause2",
+        "#include <unistd.h>\nint main(void) { pause(); return 0; }\n",
+        &[],
+    ) else {
+        return;
+    };
+    let data = pause.with_extension("data");
+    let cli_args: Vec<String> = [
+        "record",
+        "--max-secs",
+        "3",
+        "--period",
+        "7",
+        "--output",
+        data.to_str().unwrap(),
+        "--",
+        pause.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let started = Instant::now();
+    let (code, text) = e2e::support::cli_in_child(&cli_args);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("stopped after --max-secs 3"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut reader = collector::perf_data::PerfDataReader::open(&data).unwrap();
+    let mut n = 0;
+    while let Some(event) = reader.next_event().unwrap() {
+        n += usize::from(matches!(event, PerfEvent::Sample(_)));
+    }
+    assert!(n > 10, "{n} samples: {text}");
+}
