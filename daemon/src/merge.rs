@@ -54,7 +54,8 @@ pub struct MergeArgs {
     /// (`<build-id>.unsymbolized`, `<build-id>.window-all.unsymbolized`).
     #[arg(long)]
     pub binary: Option<PathBuf>,
-    /// Expected build id (hex) of --binary (and of inputs named by build id).
+    /// Build id (hex) of the inputs, checked against --binary; without it, the one the
+    /// inputs' file names carry, if any.
     #[arg(long)]
     pub build_id: Option<String>,
     /// Output format (default: extbinary with --binary, else unsymbolized).
@@ -84,22 +85,30 @@ pub fn run(args: MergeArgs) -> anyhow::Result<std::process::ExitCode> {
     // The state directory's and the API's file names carry the build id: summing
     // aggregates of two builds, or reading one against another build's binary, would count
     // addresses of one build in the other's code.
-    let named = named_build_id(&args.inputs)?;
-    let build_id = match (args.build_id.as_deref(), &named) {
-        (Some(given), Some((id, input))) if !given.trim().eq_ignore_ascii_case(id) => bail!(
-            "{} is the aggregate of build id {id} (its file name), not of --build-id {given}",
-            input.display()
-        ),
-        (Some(given), _) => Some(given.to_string()),
-        (None, named) => named.as_ref().map(|(id, _)| id.clone()),
+    // --build-id, when given, is the build: file names are not read for one (a name of 32
+    // or more hex digits may be a content hash).
+    let named = match &args.build_id {
+        Some(_) => None,
+        None => named_build_id(&args.inputs)?,
     };
+    let build_id = args
+        .build_id
+        .clone()
+        .or_else(|| named.as_ref().map(|(id, _)| id.clone()));
     merge_and_write(
         &texts,
         args.binary.as_deref(),
         build_id.as_deref(),
         args.format,
         &args.output,
-    )?;
+    )
+    .map_err(|e| match &named {
+        Some((id, input)) => e.context(format!(
+            "{} is named for build id {id} (give --build-id to say which build the inputs are)",
+            input.display()
+        )),
+        None => e,
+    })?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -140,6 +140,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let watcher = StopWatcher::start(control.pid.clone(), deadline);
     let recorded = recorder::record_with(&args.command, &options, &mut control);
     let killed_for_stop = watcher.finish();
+    // Why it stopped, as of now (the outputs take a while to write): a signal wins.
+    let signalled = crate::signals::pending() == Some(crate::signals::Signal::Shutdown);
+    let past_deadline = !signalled && deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let outcome = recorded.with_context(|| format!("recording `{}`", args.command.join(" ")))?;
     control.end_line();
 
@@ -195,7 +198,6 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             s.taken_branches, args.period
         );
     }
-    let past_deadline = deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let status = match (&outcome.exit, killed_for_stop) {
         (TraceeExit::Stopped, _) | (TraceeExit::Killed(9), true) if past_deadline => {
             eprintln!(
@@ -235,7 +237,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Checks before the program runs (a recording can take minutes) that every output can be
-/// created, and that no two are one file: `-` (standard output) is refused, since the
+/// written (an existing file is left as it is until the recording is written), and that no
+/// two are one file: `-` (standard output) is refused, since the
 /// outputs are files of their own kinds.
 fn check_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> anyhow::Result<()> {
     let given: Vec<(&str, &PathBuf)> = outputs
@@ -250,8 +253,18 @@ fn check_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> anyhow::Result<()> {
         if let Some((other, _)) = given[..i].iter().find(|(_, p)| p == path) {
             anyhow::bail!("{other} and {flag} are the same file {}", path.display());
         }
-        File::create(path)
+        // Opened for writing without truncating (a failure later keeps the file's
+        // contents); a file that was not there is removed again.
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
             .with_context(|| format!("{flag} {}: cannot be created", path.display()))?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
     }
     Ok(())
 }

@@ -225,7 +225,16 @@ pub fn record_with(
             exec: true,
         })));
     session.refresh_maps()?;
-    let exit = session.run(started, control)?;
+    let exit = match session.run(started, control) {
+        Ok(exit) => exit,
+        // A program killed from outside between two ptrace calls (`record`'s stop of a
+        // program waiting in a system call): the failed call is the kill's, and what was
+        // recorded until then is kept.
+        Err(e) => match session.tracee.killed_by() {
+            Some(sig) => TraceeExit::Killed(sig as i32),
+            None => return Err(e),
+        },
+    };
     let stats = RecordStats {
         steps: session.steps,
         taken_branches: session.taken,
@@ -284,8 +293,12 @@ impl Session<'_> {
         control: &mut dyn RecordControl,
     ) -> Result<TraceeExit, RecorderError> {
         let mut regs = self.tracee.regs()?;
+        // Single steps taken (a `rep` instruction's elements included): what polls and the
+        // step limit count, so a long `rep movsb` neither skips them nor repeats a poll.
+        let mut stepped: u64 = 0;
         loop {
-            if self.steps.is_multiple_of(POLL_STEPS) {
+            stepped += 1;
+            if stepped.is_multiple_of(POLL_STEPS) {
                 let stats = RecordStats {
                     steps: self.steps,
                     taken_branches: self.taken,
@@ -296,10 +309,10 @@ impl Session<'_> {
                     return Ok(TraceeExit::Stopped);
                 }
             }
-            if self.steps >= self.options.max_steps {
+            if stepped > self.options.max_steps {
                 return Err(RecorderError::LimitExceeded {
                     what: "steps",
-                    value: self.steps,
+                    value: stepped,
                     max: self.options.max_steps,
                 });
             }

@@ -277,6 +277,29 @@ impl Tracee {
         }
     }
 
+    /// The signal that killed the tracee, if it was killed (reaping it; `None` while it
+    /// lives or when it exited).
+    pub fn killed_by(&mut self) -> Option<Signal> {
+        if !self.alive {
+            return None;
+        }
+        // A killed tracee is a zombie until reaped: wait for it a moment.
+        for _ in 0..50 {
+            match waitpid(self.pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Signaled(_, sig, _)) => {
+                    self.alive = false;
+                    return Some(sig);
+                }
+                Ok(WaitStatus::Exited(..)) | Err(_) => return None,
+                Ok(WaitStatus::StillAlive) => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Ok(_) => return None,
+            }
+        }
+        None
+    }
+
     /// Reads up to `buf.len()` bytes of tracee memory at `addr`; returns how many bytes were
     /// readable (a read stops at the first unmapped page).
     pub fn read_memory(&self, addr: u64, buf: &mut [u8]) -> usize {

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use collector::BuildId;
 
-/// Loaded binaries kept at most: a request renders with one; a few cover concurrent
-/// requests and a client fetching several formats of one profile.
-pub const LOADED_BINARIES: usize = 4;
+/// Loaded binaries kept at most: the binaries whose quality `/metrics` and the list
+/// compute after each flush ([`crate::metrics::QUALITY_BINARIES`]) and one to render a
+/// profile with, so that a flush does not load them all again.
+pub const LOADED_BINARIES: usize = crate::metrics::QUALITY_BINARIES + 1;
 /// A binary (or a lookup that found nothing) not used for this long is forgotten.
 pub const BINARY_IDLE: Duration = Duration::from_secs(120);
 

@@ -551,18 +551,20 @@ impl ProfileStore {
     }
 
     fn summarize(&self, id: &BuildId, meta: StateMeta, freshness: Freshness) -> ProfileSummary {
-        let loaded = self
-            .binaries
-            .lock()
-            .ok()
-            .and_then(|m| m.peek(id).cloned().flatten());
+        let remembered = self.binaries.lock().ok().and_then(|m| m.peek(id).cloned());
+        let (looked_up_in_vain, loaded) = match remembered {
+            Some(None) => (true, None),
+            Some(found) => (false, found),
+            None => (false, None),
+        };
         let (has_pseudo_probes, symbolization, names) = match (loaded, &meta.names) {
+            _ if looked_up_in_vain => (None, Symbolization::BinaryNotFound, meta.names.clone()),
             (None, Some(names)) => {
                 // Listed from what the worker reported of the binary it held (now, or at
                 // the flush): loading every binary a list names (each library of the
                 // host) would cost the store their size in memory. It is loaded when its
                 // profile is asked for.
-                let found = Path::new(&meta.path).is_file()
+                let found = file_has_build_id(Path::new(&meta.path), id)
                     || build_id_candidates(self.settings.debug_files.debug_dirs(), id)
                         .iter()
                         .any(|p| p.is_file());
@@ -911,6 +913,24 @@ impl ProfileStore {
             .lock()
             .map_or(0, |mut m| m.forget_idle(Instant::now()))
     }
+}
+
+/// True when `path` is a file whose GNU build id is `id` (read from its first bytes, where
+/// a linked file keeps its notes), or one whose build id is not there to compare: after an
+/// upgrade, the recorded path holds another build, which does not symbolize this one.
+fn file_has_build_id(path: &Path, id: &BuildId) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = Vec::new();
+    if file.by_ref().take(64 << 10).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    symbolizer::elf_image::build_id_from_program_headers(&head).is_none_or(|b| b == *id)
 }
 
 fn read_bounded(path: &Path, id: &BuildId) -> Result<Vec<u8>, StoreError> {

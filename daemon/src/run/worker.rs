@@ -187,8 +187,8 @@ pub struct WorkerStats {
     pub evicted_binaries: u64,
     /// Binaries that gave their decoded code back to stay within `decoded_budget_bytes`.
     pub evicted_decoded: u64,
-    /// Binaries whose aggregate changed since it was last written when the worker
-    /// stopped (the last flush failed: what they counted since is lost).
+    /// Aggregates the worker's last flush could not write (what they counted since their
+    /// last written flush is lost).
     pub unwritten_at_exit: u64,
 }
 
@@ -240,6 +240,8 @@ pub struct Worker {
     awaiting: HashSet<BuildId>,
     /// Groups fed so far (the clock of [`Entry::last_fed`]).
     feeds: u64,
+    /// Aggregates the last flush could not write (0 when it wrote them all).
+    unwritten_at_last_flush: usize,
 }
 
 /// True when the lookup behind `names` left the debug file to a background fetch (it
@@ -284,6 +286,7 @@ impl Worker {
             recycler: None,
             awaiting: HashSet::new(),
             feeds: 0,
+            unwritten_at_last_flush: 0,
         }
     }
 
@@ -915,6 +918,7 @@ impl Worker {
     /// be written at the next flush.
     pub fn flush(&mut self, now_secs: u64) -> anyhow::Result<()> {
         let mut first_err = None;
+        let mut unwritten = 0;
         self.hand_windows(now_secs, false);
         let mode = persist::mode_label(self.settings.input);
         let window_secs = self.settings.windows.window_secs;
@@ -930,6 +934,7 @@ impl Worker {
             match write_entry(&self.settings.state_dir, id, e, mode, window_secs) {
                 Ok(()) => e.dirty = false,
                 Err(err) => {
+                    unwritten += 1;
                     first_err.get_or_insert(err);
                 }
             }
@@ -950,17 +955,20 @@ impl Worker {
             }
             let windows: Vec<&unwinder::window::Window> = r.windows.windows().collect();
             if let Err(err) = persist::write_state(&dir, &r.state.header(), &windows) {
+                unwritten += 1;
                 first_err.get_or_insert(err);
             }
             true
         });
+        self.unwritten_at_last_flush = unwritten;
         self.enforce_memory_budget();
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Binaries whose aggregate changed since it was last written.
+    /// Aggregates the last flush could not write (a write error, not a change since: the
+    /// memory budget's evictions after a flush mark aggregates changed too).
     pub fn unwritten(&self) -> usize {
-        self.entries.values().filter(|e| e.dirty).count()
+        self.unwritten_at_last_flush
     }
 
     /// One summary per binary held now, held samples fed first (fresh reads: what the

@@ -248,7 +248,8 @@ pub fn build<'a>(
         file_offset: 0,
         filename,
         build_id,
-        has_functions: true,
+        // No names (an address-only binary): `pprof` symbolizes such a mapping itself.
+        has_functions: binary.name_source().has_names(),
     });
     for (key, counters) in contexts {
         for (&(start, _end), &n) in &counters.ranges {

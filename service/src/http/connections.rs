@@ -2,16 +2,25 @@
 //! [`HttpLimits::header_read_timeout`](super::HttpLimits) to send a request's headers (a
 //! client that opens a connection and sends nothing, or a line now and then, is
 //! disconnected instead of holding it until shutdown; `axum::serve` sets no timer, so
-//! hyper's header timeout never fires there). At shutdown, idle connections close and
-//! requests in flight finish.
+//! hyper's header timeout never fires there). At shutdown, connections without a request
+//! under way close at once and requests in flight finish.
 
 use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
+use tower::ServiceExt;
+
+/// How long a connection without a request under way may take to close at shutdown.
+const UNUSED_CONNECTION_GRACE: Duration = Duration::from_millis(100);
 
 /// Accepts on `listener` until `shutdown` resolves, then waits for the open connections to
 /// finish their requests.
@@ -36,7 +45,22 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(app.clone());
+        // Requests under way on this connection: at shutdown, a connection without one
+        // (opened and never used, which hyper would keep until its header timeout) is
+        // closed at once, the others when their response is out.
+        let active = Arc::new(AtomicUsize::new(0));
+        let service = {
+            let (app, active) = (app.clone(), active.clone());
+            hyper::service::service_fn(move |req: Request<Incoming>| {
+                let (app, active) = (app.clone(), active.clone());
+                active.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    let response = app.oneshot(req.map(Body::new)).await;
+                    active.fetch_sub(1, Ordering::SeqCst);
+                    response
+                }
+            })
+        };
         let mut closing = closing_rx.clone();
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -48,7 +72,11 @@ pub async fn serve(
                 _ = conn.as_mut() => {}
                 _ = closing.changed() => {
                     conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+                    if active.load(Ordering::SeqCst) == 0 {
+                        let _ = tokio::time::timeout(UNUSED_CONNECTION_GRACE, conn).await;
+                    } else {
+                        let _ = conn.await;
+                    }
                 }
             }
         });
@@ -119,6 +147,20 @@ mod tests {
         let mut buf = [0u8; 256];
         let n = fine.read(&mut buf).unwrap();
         assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200 OK"));
+        let _ = stop.send(());
+        let stopped = Instant::now();
+        rt.block_on(served).unwrap().unwrap();
+        assert!(
+            stopped.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            stopped.elapsed()
+        );
+
+        // A connection opened and never used does not hold up the shutdown until its
+        // header timeout either.
+        let (addr, stop, served) = server(&rt, Duration::from_secs(30));
+        let _unused = std::net::TcpStream::connect(addr).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
         let _ = stop.send(());
         let stopped = Instant::now();
         rt.block_on(served).unwrap().unwrap();
