@@ -116,6 +116,19 @@ mod tests {
         (addr, stop_tx, served)
     }
 
+    /// Shuts the server down and checks it stopped within `limit`.
+    fn stops_within(
+        rt: &tokio::runtime::Runtime,
+        stop: tokio::sync::oneshot::Sender<()>,
+        served: tokio::task::JoinHandle<std::io::Result<()>>,
+        limit: Duration,
+    ) {
+        let _ = stop.send(());
+        let stopped = Instant::now();
+        rt.block_on(served).unwrap().unwrap();
+        assert!(stopped.elapsed() < limit, "{:?}", stopped.elapsed());
+    }
+
     #[test]
     fn a_connection_that_does_not_finish_its_headers_is_closed() {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -147,27 +160,13 @@ mod tests {
         let mut buf = [0u8; 256];
         let n = fine.read(&mut buf).unwrap();
         assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200 OK"));
-        let _ = stop.send(());
-        let stopped = Instant::now();
-        rt.block_on(served).unwrap().unwrap();
-        assert!(
-            stopped.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            stopped.elapsed()
-        );
+        stops_within(&rt, stop, served, Duration::from_secs(2));
 
         // A connection opened and never used does not hold up the shutdown until its
         // header timeout either.
         let (addr, stop, served) = server(&rt, Duration::from_secs(30));
         let _unused = std::net::TcpStream::connect(addr).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        let _ = stop.send(());
-        let stopped = Instant::now();
-        rt.block_on(served).unwrap().unwrap();
-        assert!(
-            stopped.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            stopped.elapsed()
-        );
+        stops_within(&rt, stop, served, Duration::from_secs(2));
     }
 }

@@ -39,6 +39,41 @@ fn program(test: &str, name: &str, source: &str, flags: &[&str]) -> Option<PathB
     Some(build(&scratch(name), name, source, flags))
 }
 
+/// A static program that waits in `pause()` for ever, built for `test` as `name`.
+fn pause_program(test: &str, name: &str) -> Option<PathBuf> {
+    program(
+        test,
+        name,
+        "#include <unistd.h>\nint main(void) { pause(); return 0; }\n",
+        &[],
+    )
+}
+
+/// `pgo-agent record [extra] --period 7 --output <program>.data -- <program>`: the
+/// arguments and the perf.data path.
+fn record_args(program: &Path, extra: &[&str]) -> (Vec<String>, PathBuf) {
+    let data = program.with_extension("data");
+    let mut cli_args: Vec<String> = vec!["record".into()];
+    cli_args.extend(extra.iter().map(|s| s.to_string()));
+    cli_args.extend(
+        ["--period", "7", "--output", data.to_str().unwrap(), "--"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    cli_args.push(program.display().to_string());
+    (cli_args, data)
+}
+
+/// The samples of the perf.data at `path`.
+fn samples_in(path: &Path) -> usize {
+    let mut reader = collector::perf_data::PerfDataReader::open(path).unwrap();
+    let mut n = 0;
+    while let Some(event) = reader.next_event().unwrap() {
+        n += usize::from(matches!(event, PerfEvent::Sample(_)));
+    }
+    n
+}
+
 fn options(period: u64) -> RecordOptions {
     RecordOptions {
         period,
@@ -173,27 +208,10 @@ fn a_32_bit_program_is_refused() {
 #[test]
 fn sigterm_stops_a_program_waiting_in_a_system_call() {
     let _machine = e2e::support::machine_share();
-    let Some(pause) = program(
-        "sigterm_stops_a_program_waiting",
-        "pause",
-        "#include <unistd.h>\nint main(void) { pause(); return 0; }\n",
-        &[],
-    ) else {
+    let Some(pause) = pause_program("sigterm_stops_a_program_waiting", "pause") else {
         return;
     };
-    let data = pause.with_extension("data");
-    let cli_args: Vec<String> = [
-        "record",
-        "--period",
-        "7",
-        "--output",
-        data.to_str().unwrap(),
-        "--",
-        pause.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let (cli_args, data) = record_args(&pause, &[]);
     let child = e2e::support::cli_child_command(&cli_args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -212,11 +230,7 @@ fn sigterm_stops_a_program_waiting_in_a_system_call() {
         signalled.elapsed()
     );
     assert!(report.contains("stopped by a signal"), "{report}");
-    let mut reader = collector::perf_data::PerfDataReader::open(&data).unwrap();
-    let mut n = 0;
-    while let Some(event) = reader.next_event().unwrap() {
-        n += usize::from(matches!(event, PerfEvent::Sample(_)));
-    }
+    let n = samples_in(&data);
     assert!(n > 10, "{n} samples: {report}");
 }
 
@@ -267,29 +281,10 @@ fn outputs_that_cannot_be_written_are_refused_before_the_program_runs() {
 #[test]
 fn max_secs_bounds_a_recording() {
     let _machine = e2e::support::machine_share();
-    let Some(pause) = program(
-        "max_secs_bounds_a_recording",
-        "pause2",
-        "#include <unistd.h>\nint main(void) { pause(); return 0; }\n",
-        &[],
-    ) else {
+    let Some(pause) = pause_program("max_secs_bounds_a_recording", "pause2") else {
         return;
     };
-    let data = pause.with_extension("data");
-    let cli_args: Vec<String> = [
-        "record",
-        "--max-secs",
-        "3",
-        "--period",
-        "7",
-        "--output",
-        data.to_str().unwrap(),
-        "--",
-        pause.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let (cli_args, data) = record_args(&pause, &["--max-secs", "3"]);
     let started = Instant::now();
     let (code, text) = e2e::support::cli_in_child(&cli_args);
     assert_eq!(code, Some(0), "{text}");
@@ -299,10 +294,6 @@ fn max_secs_bounds_a_recording() {
         "{:?}",
         started.elapsed()
     );
-    let mut reader = collector::perf_data::PerfDataReader::open(&data).unwrap();
-    let mut n = 0;
-    while let Some(event) = reader.next_event().unwrap() {
-        n += usize::from(matches!(event, PerfEvent::Sample(_)));
-    }
+    let n = samples_in(&data);
     assert!(n > 10, "{n} samples: {text}");
 }
