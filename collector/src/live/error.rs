@@ -72,6 +72,58 @@ pub enum LiveError {
         source: std::io::Error,
     },
     /// No sampling mode could be opened.
-    #[error("no sampling mode could be opened: {0}")]
-    NoMode(String),
+    #[error("no sampling mode could be opened: {tried}")]
+    NoMode {
+        /// Why each mode was ruled out or failed to open.
+        tried: String,
+        /// True when the kernel refused an open for want of privileges (EACCES, EPERM).
+        permission_denied: bool,
+    },
+}
+
+impl LiveError {
+    /// True when the kernel refused the sampling for want of privileges: a
+    /// `perf_event_open`, ring `mmap` (past `perf_event_mlock_kb`) or ioctl that failed with
+    /// EACCES or EPERM (not a mode the CPU lacks).
+    pub fn permission_denied(&self) -> bool {
+        match self {
+            LiveError::Open { source, .. }
+            | LiveError::Mmap { source, .. }
+            | LiveError::Ioctl { source, .. } => {
+                source.kind() == std::io::ErrorKind::PermissionDenied
+            }
+            LiveError::NoMode {
+                permission_denied, ..
+            } => *permission_denied,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn privileges_are_named_only_for_eacces_and_eperm() {
+        let open = |errno| LiveError::Open {
+            what: "cpu-clock".into(),
+            cpu: 0,
+            source: std::io::Error::from_raw_os_error(errno),
+        };
+        assert!(open(libc::EACCES).permission_denied());
+        assert!(open(libc::EPERM).permission_denied());
+        assert!(!open(libc::ENOENT).permission_denied());
+        let mmap = LiveError::Mmap {
+            cpu: 0,
+            pages: 64,
+            source: std::io::Error::from_raw_os_error(libc::EPERM),
+        };
+        assert!(mmap.permission_denied());
+        let ruled_out = LiveError::NoMode {
+            tried: "ruled out intel_lbr: no core PMU".into(),
+            permission_denied: false,
+        };
+        assert!(!ruled_out.permission_denied());
+    }
 }

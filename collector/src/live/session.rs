@@ -128,6 +128,7 @@ impl LiveSession {
         let (plans, skipped) = candidate_plans(&caps, settings);
         report.extend(skipped.into_iter().map(|s| format!("ruled out {s}")));
         let mut failures = Vec::new();
+        let mut permission_denied = false;
         for mut plan in plans {
             match open_plan(&mut plan, cpus, ring_pages) {
                 Ok(streams) => {
@@ -149,17 +150,21 @@ impl LiveSession {
                     });
                 }
                 Err(e) => {
+                    permission_denied |= e.permission_denied();
                     let line = format!("{} failed to open: {e}", plan.mode.name());
                     report.push(line.clone());
                     failures.push(line);
                 }
             }
         }
-        Err(LiveError::NoMode(if failures.is_empty() {
-            report.join("; ")
-        } else {
-            failures.join("; ")
-        }))
+        Err(LiveError::NoMode {
+            tried: if failures.is_empty() {
+                report.join("; ")
+            } else {
+                failures.join("; ")
+            },
+            permission_denied,
+        })
     }
 
     /// Enables every event.

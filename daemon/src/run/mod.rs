@@ -495,8 +495,7 @@ fn open_session(config: &Config) -> anyhow::Result<LiveSession> {
     .map_err(|e| {
         // The privilege hint only where the kernel refused for want of it (a mode this
         // CPU lacks is ruled out by name in the message).
-        let text = e.to_string();
-        if text.contains("Permission denied") || text.contains("Operation not permitted") {
+        if e.permission_denied() {
             anyhow::Error::new(e).context(
                 "opening perf events (needs root, or CAP_PERFMON and the unit's other \
                  capabilities: docs/operations.md)",
