@@ -5,8 +5,8 @@
 //! kind, sample counts), each by temp file + rename; the store only reads those files, so it
 //! never blocks a worker. Symbolization happens here, on request: the binary is found by
 //! build id (the recorded path, then the configured debug directories), loaded and kept
-//! while it is used ([`crate::loaded_binaries`]: the few used last); rendered profiles are cached by ETag (MD5 of the unsymbolized bytes + format).
-//! A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
+//! while it is used ([`crate::loaded_binaries`]: the few used last); rendered profiles are
+//! cached by ETag (MD5 of the unsymbolized bytes + format). A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
 //! symbolized strings, are served as the unsymbolized profile and listed as such.
 //!
 //! Fresh reads: with a [`LiveSource`] (the daemon's workers), the list and the profiles
@@ -193,6 +193,20 @@ impl NamesReport {
 /// counts by: no DWARF line tables and no pseudo probes ([`Symbolization::NoLineTables`]).
 pub fn names_without_lines(binary: &ProfiledBinary) -> bool {
     binary.name_source().has_names() && !binary.has_pseudo_probes() && !binary.has_line_info()
+}
+
+impl Symbolization {
+    /// How the host symbolizes profiles with `binary` (found): `Symbolized` when a sample
+    /// profile can be made from it.
+    pub fn of(binary: &ProfiledBinary) -> Symbolization {
+        if !binary.name_source().has_names() {
+            Symbolization::AddressOnly
+        } else if names_without_lines(binary) {
+            Symbolization::NoLineTables
+        } else {
+            Symbolization::Symbolized
+        }
+    }
 }
 
 /// One entry of `GET /api/v1/profiles`.
@@ -579,16 +593,7 @@ impl ProfileStore {
             (loaded, _) => {
                 let found = loaded.or_else(|| self.binary_with_names(id, &meta.path));
                 match found {
-                    Some((b, n)) => {
-                        let symbolization = if !b.name_source().has_names() {
-                            Symbolization::AddressOnly
-                        } else if names_without_lines(&b) {
-                            Symbolization::NoLineTables
-                        } else {
-                            Symbolization::Symbolized
-                        };
-                        (Some(b.has_pseudo_probes()), symbolization, Some(n))
-                    }
+                    Some((b, n)) => (Some(b.has_pseudo_probes()), Symbolization::of(&b), Some(n)),
                     None => (None, Symbolization::BinaryNotFound, None),
                 }
             }
@@ -664,8 +669,7 @@ impl ProfileStore {
         // pprof names what it can (functions in hex without names); a sample profile
         // needs names and lines or probes to key its counts by.
         let Some(binary) = self.binary(id, &meta.path).filter(|b| {
-            format == ProfileFormat::Pprof
-                || (b.name_source().has_names() && !names_without_lines(b))
+            format == ProfileFormat::Pprof || Symbolization::of(b) == Symbolization::Symbolized
         }) else {
             return Ok(unsymbolized(raw));
         };
@@ -778,7 +782,7 @@ impl ProfileStore {
         // Only a binary a sample profile can be made from has a profile's quality.
         let Some(binary) = self
             .binary(id, &meta.path)
-            .filter(|b| b.name_source().has_names() && !names_without_lines(b))
+            .filter(|b| Symbolization::of(b) == Symbolization::Symbolized)
         else {
             return Ok(None);
         };
