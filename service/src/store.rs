@@ -6,8 +6,9 @@
 //! never blocks a worker. Symbolization happens here, on request: the binary is found by
 //! build id (the recorded path, then the configured debug directories), loaded and kept
 //! while it is used ([`crate::loaded_binaries`]: the few used last); rendered profiles are
-//! cached by ETag (MD5 of the unsymbolized bytes + format). A binary that cannot be found, or line (DWARF) contexts, which the state file keeps as
-//! symbolized strings, are served as the unsymbolized profile and listed as such.
+//! cached by ETag (MD5 of the unsymbolized bytes + format). A binary that cannot be found,
+//! or line (DWARF) contexts, which the state file keeps as symbolized strings, are served
+//! as the unsymbolized profile and listed as such.
 //!
 //! Fresh reads: with a [`LiveSource`] (the daemon's workers), the list and the profiles
 //! serve what the workers hold now rather than what the last flush wrote. The workers'
