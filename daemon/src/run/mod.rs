@@ -161,7 +161,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let summary = run_daemon(&config, &args, &control)?;
     control.stop.store(true, Ordering::SeqCst);
     let _ = watcher.join();
-    let unwritten: u64 = summary.workers.iter().map(|w| w.unwritten_at_exit).sum();
+    let unwritten: u64 = summary
+        .workers
+        .iter()
+        .map(|w| w.unwritten_by_last_flush)
+        .sum();
     tracing::info!(
         "stopped; {} samples read, {} lost (ring full), {} dropped (queue full); {} binaries written",
         summary.readers.samples,
@@ -621,9 +625,7 @@ fn spawn_workers(
                     }
                     live::serve(&mut w, rx, queries);
                     w.hand_windows(u64::MAX, true);
-                    let mut stats = w.stats().clone();
-                    stats.unwritten_at_exit = w.unwritten() as u64;
-                    (w.summaries(), stats)
+                    (w.summaries(), w.stats().clone())
                 })?,
         );
     }

@@ -187,9 +187,9 @@ pub struct WorkerStats {
     pub evicted_binaries: u64,
     /// Binaries that gave their decoded code back to stay within `decoded_budget_bytes`.
     pub evicted_decoded: u64,
-    /// Aggregates the worker's last flush could not write (what they counted since their
-    /// last written flush is lost).
-    pub unwritten_at_exit: u64,
+    /// Aggregates the worker's last flush could not write (a write error; when the worker
+    /// stops, what they counted since their last written flush is lost).
+    pub unwritten_by_last_flush: u64,
 }
 
 /// Default [`Worker::set_max_binary_bytes`]: 1 GiB (the router reads no larger file).
@@ -240,8 +240,6 @@ pub struct Worker {
     awaiting: HashSet<BuildId>,
     /// Groups fed so far (the clock of [`Entry::last_fed`]).
     feeds: u64,
-    /// Aggregates the last flush could not write (0 when it wrote them all).
-    unwritten_at_last_flush: usize,
 }
 
 /// True when the lookup behind `names` left the debug file to a background fetch (it
@@ -286,7 +284,6 @@ impl Worker {
             recycler: None,
             awaiting: HashSet::new(),
             feeds: 0,
-            unwritten_at_last_flush: 0,
         }
     }
 
@@ -960,15 +957,11 @@ impl Worker {
             }
             true
         });
-        self.unwritten_at_last_flush = unwritten;
+        // Counted here, not from what is still changed: the memory budget's evictions
+        // below mark aggregates changed too.
+        self.stats.unwritten_by_last_flush = unwritten;
         self.enforce_memory_budget();
         first_err.map_or(Ok(()), Err)
-    }
-
-    /// Aggregates the last flush could not write (a write error, not a change since: the
-    /// memory budget's evictions after a flush mark aggregates changed too).
-    pub fn unwritten(&self) -> usize {
-        self.unwritten_at_last_flush
     }
 
     /// One summary per binary held now, held samples fed first (fresh reads: what the
