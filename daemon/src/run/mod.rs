@@ -174,10 +174,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (summary.binaries.len() as u64).saturating_sub(unwritten)
     );
     if unwritten > 0 {
-        let state_dir = args
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| config.output.state_dir.clone());
+        let state_dir = state_dir_of(&config, &args);
         tracing::error!(
             "the last flush could not write {unwritten} binaries' aggregates to {}: what they counted since their last written flush is lost (the flush errors above say why)",
             state_dir.display()
@@ -185,6 +182,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The state directory: `--state-dir`, else the config's `output.state_dir`.
+fn state_dir_of(config: &Config, args: &RunArgs) -> PathBuf {
+    args.state_dir
+        .clone()
+        .unwrap_or_else(|| config.output.state_dir.clone())
 }
 
 fn plan_settings(c: &Config) -> PlanSettings {
@@ -215,10 +219,7 @@ pub fn run_daemon(
     // The window clock counts Unix seconds (`start` is an Instant at the Unix epoch), so
     // windows restored from the state directory keep their start times across restarts.
     let start = persist::unix_epoch_instant(started);
-    let state_dir = args
-        .state_dir
-        .clone()
-        .unwrap_or_else(|| config.output.state_dir.clone());
+    let state_dir = state_dir_of(config, args);
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
 
