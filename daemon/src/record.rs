@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -114,6 +114,30 @@ fn tracee_environment(clear: bool, set: &[String]) -> Option<Vec<OsString>> {
 /// blocked in a system call (the recorder waits for its next step), is killed.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
+/// What asks the recording to stop: SIGINT/SIGTERM, or the `--max-secs` deadline.
+#[derive(Clone, Copy)]
+struct StopRequest {
+    deadline: Option<std::time::Instant>,
+}
+
+impl StopRequest {
+    /// SIGINT or SIGTERM arrived.
+    fn signalled() -> bool {
+        crate::signals::pending() == Some(crate::signals::Signal::Shutdown)
+    }
+
+    /// The `--max-secs` deadline passed.
+    fn past_deadline(self) -> bool {
+        self.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
+    /// Either.
+    fn asked(self) -> bool {
+        Self::signalled() || self.past_deadline()
+    }
+}
+
 /// Runs `pgo-agent record`.
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.output.is_none() && args.script.is_none() && args.truth.is_none() {
@@ -133,54 +157,36 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ..RecordOptions::default()
     };
     crate::signals::install()?;
-    let deadline = args
-        .max_secs
-        .map(|secs| std::time::Instant::now() + std::time::Duration::from_secs(secs));
-    let mut control = Control::new(args.progress, deadline);
-    let watcher = StopWatcher::start(control.pid.clone(), deadline);
+    let stop = StopRequest {
+        deadline: args
+            .max_secs
+            .map(|secs| std::time::Instant::now() + std::time::Duration::from_secs(secs)),
+    };
+    let mut control = Control::new(args.progress, stop);
+    let watcher = StopWatcher::start(control.pid.clone(), stop);
     let recorded = recorder::record_with(&args.command, &options, &mut control);
     let killed_for_stop = watcher.finish();
     // Why it stopped, as of now (the outputs take a while to write): a signal wins.
-    let signalled = crate::signals::pending() == Some(crate::signals::Signal::Shutdown);
-    let past_deadline = !signalled && deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let past_deadline = !StopRequest::signalled() && stop.past_deadline();
     let outcome = recorded.with_context(|| format!("recording `{}`", args.command.join(" ")))?;
     control.end_line();
 
     // Every file is written, whatever another one's error.
-    let mut failed = Vec::new();
-    if let Some(path) = &args.output {
-        if let Err(e) = collector::perf_data::write_perf_data(path, &outcome.recording)
-            .with_context(|| format!("writing {}", path.display()))
-        {
-            failed.push(e);
-        }
-    }
-    if let Some(path) = &args.script {
-        let written = File::create(path)
-            .with_context(|| format!("creating {}", path.display()))
-            .and_then(|file| {
-                // In large writes: the script is then cached in large folios, cheap to map
-                // for the `convert` that reads it (see `collector::large_writes`).
-                let mut out = collector::large_writes::large_writer(file);
-                collector::perf_script::writer::write_perf_script(&mut out, &outcome.recording)
-                    .and_then(|()| out.flush())
-                    .with_context(|| format!("writing {}", path.display()))
-            });
-        if let Err(e) = written {
-            failed.push(e);
-        }
-    }
-    if let Some(path) = &args.truth {
-        let written = serde_json::to_string_pretty(&outcome.truth)
-            .map_err(anyhow::Error::from)
-            .and_then(|mut json| {
-                json.push('\n');
-                std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
-            });
-        if let Err(e) = written {
-            failed.push(e);
-        }
-    }
+    let failed: Vec<anyhow::Error> = [
+        args.output
+            .as_ref()
+            .map(|path| write_perf_data(path, &outcome.recording)),
+        args.script
+            .as_ref()
+            .map(|path| write_script(path, &outcome.recording)),
+        args.truth
+            .as_ref()
+            .map(|path| write_truth(path, &outcome.truth)),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(Result::err)
+    .collect();
 
     let s = &outcome.stats;
     eprintln!(
@@ -199,7 +205,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let status = match (&outcome.exit, killed_for_stop) {
-        (TraceeExit::Stopped, _) | (TraceeExit::Killed(9), true) if past_deadline => {
+        (TraceeExit::Stopped, _) | (TraceeExit::Killed(libc::SIGKILL), true) if past_deadline => {
             eprintln!(
                 "pgo-agent record: stopped after --max-secs {}; the program was killed, the \
                  samples until then are written",
@@ -207,7 +213,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             );
             ExitCode::SUCCESS
         }
-        (TraceeExit::Stopped, _) | (TraceeExit::Killed(9), true) => {
+        (TraceeExit::Stopped, _) | (TraceeExit::Killed(libc::SIGKILL), true) => {
             eprintln!(
                 "pgo-agent record: stopped by a signal; the program was killed, the samples \
                  until then are written"
@@ -227,13 +233,39 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             ExitCode::from(1)
         }
     };
-    if let Some(first) = failed.into_iter().reduce(|first, e| {
-        eprintln!("pgo-agent record: error: {e:#}");
-        first
-    }) {
+    // The first write error is the command's; the others are said before it.
+    let mut failed = failed.into_iter();
+    if let Some(first) = failed.next() {
+        for e in failed {
+            eprintln!("pgo-agent record: error: {e:#}");
+        }
         return Err(first);
     }
     Ok(status)
+}
+
+/// Writes the perf.data at `path`.
+fn write_perf_data(path: &Path, recording: &collector::Recording) -> anyhow::Result<()> {
+    collector::perf_data::write_perf_data(path, recording)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes the perf script text at `path`, in large writes: the script is then cached in
+/// large folios, cheap to map for the `convert` that reads it (see
+/// `collector::large_writes`).
+fn write_script(path: &Path, recording: &collector::Recording) -> anyhow::Result<()> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = collector::large_writes::large_writer(file);
+    collector::perf_script::writer::write_perf_script(&mut out, recording)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes the ground truth at `path` as JSON.
+fn write_truth(path: &Path, truth: &collector::ground_truth::GroundTruth) -> anyhow::Result<()> {
+    let mut json = serde_json::to_string_pretty(truth)?;
+    json.push('\n');
+    std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Checks before the program runs (a recording can take minutes) that every output can be
@@ -280,10 +312,7 @@ struct StopWatcher {
 }
 
 impl StopWatcher {
-    fn start(
-        pid: std::sync::Arc<std::sync::atomic::AtomicI32>,
-        deadline: Option<std::time::Instant>,
-    ) -> StopWatcher {
+    fn start(pid: std::sync::Arc<std::sync::atomic::AtomicI32>, stop: StopRequest) -> StopWatcher {
         use std::sync::atomic::Ordering;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -293,9 +322,7 @@ impl StopWatcher {
                 let mut asked: Option<std::time::Instant> = None;
                 while !done.load(Ordering::SeqCst) {
                     std::thread::sleep(std::time::Duration::from_millis(20));
-                    let signalled =
-                        crate::signals::pending() == Some(crate::signals::Signal::Shutdown);
-                    if !signalled && deadline.is_none_or(|d| std::time::Instant::now() < d) {
+                    if !stop.asked() {
                         continue;
                     }
                     let since = *asked.get_or_insert_with(std::time::Instant::now);
@@ -330,8 +357,8 @@ impl StopWatcher {
 struct Control {
     /// The program's pid once started (0 before), for [`StopWatcher`].
     pid: std::sync::Arc<std::sync::atomic::AtomicI32>,
-    /// When `--max-secs` stops the recording.
-    deadline: Option<std::time::Instant>,
+    /// What stops the recording.
+    stop: StopRequest,
     /// How the progress line is drawn, if at all.
     progress: Option<ProgressLine>,
     /// When the line was last drawn.
@@ -353,7 +380,7 @@ enum ProgressLine {
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Control {
-    fn new(forced: bool, deadline: Option<std::time::Instant>) -> Control {
+    fn new(forced: bool, stop: StopRequest) -> Control {
         use std::io::IsTerminal;
         let progress = if std::io::stderr().is_terminal() {
             Some(ProgressLine::InPlace)
@@ -362,7 +389,7 @@ impl Control {
         };
         Control {
             pid: Default::default(),
-            deadline,
+            stop,
             progress,
             last: std::time::Instant::now(),
             open: false,
@@ -384,11 +411,7 @@ impl recorder::RecordControl for Control {
     }
 
     fn poll(&mut self, stats: &recorder::RecordStats) -> bool {
-        if crate::signals::pending() == Some(crate::signals::Signal::Shutdown)
-            || self
-                .deadline
-                .is_some_and(|d| std::time::Instant::now() >= d)
-        {
+        if self.stop.asked() {
             return true;
         }
         if let Some(line) = self.progress {
