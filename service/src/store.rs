@@ -567,13 +567,12 @@ impl ProfileStore {
 
     fn summarize(&self, id: &BuildId, meta: StateMeta, freshness: Freshness) -> ProfileSummary {
         let remembered = self.binaries.lock().ok().and_then(|m| m.peek(id).cloned());
-        let (looked_up_in_vain, loaded) = match remembered {
-            Some(None) => (true, None),
-            Some(found) => (false, found),
-            None => (false, None),
-        };
-        let (has_pseudo_probes, symbolization, names) = match (loaded, &meta.names) {
-            _ if looked_up_in_vain => (None, Symbolization::BinaryNotFound, meta.names.clone()),
+        let of_binary =
+            |(b, n): NamedBinary| (Some(b.has_pseudo_probes()), Symbolization::of(&b), Some(n));
+        let (has_pseudo_probes, symbolization, names) = match (remembered, &meta.names) {
+            // The store looked for it and found nothing.
+            (Some(None), names) => (None, Symbolization::BinaryNotFound, names.clone()),
+            (Some(Some(loaded)), _) => of_binary(loaded),
             (None, Some(names)) => {
                 // Listed from what the worker reported of the binary it held (now, or at
                 // the flush): loading every binary a list names (each library of the
@@ -591,13 +590,10 @@ impl ProfileStore {
                 };
                 (meta.has_pseudo_probes, symbolization, Some(names.clone()))
             }
-            (loaded, _) => {
-                let found = loaded.or_else(|| self.binary_with_names(id, &meta.path));
-                match found {
-                    Some((b, n)) => (Some(b.has_pseudo_probes()), Symbolization::of(&b), Some(n)),
-                    None => (None, Symbolization::BinaryNotFound, None),
-                }
-            }
+            (None, None) => match self.binary_with_names(id, &meta.path) {
+                Some(found) => of_binary(found),
+                None => (None, Symbolization::BinaryNotFound, None),
+            },
         };
         ProfileSummary {
             build_id: id.to_hex(),
