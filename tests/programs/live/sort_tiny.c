@@ -1,15 +1,17 @@
 /* sort_tiny: sorting with two tiny comparison functions, the shape whose cpu-clock samples
  * land in prologues and epilogues (a large share of a tiny function's instructions are its
  * frame set-up and tear-down). `sort_tiny SECONDS [N]` sorts rounds of N elements (3000 by
- * default) for that long, at least one round: qsort with the callback cmp_int, then an
- * insertion sort of N/4 calling less(). It prints a checksum and the CPU seconds it used.
+ * default) for that long, at least one round: a merge sort calling the qsort-style callback
+ * cmp_int, then an insertion sort of N/4 calling less(). It prints a checksum and the CPU
+ * seconds it used. The sorting loops are the program's own (not libc's qsort), so the
+ * binary's samples and instructions weigh each comparator against the loop that calls it.
  * Built by tests/tests/e2e/host/live.rs with e2e::support::build_program (clang-19 -O2, frame
  * pointers, pseudo probes, PIE). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static int cmp_int(const void *a, const void *b) {
+__attribute__((noinline)) static int cmp_int(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
 }
@@ -27,6 +29,25 @@ __attribute__((noinline)) static void insertion(int *v, int n) {
   }
 }
 
+/* Sorts v[0..n) with cmp, through tmp (n elements). */
+__attribute__((noinline)) static void merge_sort(int *v, int *tmp, int n,
+                                                int (*cmp)(const void *, const void *)) {
+  if (n < 2)
+    return;
+  int h = n / 2;
+  merge_sort(v, tmp, h, cmp);
+  merge_sort(v + h, tmp, n - h, cmp);
+  int i = 0, j = h, k = 0;
+  while (i < h && j < n)
+    tmp[k++] = cmp(&v[i], &v[j]) <= 0 ? v[i++] : v[j++];
+  while (i < h)
+    tmp[k++] = v[i++];
+  while (j < n)
+    tmp[k++] = v[j++];
+  for (k = 0; k < n; k++)
+    v[k] = tmp[k];
+}
+
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -36,7 +57,7 @@ static double now(void) {
 int main(int argc, char **argv) {
   double secs = argc > 1 ? atof(argv[1]) : 1.0;
   int n = argc > 2 ? atoi(argv[2]) : 3000;
-  int *v = malloc(sizeof(int) * n);
+  int *v = malloc(sizeof(int) * n), *tmp = malloc(sizeof(int) * n);
   unsigned s = 1;
   long checksum = 0;
   double end = now() + secs;
@@ -45,7 +66,7 @@ int main(int argc, char **argv) {
       s = s * 1103515245 + 12345;
       v[i] = (int)(s >> 8);
     }
-    qsort(v, n, sizeof(int), cmp_int);
+    merge_sort(v, tmp, n, cmp_int);
     for (int i = 0; i < n; i++) {
       s = s * 1103515245 + 12345;
       v[i] = (int)(s >> 8);
