@@ -82,7 +82,8 @@ pub trait RecordControl {
     /// Called every [`POLL_STEPS`] steps with the counters so far; `true` stops the
     /// recording (the program is killed, what was recorded is kept).
     fn poll(&mut self, stats: &RecordStats) -> bool;
-    /// Called once the program is started under the recorder, with its pid.
+    /// Called once the program is started under the recorder, with its pid; the program
+    /// is stopped under ptrace and not reaped before this returns.
     fn started(&mut self, _pid: i32) {}
 }
 

@@ -12,6 +12,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use recorder::{RecordOptions, TraceeExit};
 
+mod stop;
+
+use stop::{ProgramHandle, StopRequest, StopWatcher};
+
 /// Arguments of `pgo-agent record`.
 ///
 /// Runs PROG under ptrace, one instruction at a time, and records every taken near branch
@@ -110,34 +114,6 @@ fn tracee_environment(clear: bool, set: &[String]) -> Option<Vec<OsString>> {
     Some(inherited.chain(set.iter().map(OsString::from)).collect())
 }
 
-/// How long the recording has to stop by itself after SIGINT/SIGTERM before the program,
-/// blocked in a system call (the recorder waits for its next step), is killed.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
-
-/// What asks the recording to stop: SIGINT/SIGTERM, or the `--max-secs` deadline.
-#[derive(Clone, Copy)]
-struct StopRequest {
-    deadline: Option<std::time::Instant>,
-}
-
-impl StopRequest {
-    /// SIGINT or SIGTERM arrived.
-    fn signalled() -> bool {
-        crate::signals::pending() == Some(crate::signals::Signal::Shutdown)
-    }
-
-    /// The `--max-secs` deadline passed.
-    fn past_deadline(self) -> bool {
-        self.deadline
-            .is_some_and(|d| std::time::Instant::now() >= d)
-    }
-
-    /// Either.
-    fn asked(self) -> bool {
-        Self::signalled() || self.past_deadline()
-    }
-}
-
 /// Runs `pgo-agent record`.
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.output.is_none() && args.script.is_none() && args.truth.is_none() {
@@ -163,7 +139,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .map(|secs| std::time::Instant::now() + std::time::Duration::from_secs(secs)),
     };
     let mut control = Control::new(args.progress, stop);
-    let watcher = StopWatcher::start(control.pid.clone(), stop);
+    let watcher = StopWatcher::start(control.program.clone(), stop);
     let recorded = recorder::record_with(&args.command, &options, &mut control);
     let killed_for_stop = watcher.finish();
     // Why it stopped, as of now (the outputs take a while to write): a signal wins.
@@ -301,62 +277,10 @@ fn check_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Stops a recording whose program waits in a system call: the recorder asks for a stop
-/// between steps only, and a step that does not end (a `read`, a `sleep`) would hold the
-/// first SIGINT/SIGTERM until it does. [`STOP_GRACE`] after the signal, the program is
-/// killed, which ends the step; what was recorded is written as for any stop.
-struct StopWatcher {
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    killed: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl StopWatcher {
-    fn start(pid: std::sync::Arc<std::sync::atomic::AtomicI32>, stop: StopRequest) -> StopWatcher {
-        use std::sync::atomic::Ordering;
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let thread = {
-            let (done, killed) = (done.clone(), killed.clone());
-            std::thread::spawn(move || {
-                let mut asked: Option<std::time::Instant> = None;
-                while !done.load(Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    if !stop.asked() {
-                        continue;
-                    }
-                    let since = *asked.get_or_insert_with(std::time::Instant::now);
-                    let pid = pid.load(Ordering::SeqCst);
-                    if since.elapsed() >= STOP_GRACE && pid > 0 && !done.load(Ordering::SeqCst) {
-                        killed.store(true, Ordering::SeqCst);
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                        return;
-                    }
-                }
-            })
-        };
-        StopWatcher {
-            done,
-            killed,
-            thread,
-        }
-    }
-
-    /// Ends the watch: whether it killed the program.
-    fn finish(self) -> bool {
-        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
-        let _ = self.thread.join();
-        self.killed.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 /// The recorder's control: stops at SIGINT/SIGTERM, draws the progress line.
 struct Control {
-    /// The program's pid once started (0 before), for [`StopWatcher`].
-    pid: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    /// The program once started, for [`StopWatcher`].
+    program: std::sync::Arc<ProgramHandle>,
     /// What stops the recording.
     stop: StopRequest,
     /// How the progress line is drawn, if at all.
@@ -388,7 +312,7 @@ impl Control {
             forced.then_some(ProgressLine::Lines)
         };
         Control {
-            pid: Default::default(),
+            program: Default::default(),
             stop,
             progress,
             last: std::time::Instant::now(),
@@ -407,7 +331,7 @@ impl Control {
 
 impl recorder::RecordControl for Control {
     fn started(&mut self, pid: i32) {
-        self.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
+        self.program.set(pid);
     }
 
     fn poll(&mut self, stats: &recorder::RecordStats) -> bool {
