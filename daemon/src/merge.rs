@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use collector::BuildId;
 use exporter::format::unsymbolized::{
     line_context_name, read_unsymbolized, write_unsymbolized, UnsymbolizedProfile,
 };
@@ -212,16 +213,28 @@ fn named_build_id(inputs: &[PathBuf]) -> anyhow::Result<Option<(String, PathBuf)
 
 /// Loads the binary at `path`, checking its build id against `build_id` (hex) when given.
 pub fn load_binary(path: &Path, build_id: Option<&str>) -> anyhow::Result<ProfiledBinary> {
-    let b = crate::binary_loading::load_binary_for(path, None, true)?;
-    if let Some(want) = build_id {
-        let have = b.build_id().map(|i| i.to_hex()).unwrap_or_default();
-        anyhow::ensure!(
-            have.eq_ignore_ascii_case(want.trim()),
-            "{} has build id {have:?}, not {want}",
-            path.display()
-        );
+    let Some(want) = build_id.map(str::trim) else {
+        return crate::binary_loading::load_binary_for(path, None, true);
+    };
+    // The note in the file's head first: another build's binary is refused before it is
+    // loaded (and before its load's warnings are printed).
+    if let Ok(Some(have)) = symbolizer::elf_image::build_id_of_file_head(path) {
+        check_build_id(path, Some(&have), want)?;
     }
+    let b = crate::binary_loading::load_binary_for(path, None, true)?;
+    check_build_id(path, b.build_id(), want)?;
     Ok(b)
+}
+
+/// An error unless `have`, the build id of the binary at `path`, is `want` (hex).
+fn check_build_id(path: &Path, have: Option<&BuildId>, want: &str) -> anyhow::Result<()> {
+    let have = have.map(|i| i.to_hex()).unwrap_or_default();
+    anyhow::ensure!(
+        have.eq_ignore_ascii_case(want),
+        "{} has build id {have:?}, not {want}",
+        path.display()
+    );
+    Ok(())
 }
 
 /// Writes `counters` (in preferred addresses) as `format`: the unsymbolized profile

@@ -920,18 +920,7 @@ impl ProfileStore {
 /// a linked file keeps its notes), or one whose build id is not there to compare: after an
 /// upgrade, the recorded path holds another build, which does not symbolize this one.
 fn file_has_build_id(path: &Path, id: &BuildId) -> bool {
-    use std::io::Read;
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return false;
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut head = Vec::new();
-    if file.by_ref().take(64 << 10).read_to_end(&mut head).is_err() {
-        return false;
-    }
-    symbolizer::elf_image::build_id_from_program_headers(&head).is_none_or(|b| b == *id)
+    symbolizer::elf_image::build_id_of_file_head(path).is_ok_and(|b| b.is_none_or(|b| b == *id))
 }
 
 fn read_bounded(path: &Path, id: &BuildId) -> Result<Vec<u8>, StoreError> {

@@ -12,6 +12,6 @@ pub mod program_headers;
 
 pub use facts::{ElfFacts, MAX_ELF_BYTES};
 pub use program_headers::{
-    build_id_from_program_headers, file_offset_to_vaddr, program_headers, vaddr_to_file_offset,
-    ProgramHeader, PF_X, PT_LOAD,
+    build_id_from_program_headers, build_id_of_file_head, file_offset_to_vaddr, program_headers,
+    vaddr_to_file_offset, ProgramHeader, PF_X, PT_LOAD,
 };

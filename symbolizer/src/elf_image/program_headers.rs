@@ -127,10 +127,50 @@ pub fn build_id_from_program_headers(data: &[u8]) -> Option<BuildId> {
     }
 }
 
+/// How much of a file [`build_id_of_file_head`] reads: the headers and notes of a linked
+/// file lie well within it.
+pub const BUILD_ID_HEAD_BYTES: u64 = 64 << 10;
+
+/// [`build_id_from_program_headers`] of the first [`BUILD_ID_HEAD_BYTES`] of the regular
+/// file at `path`: a build id checked without loading the file. `Ok(None)` when the head
+/// has no such note (or is not ELF); an error when the file cannot be read or is not a
+/// regular file.
+pub fn build_id_of_file_head(path: &std::path::Path) -> std::io::Result<Option<BuildId>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut head = Vec::new();
+    file.by_ref()
+        .take(BUILD_ID_HEAD_BYTES)
+        .read_to_end(&mut head)?;
+    Ok(build_id_from_program_headers(&head))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use object::{Object, ObjectSegment};
+
+    #[test]
+    fn the_head_of_a_file_gives_the_whole_file_s_build_id() {
+        let exe = std::env::current_exe().unwrap();
+        let whole = build_id_from_program_headers(&std::fs::read(&exe).unwrap());
+        assert_eq!(build_id_of_file_head(&exe).unwrap(), whole);
+        let dir = exe.parent().unwrap();
+        assert_eq!(
+            build_id_of_file_head(dir).unwrap_err().kind(),
+            std::io::ErrorKind::InvalidInput
+        );
+        let text = std::env::temp_dir().join(format!("not-elf-{}", std::process::id()));
+        std::fs::write(&text, b"#!/bin/sh\n").unwrap();
+        assert_eq!(build_id_of_file_head(&text).unwrap(), None);
+        std::fs::remove_file(&text).unwrap();
+    }
 
     #[test]
     fn the_headers_are_the_segments_object_reads() {

@@ -195,6 +195,15 @@ fn pull_and_merge_of_halves_equal_convert_of_all() {
         );
         assert!(!refused.exists(), "merge {inputs:?} wrote its output");
     }
+    // Another build's binary is refused by the note in its head, before it is loaded: a
+    // copy cut to its first 8 KiB (no code, no symbols) names its build id.
+    let head = dir.join("other-head");
+    std::fs::write(&head, &std::fs::read(&other.binary).unwrap()[..8192]).unwrap();
+    let err = daemon::merge::load_binary(&head, Some(&hex)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{} has build id {other_hex:?}, not {hex}", head.display())
+    );
     // --build-id says which build the inputs are: their names are not read for one.
     let argv: Vec<String> = [
         "pgo-agent",
