@@ -4,7 +4,8 @@
 //! Frames are function names: a probe context's call sites (`0x7f4 @ 0x7bf`, offsets from
 //! the preferred base) name the functions containing them; a line context (`main:1 @
 //! foo:3.1`) names its frames directly; the leaf is the function containing the range's
-//! first address. Addresses outside every function print as hex.
+//! first address. A function known only by its extent (an address-only binary) prints as
+//! the hex address of its start, an address outside every function as itself in hex.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -21,10 +22,7 @@ pub fn collapsed(
     address_base: u64,
 ) -> Vec<String> {
     let name_at = |addr: u64| -> String {
-        binary
-            .and_then(|b| b.func_range_at(addr))
-            .filter(|r| !r.name.is_empty())
-            .map_or_else(|| format!("0x{addr:x}"), |r| r.name.clone())
+        binary.map_or_else(|| format!("0x{addr:x}"), |b| b.function_label(addr))
     };
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
     for (context, counters) in &profile.contexts {

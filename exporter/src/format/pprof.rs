@@ -186,10 +186,7 @@ impl Builder {
         if let Some(&id) = self.locations.get(&addr) {
             return id;
         }
-        let name = binary
-            .func_range_at(addr)
-            .filter(|r| !r.name.is_empty())
-            .map_or_else(|| format!("0x{addr:x}"), |r| r.name.clone());
+        let name = binary.function_label(addr);
         let function_id = match self.functions.get(&name) {
             Some(&id) => id,
             None => {

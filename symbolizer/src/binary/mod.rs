@@ -617,6 +617,18 @@ impl ProfiledBinary {
         self.functions.range_at(addr)
     }
 
+    /// What pprof and flame graphs call the function at `addr`: its name; for a function
+    /// known only by its extent (an address-only binary's `.eh_frame` FDEs), the hex
+    /// address of its start, so that its addresses add up under one frame; outside every
+    /// function, `addr` itself in hex.
+    pub fn function_label(&self, addr: u64) -> String {
+        match self.func_range_at(addr) {
+            Some(r) if !r.name.is_empty() => r.name.clone(),
+            Some(r) => format!("0x{:x}", r.start),
+            None => format!("0x{addr:x}"),
+        }
+    }
+
     /// The range starting exactly at `addr`, entry or not (`findFuncRangeForStartAddr`).
     pub fn func_range_starting_at(&self, addr: u64) -> Option<&FuncRange> {
         self.functions.range_starting_at(addr)

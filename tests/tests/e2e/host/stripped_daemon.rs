@@ -986,5 +986,27 @@ fn without_debug_file_served_by_address_with_the_reason() {
                 .all(|f| pprof.string_table[f.name as usize].starts_with("0x")),
             "{label}: an address-only binary names no function"
         );
+        // Each location's function is the hex start of the twin's function there (the
+        // `.eh_frame` extent), so a function's samples add up under one frame.
+        let function_names: std::collections::HashMap<u64, &str> = pprof
+            .function
+            .iter()
+            .map(|f| (f.id, pprof.string_table[f.name as usize].as_str()))
+            .collect();
+        for loc in &pprof.location {
+            let start = twin.func_range_at(loc.address).map(|r| r.start);
+            assert_eq!(
+                function_names[&loc.line[0].function_id],
+                format!("0x{:x}", start.unwrap_or(loc.address)),
+                "{label}: location {:#x}",
+                loc.address
+            );
+        }
+        assert!(
+            pprof.function.len() < pprof.location.len(),
+            "{label}: {} functions for {} locations",
+            pprof.function.len(),
+            pprof.location.len()
+        );
     }
 }
