@@ -735,16 +735,14 @@ impl ProfileStore {
         }))
     }
 
-    /// The SVG flame graph of `id` (frames named with the binary when found, else hex),
-    /// of the aggregate as served ([`ProfileStore::unsymbolized_bytes`]).
+    /// The SVG flame graph of `id` (frames named with the binary when found, as pprof's
+    /// functions are, else hex offsets), of the aggregate as served
+    /// ([`ProfileStore::unsymbolized_bytes`]).
     pub fn flamegraph(&self, id: &BuildId) -> Result<Vec<u8>, StoreError> {
         let agg = self.aggregate(id)?;
         let raw = agg.raw.clone();
         let meta = self.meta_of(id, &agg)?;
-        // An address-only binary names nothing: frames in hex, as without a binary.
-        let binary = self
-            .binary(id, &meta.path)
-            .filter(|b| b.name_source().has_names());
+        let binary = self.binary(id, &meta.path);
         let base = binary.as_ref().map_or(0, |b| b.preferred_base());
         let parsed = read_unsymbolized(&String::from_utf8_lossy(&raw), base).map_err(|e| {
             StoreError::Invalid {

@@ -61,10 +61,12 @@ pub struct LoadOptions {
     /// knows DWARF functions only).
     pub load_functions_from_symbols: bool,
     /// Functions from `STT_FUNC` symbols when neither the binary nor its debug file has
-    /// DWARF functions or pseudo probes (a build without `-g`): its functions are named
-    /// for pprof and flame graphs (the daemon's HTTP store). Counting and sample profiles
-    /// are not for such binaries (no lines to key them by), so the counting paths leave
-    /// it off and keep llvm-profgen 19's empty function table.
+    /// DWARF functions or pseudo probes (a build without `-g`), and, for an address-only
+    /// binary (no symbol table anywhere), the names of the extents exported `.dynsym`
+    /// functions start at: its functions are named for pprof and flame graphs (the
+    /// daemon's HTTP store). Counting and sample profiles are not for such binaries (no
+    /// lines to key them by), so the counting paths leave it off and keep llvm-profgen
+    /// 19's empty function table (and unnamed extents).
     pub symbol_functions_without_dwarf: bool,
     /// Ignore pseudo probes even when present (llvm-profgen `--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
@@ -280,8 +282,12 @@ impl ProfiledBinary {
                 options.release_decoded_pages,
             )?,
         };
-        let chosen =
-            name_source::choose_symbols(&file, path, debug_file.as_ref().map(|(d, p)| (d, *p)))?;
+        let chosen = name_source::choose_symbols(
+            &file,
+            path,
+            debug_file.as_ref().map(|(d, p)| (d, *p)),
+            options.symbol_functions_without_dwarf,
+        )?;
         let symbols = chosen.table;
         let mut subprograms = dwarf.take_subprograms();
         let has_dwarf_functions = !subprograms.is_empty() || !dwarf.is_empty();

@@ -1007,4 +1007,37 @@ long combine(long a, long b) { return scale(a, 3) ^ scale(b, 5); }
         assert!(extents.windows(2).all(|w| w[0].start < w[1].start));
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    /// The HTTP store's load of a stripped library names the extents its exported
+    /// functions start at (pprof, flame graphs); counting's load leaves them unnamed, and
+    /// both stay address-only.
+    #[test]
+    fn exports_name_a_stripped_library_s_extents_when_asked() {
+        use crate::binary::{LoadOptions, NameSource, ProfiledBinary};
+        if !tools_available("exports_name_a_stripped_library_s_extents_when_asked") {
+            return;
+        }
+        let dir = temp_dir("exports");
+        let library = compile(&dir, "lib.so", LIBRARY, &["-shared", "-fPIC"]);
+        let functions = symtab_functions(&library);
+        let start_of = |name: &str| functions.iter().find(|f| f.0 == name).unwrap().1;
+        let stripped = stripped(&library);
+        let named = ProfiledBinary::load_with(
+            &stripped,
+            &LoadOptions {
+                symbol_functions_without_dwarf: true,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap();
+        let counting = ProfiledBinary::load(&stripped).unwrap();
+        for name in ["add_nocfi", "scale", "combine"] {
+            let start = start_of(name);
+            assert_eq!(named.function_label(start + 1), name);
+            assert_eq!(counting.function_label(start + 1), format!("0x{start:x}"));
+        }
+        assert_eq!(*named.name_source(), NameSource::AddressOnly);
+        assert_eq!(*counting.name_source(), NameSource::AddressOnly);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -144,6 +144,8 @@ struct Served {
     text: String,
     /// `?format=pprof`.
     pprof: Vec<u8>,
+    /// `/flamegraph.svg`.
+    flamegraph: String,
 }
 
 /// The one daemon run all tests look at.
@@ -522,12 +524,14 @@ fn make_fixture() -> Fixture {
                 .into_reader()
                 .read_to_end(&mut pprof)
                 .unwrap();
+            let (_, flamegraph) = get_ok(&daemon, &format!("{uri}/flamegraph.svg"));
             Served {
                 listed,
                 unsymbolized,
                 text_format,
                 text,
                 pprof,
+                flamegraph,
             }
         })
         .collect();
@@ -1008,5 +1012,26 @@ fn without_debug_file_served_by_address_with_the_reason() {
             pprof.function.len(),
             pprof.location.len()
         );
+        // The flame graph's frames are the same functions: each the start of one of the
+        // twin's functions, or an address outside all of them (`_start`, which has no
+        // DWARF).
+        let frames: HashSet<&str> = served
+            .flamegraph
+            .split("<title>")
+            .skip(1)
+            .filter_map(|t| t.split(" (").next())
+            .filter(|f| *f != "all")
+            .collect();
+        assert!(!frames.is_empty(), "{label}: {}", served.flamegraph);
+        for f in frames {
+            let start = f
+                .strip_prefix("0x")
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .unwrap_or_else(|| panic!("{label}: flame graph frame {f:?}"));
+            assert!(
+                twin.func_range_at(start).is_none_or(|r| r.start == start),
+                "{label}: flame graph frame {f} is inside a function, not its start"
+            );
+        }
     }
 }
