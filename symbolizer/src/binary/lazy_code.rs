@@ -357,6 +357,11 @@ impl LazyCode {
         Some((k, j))
     }
 
+    /// The bytes of the file it decodes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        (*self.data).as_ref()
+    }
+
     /// The extent `addr` lies in: the one the last lookup found when it is, else a binary
     /// search.
     #[inline]

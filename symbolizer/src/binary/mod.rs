@@ -11,6 +11,7 @@
 pub mod branch;
 mod debug_lookup;
 pub mod disasm;
+mod exports;
 mod frame_cache;
 pub mod frame_setup;
 pub mod functions;
@@ -61,12 +62,12 @@ pub struct LoadOptions {
     /// knows DWARF functions only).
     pub load_functions_from_symbols: bool,
     /// Functions from `STT_FUNC` symbols when neither the binary nor its debug file has
-    /// DWARF functions or pseudo probes (a build without `-g`), and, for an address-only
-    /// binary (no symbol table anywhere), the names of the extents exported `.dynsym`
-    /// functions start at: its functions are named for pprof and flame graphs (the
-    /// daemon's HTTP store). Counting and sample profiles are not for such binaries (no
-    /// lines to key them by), so the counting paths leave it off and keep llvm-profgen
-    /// 19's empty function table (and unnamed extents).
+    /// DWARF functions or pseudo probes (a build without `-g`): its functions are named
+    /// for pprof and flame graphs (the daemon's HTTP store). With `lazy_code`, an
+    /// address-only binary (no symbol table anywhere) also keeps its exported `.dynsym`
+    /// functions, which [`ProfiledBinary::function_label`] names its extents by. Counting
+    /// and sample profiles are not for such binaries (no lines to key them by), so the
+    /// counting paths leave it off and keep llvm-profgen 19's empty function table.
     pub symbol_functions_without_dwarf: bool,
     /// Ignore pseudo probes even when present (llvm-profgen `--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
@@ -128,6 +129,9 @@ pub struct ProfiledBinary {
     probe_descs: HashMap<u64, ProbeDesc>,
     has_pseudo_probes: bool,
     uses_fs_discriminator: bool,
+    /// An address-only binary's exported functions, to name its extents
+    /// ([`LoadOptions::symbol_functions_without_dwarf`] with `lazy_code`).
+    exports: Option<exports::Exports>,
 }
 
 impl std::fmt::Debug for ProfiledBinary {
@@ -282,12 +286,8 @@ impl ProfiledBinary {
                 options.release_decoded_pages,
             )?,
         };
-        let chosen = name_source::choose_symbols(
-            &file,
-            path,
-            debug_file.as_ref().map(|(d, p)| (d, *p)),
-            options.symbol_functions_without_dwarf,
-        )?;
+        let chosen =
+            name_source::choose_symbols(&file, path, debug_file.as_ref().map(|(d, p)| (d, *p)))?;
         let symbols = chosen.table;
         let mut subprograms = dwarf.take_subprograms();
         let has_dwarf_functions = !subprograms.is_empty() || !dwarf.is_empty();
@@ -467,6 +467,12 @@ impl ProfiledBinary {
         let frame_cache = frame_cache::FrameCache::new(
             internal.as_ref().map_or(code.len(), |l| l.index_capacity()),
         );
+        // The names are read from the mapped file the binary's own lazy code keeps.
+        let exports = (options.symbol_functions_without_dwarf
+            && internal.is_some()
+            && chosen.source == NameSource::AddressOnly)
+            .then(|| exports::Exports::of(&file))
+            .flatten();
         let binary = ProfiledBinary {
             path: path.to_path_buf(),
             name: path
@@ -486,6 +492,7 @@ impl ProfiledBinary {
             probe_descs,
             has_pseudo_probes,
             uses_fs_discriminator,
+            exports,
         };
         Ok((binary, lazy))
     }
@@ -630,9 +637,18 @@ impl ProfiledBinary {
     pub fn function_label(&self, addr: u64) -> String {
         match self.func_range_at(addr) {
             Some(r) if !r.name.is_empty() => r.name.clone(),
-            Some(r) => format!("0x{:x}", r.start),
+            Some(r) => self
+                .exported_name_at(r.start)
+                .unwrap_or_else(|| format!("0x{:x}", r.start)),
             None => format!("0x{addr:x}"),
         }
+    }
+
+    /// The `.dynsym` name of the function exported at `start`, when the binary was loaded
+    /// to name an address-only binary's extents.
+    fn exported_name_at(&self, start: u64) -> Option<String> {
+        let exports = self.exports.as_ref()?;
+        exports.name_at(self.lazy.as_ref()?.bytes(), start)
     }
 
     /// The range starting exactly at `addr`, entry or not (`findFuncRangeForStartAddr`).

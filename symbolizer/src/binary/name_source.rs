@@ -68,14 +68,10 @@ fn names_code(table: &SymbolTable, file: &ElfFile64<'_, Endianness>) -> bool {
 
 /// Chooses the symbols of `binary` (see the module docs). `debug` is the separate debug
 /// file, if one was given or found.
-/// With `name_exports`, an address-only binary's extents that an exported `.dynsym`
-/// function starts at take its name (for pprof and flame graphs; the source stays
-/// [`NameSource::AddressOnly`]: exported names alone cannot symbolize a sample profile).
 pub(crate) fn choose_symbols(
     binary: &ElfFile64<'_, Endianness>,
     binary_path: &Path,
     debug: Option<(&ElfFile64<'_, Endianness>, &Path)>,
-    name_exports: bool,
 ) -> Result<ChosenSymbols, SymbolizerError> {
     let own = SymbolTable::from_object(binary);
     if names_code(&own, binary) {
@@ -95,33 +91,9 @@ pub(crate) fn choose_symbols(
         }
     }
     Ok(ChosenSymbols {
-        table: extent_symbols(binary, binary_path, name_exports)?,
+        table: extent_symbols(binary, binary_path)?,
         source: NameSource::AddressOnly,
     })
-}
-
-/// The defined `STT_FUNC` symbols of `.dynsym` by address: a global one where an address
-/// has several names (aliases), else the first.
-fn exported_functions<'d>(
-    file: &ElfFile64<'d, Endianness>,
-) -> std::collections::HashMap<u64, &'d str> {
-    use object::{ObjectSymbol, SymbolKind};
-    let mut names: std::collections::HashMap<u64, (&str, bool)> = Default::default();
-    for sym in file.dynamic_symbols() {
-        if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
-            continue;
-        }
-        let Ok(name) = sym.name() else { continue };
-        if name.is_empty() {
-            continue;
-        }
-        let global = sym.is_global() && !sym.is_weak();
-        let entry = names.entry(sym.address()).or_insert((name, global));
-        if global && !entry.1 {
-            *entry = (name, global);
-        }
-    }
-    names.into_iter().map(|(a, (n, _))| (a, n)).collect()
 }
 
 /// `table`'s symbols (section indices of `from`) with section indices of `to`: a section
@@ -164,13 +136,7 @@ fn remap_sections(
 fn extent_symbols(
     file: &ElfFile64<'_, Endianness>,
     path: &Path,
-    name_exports: bool,
 ) -> Result<SymbolTable, SymbolizerError> {
-    let exports = if name_exports {
-        exported_functions(file)
-    } else {
-        std::collections::HashMap::new()
-    };
     let endian = file.endian();
     let code_sections: Vec<(u64, u64, usize)> = file
         .sections()
@@ -194,12 +160,10 @@ fn extent_symbols(
                 .iter()
                 .find(|(lo, hi, _)| *lo <= e.start && e.start < *hi)?
                 .2;
-            // Unnamed unless asked: a name per function (a library exports tens of
-            // thousands) costs megabytes, and counting needs none.
+            // Unnamed: nothing is named from an address-only binary, and a name per
+            // function (a library exports tens of thousands) would cost megabytes.
             Some(ElfSymbol {
-                name: exports
-                    .get(&e.start)
-                    .map_or_else(String::new, |n| n.to_string()),
+                name: String::new(),
                 address: e.start,
                 section: Some(section),
                 size: e.end - e.start,
