@@ -663,8 +663,9 @@ impl ProfileStore {
             });
         }
         let meta = self.meta_of(id, &agg)?;
-        // pprof names what it can (functions in hex without names); a sample profile
-        // needs names and lines or probes to key its counts by.
+        // pprof names what it can (`ProfiledBinary::function_label`: exported names or
+        // hex starts without a symbol table); a sample profile needs names and lines or
+        // probes to key its counts by.
         let Some(binary) = self.binary(id, &meta.path).filter(|b| {
             format == ProfileFormat::Pprof || Symbolization::of(b) == Symbolization::Symbolized
         }) else {

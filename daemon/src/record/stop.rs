@@ -36,8 +36,8 @@ impl StopRequest {
 /// killed, which ends the step; what was recorded is written as for any stop.
 pub(super) struct StopWatcher {
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    killed: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
+    /// Returns whether it killed the program.
+    thread: std::thread::JoinHandle<bool>,
 }
 
 /// The recorded program, as the [`StopWatcher`] signals it: a pidfd opened while the
@@ -100,9 +100,8 @@ impl StopWatcher {
     pub(super) fn start(program: std::sync::Arc<ProgramHandle>, stop: StopRequest) -> StopWatcher {
         use std::sync::atomic::Ordering;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread = {
-            let (done, killed) = (done.clone(), killed.clone());
+            let done = done.clone();
             std::thread::spawn(move || {
                 let mut asked: Option<std::time::Instant> = None;
                 while !done.load(Ordering::SeqCst) {
@@ -111,27 +110,22 @@ impl StopWatcher {
                         continue;
                     }
                     let since = *asked.get_or_insert_with(std::time::Instant::now);
-                    if since.elapsed() >= STOP_GRACE && !done.load(Ordering::SeqCst) {
-                        killed.store(true, Ordering::SeqCst);
-                        if program.kill() {
-                            return;
-                        }
-                        killed.store(false, Ordering::SeqCst);
+                    if since.elapsed() >= STOP_GRACE
+                        && !done.load(Ordering::SeqCst)
+                        && program.kill()
+                    {
+                        return true;
                     }
                 }
+                false
             })
         };
-        StopWatcher {
-            done,
-            killed,
-            thread,
-        }
+        StopWatcher { done, thread }
     }
 
     /// Ends the watch: whether it killed the program.
     pub(super) fn finish(self) -> bool {
         self.done.store(true, std::sync::atomic::Ordering::SeqCst);
-        let _ = self.thread.join();
-        self.killed.load(std::sync::atomic::Ordering::SeqCst)
+        self.thread.join().unwrap_or(false)
     }
 }

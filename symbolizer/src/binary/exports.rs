@@ -11,7 +11,7 @@ use object::read::elf::{ElfFile64, Sym as _};
 use object::{Endianness, Object, ObjectSection};
 
 /// See the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Exports {
     /// `(address, offset of the name in .dynstr)`, sorted by address, one per address (a
     /// global symbol where aliases share one).
