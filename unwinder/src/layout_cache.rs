@@ -1,9 +1,9 @@
 //! [`LayoutCache`]: the [`CodeLayout`] answers the unwinder asks again and again.
 //!
 //! Every LBR entry of every sample asks whether its source is a call or a return and
-//! whether the range before it is a valid fall-through, each a search in the binary's
-//! instruction tables; a program takes few distinct branches, so the same questions come
-//! back in sample after sample. Line-context unwinding also walks each range back one
+//! whether the range before it is a valid fall-through, and each return which call
+//! precedes its target, each a search in the binary's instruction tables; a program takes
+//! few distinct branches, so the same questions come back in sample after sample. Line-context unwinding also walks each range back one
 //! instruction at a time ([`CodeLayout::previous_instruction`] and
 //! [`CodeLayout::inline_context_equal`] of each instruction and the one before it), over
 //! the same hot ranges again and again. Direct-mapped tables keyed by the address (or the
@@ -32,14 +32,15 @@ struct Range {
     valid: bool,
 }
 
+/// An instruction (or call) found before an address.
 #[derive(Clone, Copy)]
-struct Previous {
+struct Before {
     addr: u64,
-    previous: Option<u64>,
+    before: Option<u64>,
 }
 
-/// A [`CodeLayout`] with its answers about branch sources, ranges, previous instructions
-/// and inline contexts cached.
+/// A [`CodeLayout`] with its answers about branch sources, ranges, previous instructions,
+/// calls before return addresses and inline contexts cached.
 pub struct LayoutCache<'a> {
     layout: &'a dyn CodeLayout,
     tables: LayoutTables,
@@ -52,7 +53,9 @@ pub struct LayoutTables {
     layout: Option<usize>,
     branches: Box<[Branch]>,
     ranges: Box<[Range]>,
-    previous: Box<[Previous]>,
+    previous: Box<[Before]>,
+    /// [`CodeLayout::call_before_return_address`] by return address.
+    calls: Box<[Before]>,
     /// [`CodeLayout::inline_context_equal`] by address pair (`valid` holds the answer).
     inline: Box<[Range]>,
 }
@@ -98,9 +101,17 @@ impl LayoutTables {
             ]
             .into_boxed_slice(),
             previous: vec![
-                Previous {
+                Before {
                     addr: EMPTY,
-                    previous: None,
+                    before: None,
+                };
+                1 << SLOT_BITS
+            ]
+            .into_boxed_slice(),
+            calls: vec![
+                Before {
+                    addr: EMPTY,
+                    before: None,
                 };
                 1 << SLOT_BITS
             ]
@@ -181,12 +192,25 @@ impl<'a> LayoutCache<'a> {
     pub fn previous_instruction(&mut self, addr: u64) -> Option<u64> {
         let s = &mut self.tables.previous[slot(addr, 0)];
         if s.addr != addr || addr == EMPTY {
-            *s = Previous {
+            *s = Before {
                 addr,
-                previous: self.layout.previous_instruction(addr),
+                before: self.layout.previous_instruction(addr),
             };
         }
-        s.previous
+        s.before
+    }
+
+    /// [`CodeLayout::call_before_return_address`].
+    #[inline]
+    pub fn call_before_return_address(&mut self, addr: u64) -> Option<u64> {
+        let s = &mut self.tables.calls[slot(addr, 0)];
+        if s.addr != addr || addr == EMPTY {
+            *s = Before {
+                addr,
+                before: self.layout.call_before_return_address(addr),
+            };
+        }
+        s.before
     }
 
     /// [`CodeLayout::inline_context_equal`].
@@ -253,6 +277,11 @@ mod tests {
                     layout.previous_instruction(a),
                     "{a:#x}"
                 );
+                assert_eq!(
+                    cache.call_before_return_address(a),
+                    layout.call_before_return_address(a),
+                    "{a:#x}"
+                );
                 for b in [a, a + 3, a + 9, 0x1b, EMPTY] {
                     assert_eq!(
                         cache.is_valid_fall_through_range(a, b),
@@ -271,6 +300,10 @@ mod tests {
         assert_eq!(
             cache.previous_instruction(EMPTY),
             layout.previous_instruction(EMPTY)
+        );
+        assert_eq!(
+            cache.call_before_return_address(EMPTY),
+            layout.call_before_return_address(EMPTY)
         );
     }
 }

@@ -76,6 +76,15 @@ impl SampleTally {
         }
     }
 
+    /// The tally with room for `words` words of branches and call chains reserved: a
+    /// tally that fills to a known bound then never grows its store by copying it (nor
+    /// touches fresh pages of a larger copy) in the middle of a feed. Reserved, not
+    /// written: the pages cost memory as the samples fill them.
+    pub fn with_word_room(mut self, words: usize) -> SampleTally {
+        self.words.reserve(words);
+        self
+    }
+
     /// Adds one occurrence of `sample`: to the entry it matches, or as a new entry with
     /// the witness `witness(sample)` (asked only for a new entry).
     pub fn add(&mut self, sample: &Sample, witness: impl FnOnce(&Sample) -> RepairWitness) {

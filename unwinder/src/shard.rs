@@ -348,11 +348,14 @@ impl BinaryShard {
                     // MMAP2 stream would be.
                     let _ = placement.observe(m);
                 }
+                // Room for the words of the samples held up to their bound, and of a
+                // feed of new samples past it (the bound is checked after each feed).
                 self.held.insert(HeldSamples {
                     window,
                     mappings: sorted.iter().map(|&m| m.clone()).collect(),
                     placement,
-                    tally: SampleTally::with_capacity(by_process, 0),
+                    tally: SampleTally::with_capacity(by_process, 0)
+                        .with_word_room(crate::held_samples::MAX_HELD_BYTES / 8 + (1 << 16)),
                 })
             }
         };

@@ -43,11 +43,28 @@ pub struct KeyShape {
     pub address_form: bool,
 }
 
+/// Where the replay is: the leaf frame, its parent and address, and the instruction.
+///
+/// When ranges and branches go on the caller's frame, a leaf frame matters only once
+/// something is pushed under it (a return): until then it is kept as its parent and
+/// address ([`UNMADE`]), so a jump, which moves the leaf to its source, looks nothing up
+/// in the trie.
 struct State {
+    /// The leaf frame, or [`UNMADE`].
     leaf: FrameId,
+    /// The leaf's parent.
+    parent: FrameId,
+    /// The leaf's address.
+    address: u64,
     ip: u64,
     invalid: bool,
+    /// Leaves are left [`UNMADE`] (false: made at once, as a walk of the sample's own trie
+    /// needs every frame).
+    lazy: bool,
 }
+
+/// [`State::leaf`] of a leaf not looked up in the trie yet.
+const UNMADE: FrameId = FrameId::MAX;
 
 /// Unwinds aggregated hybrid samples into a [`CounterTable`].
 ///
@@ -310,20 +327,24 @@ impl<'a> VirtualUnwinder<'a> {
         };
         self.kept.external_children = false;
         self.kept.zero_frames = false;
-        let mut leaf = ROOT;
-        for &a in sample.call_stack.iter().rev() {
-            leaf = self.child(leaf, a);
+        let mut parent = ROOT;
+        for &a in sample.call_stack[1..].iter().rev() {
+            parent = self.child(parent, a);
         }
+        let mut st = State {
+            leaf: UNMADE,
+            parent: ROOT,
+            address: 0,
+            ip: leaf_addr,
+            invalid: false,
+            lazy: memoize && self.counts_on_caller(memoize),
+        };
+        self.set_leaf(&mut st, parent, leaf_addr);
         if leaf_addr < newest.target || leaf_addr - newest.target >= MAX_LEAF_TO_LBR_TIP {
             stats.bogus_traces += 1;
             return false;
         }
         stats.total_branches += sample.lbr.len() as u64;
-        let mut st = State {
-            leaf,
-            ip: leaf_addr,
-            invalid: false,
-        };
         for (i, br) in sample.lbr.iter().enumerate() {
             if i > 0 {
                 self.unwind_linear(&mut st, br.target, repeat, stats, memoize);
@@ -338,16 +359,17 @@ impl<'a> VirtualUnwinder<'a> {
             } else if !st.invalid && (self.cache.is_return(src) || from_external_call_site) {
                 let call = self.call_for_frame(br.target);
                 self.switch_to(&mut st, call);
-                st.leaf = self.child(st.leaf, src);
+                let caller = self.leaf(&mut st);
+                self.set_leaf(&mut st, caller, src);
                 st.ip = src;
             } else if !st.invalid {
                 self.switch_to(&mut st, src);
                 st.ip = src;
             } else {
                 st.ip = src;
-                st.leaf = self.child(ROOT, src);
+                self.set_leaf(&mut st, ROOT, src);
             }
-            self.record_branch(&st, *br, repeat, memoize);
+            self.record_branch(&mut st, *br, repeat, memoize);
         }
         true
     }
@@ -380,23 +402,53 @@ impl<'a> VirtualUnwinder<'a> {
     }
 
     /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
-    fn call_for_frame(&self, addr: u64) -> u64 {
-        self.cache
-            .layout()
-            .call_before_return_address(addr)
-            .unwrap_or(0)
+    fn call_for_frame(&mut self, addr: u64) -> u64 {
+        self.cache.call_before_return_address(addr).unwrap_or(0)
+    }
+
+    /// Moves the leaf to the child of `parent` at `address` (looked up now unless the
+    /// replay is lazy).
+    #[inline]
+    fn set_leaf(&mut self, st: &mut State, parent: FrameId, address: u64) {
+        st.parent = parent;
+        st.address = address;
+        if st.lazy {
+            // What `child` would note of the frame.
+            self.kept.external_children |= self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
+            self.kept.zero_frames |= address == 0;
+            st.leaf = UNMADE;
+        } else {
+            st.leaf = self.child(parent, address);
+        }
+    }
+
+    /// Moves the leaf to frame `id`, which exists.
+    #[inline]
+    fn enter(&mut self, st: &mut State, id: FrameId) {
+        let frame = self.kept.trie.frame(id);
+        st.parent = frame.parent;
+        st.address = frame.address;
+        st.leaf = id;
+    }
+
+    /// The leaf frame, looked up when it is [`UNMADE`].
+    #[inline]
+    fn leaf(&mut self, st: &mut State) -> FrameId {
+        if st.leaf == UNMADE {
+            st.leaf = self.child(st.parent, st.address);
+        }
+        st.leaf
     }
 
     fn switch_to(&mut self, st: &mut State, address: u64) {
-        if self.kept.trie.frame(st.leaf).address == address {
+        if st.address == address {
             return;
         }
-        let parent = self.kept.trie.frame(st.leaf).parent;
-        st.leaf = self.child(parent, address);
+        self.set_leaf(st, st.parent, address);
     }
 
     fn unwind_call(&mut self, st: &mut State, source: u64, stats: &mut UnwindStats) {
-        let parent = self.kept.trie.frame(st.leaf).parent;
+        let parent = st.parent;
         if parent == ROOT || self.kept.trie.frame(parent).address != source {
             // The caller's frame is missing (sampled in a prolog/epilog, or an external
             // caller): stay at this depth on the call site.
@@ -409,7 +461,7 @@ impl<'a> VirtualUnwinder<'a> {
                 }
             }
         } else {
-            st.leaf = parent;
+            self.enter(st, parent);
         }
         st.ip = source;
     }
@@ -436,7 +488,7 @@ impl<'a> VirtualUnwinder<'a> {
             st.invalid = true;
             return;
         }
-        let parent = self.kept.trie.frame(st.leaf).parent;
+        let parent = st.parent;
         if self.counts_on_caller(memoize) {
             if self.kept.shape.address_form {
                 // The walk would give each instruction a frame under `parent`.
@@ -453,13 +505,13 @@ impl<'a> VirtualUnwinder<'a> {
         // Memoized: the walk from the leaf at `end` (the child of `parent` there) back to
         // `target` depends on nothing else.
         let key = (parent, target, end);
-        if self.kept.trie.frame(st.leaf).address == end {
+        if st.address == end {
             match self.kept.walk_memo.get(&key) {
                 Some(&Walk::Memo { memo, leaf, ip }) => {
                     self.kept.external_children |=
                         self.kept.trie.frame(parent).address == EXTERNAL_ADDR;
                     self.kept.walks.push((memo, repeat));
-                    st.leaf = leaf;
+                    self.enter(st, leaf);
                     st.ip = ip;
                     return;
                 }
@@ -481,7 +533,7 @@ impl<'a> VirtualUnwinder<'a> {
                             });
                             Walk::Memo {
                                 memo: (self.kept.memos.len() - 1) as u32,
-                                leaf: st.leaf,
+                                leaf: self.leaf(st),
                                 ip: st.ip,
                             }
                         };
@@ -505,7 +557,8 @@ impl<'a> VirtualUnwinder<'a> {
             if !self.kept.inline_frames || !self.cache.inline_context_equal(prev, st.ip) {
                 self.switch_to(st, prev);
                 if prev <= end {
-                    self.add_line_range(st.leaf, prev, end, repeat);
+                    let leaf = self.leaf(st);
+                    self.add_line_range(leaf, prev, end, repeat);
                 }
                 end = st.ip;
             }
@@ -513,7 +566,8 @@ impl<'a> VirtualUnwinder<'a> {
         let ip = st.ip;
         self.switch_to(st, ip);
         if ip <= end {
-            self.add_line_range(st.leaf, ip, end, repeat);
+            let leaf = self.leaf(st);
+            self.add_line_range(leaf, ip, end, repeat);
         }
     }
 
@@ -533,7 +587,7 @@ impl<'a> VirtualUnwinder<'a> {
         self.kept.shape.probes || (memoize && self.kept.shape.address_form)
     }
 
-    fn record_branch(&mut self, st: &State, br: Branch, repeat: u64, memoize: bool) {
+    fn record_branch(&mut self, st: &mut State, br: Branch, repeat: u64, memoize: bool) {
         if br.target == EXTERNAL_ADDR {
             return;
         }
@@ -543,9 +597,9 @@ impl<'a> VirtualUnwinder<'a> {
             return;
         }
         let owner = if self.counts_on_caller(memoize) {
-            self.kept.trie.frame(st.leaf).parent
+            st.parent
         } else {
-            st.leaf
+            self.leaf(st)
         };
         self.add_branch(owner, br.source, br.target, repeat);
     }
