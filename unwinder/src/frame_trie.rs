@@ -17,7 +17,7 @@ pub type FrameId = u32;
 /// The dummy root (address 0).
 pub const ROOT: FrameId = 0;
 
-/// One frame of the trie: 32 bytes, no allocation of its own (the children are a list
+/// One frame of the trie: 24 bytes, no allocation of its own (the children are a list
 /// through the arena, the counters a sample leaves on it are in [`crate::pending_counters`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Frame {
@@ -31,12 +31,7 @@ pub struct Frame {
     older_sibling: FrameId,
     /// How many children the frame has.
     child_count: u32,
-    /// Where the current sample's counters on this frame are ([`NO_PENDING`]: none).
-    pub pending: u32,
 }
-
-/// [`Frame::pending`] of a frame the current sample left no counter on.
-pub const NO_PENDING: u32 = u32::MAX;
 
 impl Frame {
     fn new(address: u64, parent: FrameId) -> Frame {
@@ -46,7 +41,6 @@ impl Frame {
             newest_child: ROOT,
             older_sibling: ROOT,
             child_count: 0,
-            pending: NO_PENDING,
         }
     }
 
@@ -111,11 +105,6 @@ impl FrameTrie {
     /// The frame `id` (must come from this trie).
     pub fn frame(&self, id: FrameId) -> &Frame {
         &self.frames[id as usize]
-    }
-
-    /// The frame `id`, mutable.
-    pub fn frame_mut(&mut self, id: FrameId) -> &mut Frame {
-        &mut self.frames[id as usize]
     }
 
     /// The children of `id`, newest first.
@@ -186,8 +175,8 @@ mod tests {
         assert_eq!(t.child(ROOT, 0x10), a);
         assert_eq!(t.frame(b).parent, a);
         assert_eq!(t.frame(b).address, 0x20);
-        t.frame_mut(b).pending = 7;
         assert_eq!(t.len(), 3);
+        assert_eq!(std::mem::size_of::<Frame>(), 24);
         t.clear();
         assert!(t.is_empty());
         assert!(!t.frame(ROOT).has_children());
@@ -197,9 +186,9 @@ mod tests {
         let d = t.child(c, 0x40);
         assert_eq!(d, 2);
         assert_eq!(
-            t.frame(d).pending,
-            NO_PENDING,
-            "the reused slot forgets its pending counters"
+            (t.frame(d).address, t.frame(d).parent),
+            (0x40, c),
+            "the reused slot is the new frame's"
         );
         assert_eq!(t.children(ROOT).collect::<Vec<_>>(), [c]);
     }

@@ -1,89 +1,92 @@
 //! [`PendingCounters`]: the ranges and branches one sample leaves on the frames of a
-//! [`FrameTrie`] until the unwinder hands them to the counter table.
+//! [`FrameTrie`](crate::frame_trie::FrameTrie) until the unwinder hands them to the counter
+//! table.
 //!
-//! They live here, not in the frames: a kept trie holds up to tens of thousands of frames
-//! and a sample touches a few dozen, so the lists are as many as the frames one sample
-//! touches and their buffers are reused from sample to sample.
+//! Two lists for the whole sample, each entry naming its frame, in the order the replay
+//! adds them: adding is a push onto memory the previous addition touched (a list per frame
+//! would be a lookup of the frame's list and a load of its end for every entry). Their
+//! buffers are reused from sample to sample.
 
-use crate::frame_trie::{FrameId, FrameTrie, NO_PENDING};
+use crate::frame_trie::FrameId;
 
 /// `(first, second, count)`: a fall-through range `(start, end)` or a branch
 /// `(source, target)` and how many times it was taken.
 pub type Counted = (u64, u64, u64);
 
-/// The counters of one frame.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FrameCounters {
-    /// `(start, end, count)` fall-through ranges.
-    pub ranges: Vec<Counted>,
-    /// `(source, target, count)` branches.
-    pub branches: Vec<Counted>,
-}
+/// A [`Counted`] on a frame: `(frame, first, second, count)`.
+pub type FrameCounted = (FrameId, u64, u64, u64);
 
-impl FrameCounters {
-    /// Records the fall-through range `[start, end]` taken `count` times.
-    #[inline]
-    pub fn add_range(&mut self, start: u64, end: u64, count: u64) {
-        add_or_push(&mut self.ranges, start, end, count);
-    }
-
-    /// Records the branch `source -> target` taken `count` times.
-    #[inline]
-    pub fn add_branch(&mut self, source: u64, target: u64, count: u64) {
-        add_or_push(&mut self.branches, source, target, count);
-    }
-}
-
-/// The counters the current sample left, per touched frame, in the order the frames were
-/// first touched. Each touched frame's [`crate::frame_trie::Frame::pending`] indexes them.
+/// The counters the current sample left, in the order they were added.
 #[derive(Debug, Default)]
 pub struct PendingCounters {
-    /// The touched frames; `lists[k]` belongs to `touched[k]`.
-    touched: Vec<FrameId>,
-    /// At least as many as `touched` (the rest keep their buffers).
-    lists: Vec<FrameCounters>,
+    /// `(frame, start, end, count)` fall-through ranges.
+    ranges: Vec<FrameCounted>,
+    /// `(frame, source, target, count)` branches.
+    branches: Vec<FrameCounted>,
 }
 
 impl PendingCounters {
-    /// The counters of frame `id` of `trie`, made (empty) when the sample has none there.
+    /// Records the fall-through range `[start, end]` on frame `id`, taken `count` times.
     #[inline]
-    pub fn of_mut(&mut self, trie: &mut FrameTrie, id: FrameId) -> &mut FrameCounters {
-        let f = trie.frame_mut(id);
-        if f.pending == NO_PENDING {
-            let k = self.touched.len();
-            f.pending = k as u32;
-            self.touched.push(id);
-            if self.lists.len() == k {
-                self.lists.push(FrameCounters::default());
-            }
-        }
-        &mut self.lists[f.pending as usize]
+    pub fn add_range(&mut self, id: FrameId, start: u64, end: u64, count: u64) {
+        add_or_push_on(&mut self.ranges, id, start, end, count);
     }
 
-    /// The counters of frame `id` of `trie`, if the sample left any there.
+    /// Records the branch `source -> target` on frame `id`, taken `count` times.
     #[inline]
-    pub fn of(&self, trie: &FrameTrie, id: FrameId) -> Option<&FrameCounters> {
-        let k = trie.frame(id).pending;
-        (k != NO_PENDING).then(|| &self.lists[k as usize])
+    pub fn add_branch(&mut self, id: FrameId, source: u64, target: u64, count: u64) {
+        add_or_push_on(&mut self.branches, id, source, target, count);
     }
 
-    /// The touched frames with their counters, in the order they were first touched.
-    pub fn iter(&self) -> impl Iterator<Item = (FrameId, &FrameCounters)> {
-        self.touched.iter().copied().zip(&self.lists)
+    /// The ranges, in the order they were added.
+    pub fn ranges(&self) -> &[FrameCounted] {
+        &self.ranges
     }
 
-    /// Forgets the sample's counters; `trie` is the trie they were left on (its frames
-    /// forget where theirs were).
-    pub fn clear(&mut self, trie: &mut FrameTrie) {
-        for (k, &id) in self.touched.iter().enumerate() {
-            if (id as usize) < trie.len() {
-                trie.frame_mut(id).pending = NO_PENDING;
-            }
-            self.lists[k].ranges.clear();
-            self.lists[k].branches.clear();
+    /// The branches, in the order they were added.
+    pub fn branches(&self) -> &[FrameCounted] {
+        &self.branches
+    }
+
+    /// True when the sample left no counter.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty() && self.branches.is_empty()
+    }
+
+    /// Orders the counters by frame (each frame's in the order they were added), so that
+    /// [`Self::of_sorted`] finds a frame's.
+    pub fn sort_by_frame(&mut self) {
+        self.ranges.sort_by_key(|e| e.0);
+        self.branches.sort_by_key(|e| e.0);
+    }
+
+    /// The ranges and branches on frame `id`, after [`Self::sort_by_frame`].
+    pub fn of_sorted(&self, id: FrameId) -> (&[FrameCounted], &[FrameCounted]) {
+        let of = |list: &[FrameCounted]| -> std::ops::Range<usize> {
+            list.partition_point(|e| e.0 < id)..list.partition_point(|e| e.0 <= id)
+        };
+        let (r, b) = (of(&self.ranges), of(&self.branches));
+        (&self.ranges[r], &self.branches[b])
+    }
+
+    /// Forgets the sample's counters.
+    pub fn clear(&mut self) {
+        self.ranges.clear();
+        self.branches.clear();
+    }
+}
+
+/// [`add_or_push`] of an entry on frame `id`.
+#[inline]
+fn add_or_push_on(entries: &mut Vec<FrameCounted>, id: FrameId, a: u64, b: u64, count: u64) {
+    let n = entries.len();
+    for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
+        if e.1 == a && e.2 == b && e.0 == id {
+            e.3 = e.3.wrapping_add(count);
+            return;
         }
-        self.touched.clear();
     }
+    entries.push((id, a, b, count));
 }
 
 /// Adds `count` to the entry `(a, b)` when it is one of the last two of `entries` (a loop
@@ -105,52 +108,55 @@ pub(crate) fn add_or_push(entries: &mut Vec<Counted>, a: u64, b: u64, count: u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame_trie::ROOT;
 
     #[test]
     fn an_entry_among_the_last_two_is_summed_others_appended() {
-        let mut f = FrameCounters::default();
+        let mut entries = Vec::new();
         // A loop of two branches, then a third, then the first again (no longer among the
         // last two: appended).
         for _ in 0..3 {
-            f.add_branch(1, 2, 1);
-            f.add_branch(3, 4, 10);
+            add_or_push(&mut entries, 1, 2, 1);
+            add_or_push(&mut entries, 3, 4, 10);
         }
-        f.add_branch(5, 6, 100);
-        f.add_branch(1, 2, u64::MAX);
-        f.add_branch(1, 2, 2);
-        assert_eq!(f.branches, [(1, 2, 3), (3, 4, 30), (5, 6, 100), (1, 2, 1)]);
-        f.add_range(7, 8, 1);
-        f.add_range(7, 9, 1);
-        f.add_range(7, 8, 1);
-        assert_eq!(f.ranges, [(7, 8, 2), (7, 9, 1)]);
+        add_or_push(&mut entries, 5, 6, 100);
+        add_or_push(&mut entries, 1, 2, u64::MAX);
+        add_or_push(&mut entries, 1, 2, 2);
+        assert_eq!(entries, [(1, 2, 3), (3, 4, 30), (5, 6, 100), (1, 2, 1)]);
     }
 
     #[test]
-    fn counters_stay_with_their_frames_in_touch_order_until_cleared() {
-        let mut t = FrameTrie::new();
-        let a = t.child(ROOT, 0x10);
-        let b = t.child(a, 0x20);
+    fn counters_are_summed_per_frame_and_found_by_frame_once_sorted() {
         let mut p = PendingCounters::default();
-        assert_eq!(p.of(&t, a), None);
-        p.of_mut(&mut t, b).add_range(1, 2, 3);
-        p.of_mut(&mut t, a).add_branch(4, 5, 6);
-        p.of_mut(&mut t, b).add_branch(7, 8, 9);
-        assert_eq!(p.of(&t, b).unwrap().ranges, [(1, 2, 3)]);
-        assert_eq!(p.of(&t, b).unwrap().branches, [(7, 8, 9)]);
-        assert_eq!(p.of(&t, a).unwrap().branches, [(4, 5, 6)]);
+        assert!(p.is_empty());
+        // A loop on frame 7: the same range and branch again and again, summed.
+        for _ in 0..3 {
+            p.add_range(7, 1, 2, 1);
+            p.add_branch(7, 2, 1, 1);
+        }
+        // The same range on another frame is another entry; back on frame 7 after two
+        // other ranges, appended again.
+        p.add_range(3, 1, 2, 5);
+        p.add_range(9, 4, 5, 1);
+        p.add_range(7, 1, 2, u64::MAX);
+        p.add_branch(3, 8, 9, 2);
         assert_eq!(
-            p.iter().map(|(id, _)| id).collect::<Vec<_>>(),
-            [b, a],
-            "first touched first"
+            p.ranges(),
+            [
+                (7, 1, 2, 3),
+                (3, 1, 2, 5),
+                (9, 4, 5, 1),
+                (7, 1, 2, u64::MAX)
+            ]
         );
-        p.clear(&mut t);
-        assert_eq!(p.of(&t, a), None);
-        assert_eq!(p.of(&t, b), None);
-        assert_eq!(p.iter().count(), 0);
-        // The next sample starts with empty lists (their buffers reused).
-        p.of_mut(&mut t, a).add_range(10, 11, 1);
-        assert_eq!(p.of(&t, a).unwrap().ranges, [(10, 11, 1)]);
-        assert_eq!(p.of(&t, a).unwrap().branches, []);
+        assert_eq!(p.branches(), [(7, 2, 1, 3), (3, 8, 9, 2)]);
+        p.sort_by_frame();
+        let (r, b) = p.of_sorted(7);
+        assert_eq!(r, [(7, 1, 2, 3), (7, 1, 2, u64::MAX)], "in the order added");
+        assert_eq!(b, [(7, 2, 1, 3)]);
+        let (r, b) = p.of_sorted(3);
+        assert_eq!((r, b), (&[(3, 1, 2, 5)][..], &[(3, 8, 9, 2)][..]));
+        assert_eq!(p.of_sorted(4), (&[][..], &[][..]));
+        p.clear();
+        assert!(p.is_empty());
     }
 }

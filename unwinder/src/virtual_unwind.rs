@@ -19,7 +19,7 @@ use rustc_hash::FxBuildHasher;
 use crate::counter_table::{ContextId, CounterTable, WalkId};
 use crate::frame_trie::{FrameId, FrameTrie, ROOT};
 use crate::layout_cache::{LayoutCache, LayoutTables};
-use crate::pending_counters::{FrameCounters, PendingCounters};
+use crate::pending_counters::PendingCounters;
 use crate::sample_prep::{Branch, PerfSample};
 use crate::{CodeLayout, UnwindStats, EXTERNAL_ADDR};
 
@@ -266,7 +266,7 @@ impl<'a> VirtualUnwinder<'a> {
     ) {
         // The kept trie's counters of this sample are dropped; the replay's statistics
         // were counted by the first replay.
-        self.kept.pending.clear(&mut self.kept.trie);
+        self.kept.pending.clear();
         self.kept.walks.clear();
         let replayed =
             self.unwind_on_own_trie(sample, repeat, &mut UnwindStats::default(), counters, stats);
@@ -290,7 +290,7 @@ impl<'a> VirtualUnwinder<'a> {
         if replayed {
             self.collect_exact(counters, stats);
         }
-        self.kept.pending.clear(&mut self.kept.trie);
+        self.kept.pending.clear();
         std::mem::swap(&mut self.kept.trie, &mut self.kept.exact);
         replayed
     }
@@ -382,23 +382,16 @@ impl<'a> VirtualUnwinder<'a> {
         self.kept.trie.child(parent, address)
     }
 
-    /// The current sample's counters on frame `id`, about to be given a range or branch
-    /// (what [`Self::collect`] visits).
-    #[inline]
-    fn touch(&mut self, id: FrameId) -> &mut FrameCounters {
-        self.kept.pending.of_mut(&mut self.kept.trie, id)
-    }
-
     /// Records the range on frame `id`.
     #[inline]
     fn add_range(&mut self, id: FrameId, start: u64, end: u64, repeat: u64) {
-        self.touch(id).add_range(start, end, repeat);
+        self.kept.pending.add_range(id, start, end, repeat);
     }
 
     /// Records the branch on frame `id`.
     #[inline]
     fn add_branch(&mut self, id: FrameId, source: u64, target: u64, repeat: u64) {
-        self.touch(id).add_branch(source, target, repeat);
+        self.kept.pending.add_branch(id, source, target, repeat);
     }
 
     /// `getCallAddrFromFrameAddr`: the call before a return address, 0 when none.
@@ -634,16 +627,15 @@ impl<'a> VirtualUnwinder<'a> {
         self.kept.walks = walks;
         self.kept.walks.clear();
         let mut pending = std::mem::take(&mut self.kept.pending);
-        for (id, f) in pending.iter() {
+        for &(id, s, e, n) in pending.ranges() {
             let c = self.context_of(id, counters);
-            for &(s, e, n) in &f.ranges {
-                counters.add_range(c, s, e, n);
-            }
-            for &(s, t, n) in &f.branches {
-                counters.add_branch(c, s, t, n);
-            }
+            counters.add_range(c, s, e, n);
         }
-        pending.clear(&mut self.kept.trie);
+        for &(id, s, t, n) in pending.branches() {
+            let c = self.context_of(id, counters);
+            counters.add_branch(c, s, t, n);
+        }
+        pending.clear();
         self.kept.pending = pending;
     }
 
@@ -707,6 +699,8 @@ impl<'a> VirtualUnwinder<'a> {
     /// an external frame restarts its subtree with an empty stack (context truncation).
     /// Iterative, so hostile stack depths cannot overflow the thread's stack.
     fn collect_exact(&mut self, counters: &mut CounterTable, stats: &mut UnwindStats) {
+        // Each frame visited finds its counters.
+        self.kept.pending.sort_by_frame();
         self.kept.stacks_used = 0;
         let root_stack = self.new_stack();
         let mut work = std::mem::take(&mut self.kept.work);
@@ -757,9 +751,10 @@ impl<'a> VirtualUnwinder<'a> {
     }
 
     fn collect_frame(&mut self, id: FrameId, stack: usize, counters: &mut CounterTable) {
-        let Some(f) = self.kept.pending.of(&self.kept.trie, id) else {
+        let (ranges, branches) = self.kept.pending.of_sorted(id);
+        if ranges.is_empty() && branches.is_empty() {
             return;
-        };
+        }
         self.kept.key.clear();
         self.kept.key.extend_from_slice(&self.kept.stacks[stack]);
         if self.kept.shape.probes {
@@ -767,10 +762,10 @@ impl<'a> VirtualUnwinder<'a> {
             trim_context(&mut self.kept.key, self.kept.shape.depth);
         }
         let c = counters.context(&self.kept.key);
-        for &(s, e, n) in &f.ranges {
+        for &(_, s, e, n) in ranges {
             counters.add_range(c, s, e, n);
         }
-        for &(s, t, n) in &f.branches {
+        for &(_, s, t, n) in branches {
             counters.add_branch(c, s, t, n);
         }
     }

@@ -24,6 +24,7 @@ use unwinder::{CodeLayout, RangeChecks, EXTERNAL_ADDR};
 
 use crate::decoded_bytes::Cache;
 
+use super::address_memo::AddressMemo;
 use super::disasm::{decode_range, KIND_BRANCH, KIND_CALL, KIND_RETURN, KIND_UNCOND};
 use super::start_bits::StartBits;
 
@@ -115,6 +116,11 @@ pub struct LazyCode {
     /// The extent the last address lookup found: consecutive lookups (the addresses of one
     /// sample) mostly fall in the same function.
     last_extent: AtomicUsize,
+    /// [`CodeLayout::is_code`]'s answers (1: an instruction starts there).
+    code_answers: AddressMemo,
+    /// [`CodeLayout::call_before_return_address`]'s answers: the return address less the
+    /// call's, 0 for none.
+    call_answers: AddressMemo,
 }
 
 impl Drop for LazyCode {
@@ -172,6 +178,8 @@ impl LazyCode {
             release_pages: false,
             exact_ranges: false,
             last_extent: AtomicUsize::new(0),
+            code_answers: AddressMemo::default(),
+            call_answers: AddressMemo::default(),
         })
     }
 
@@ -270,6 +278,12 @@ impl LazyCode {
         }
     }
 
+    /// Counts `bytes` more held (decoded instructions, remembered answers).
+    fn count_bytes(&self, bytes: usize) {
+        Cache::Code.add(bytes);
+        self.held_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Instructions decoded so far (over all extents).
     pub fn decoded_instructions(&self) -> usize {
         self.decoded.load(Ordering::Relaxed)
@@ -332,9 +346,7 @@ impl LazyCode {
                 kinds: kinds.into_boxed_slice(),
                 uncond: uncond.into_boxed_slice(),
             });
-            Cache::Code.add(decoded.bytes());
-            self.held_bytes
-                .fetch_add(decoded.bytes(), Ordering::Relaxed);
+            self.count_bytes(decoded.bytes());
             decoded
         })
     }
@@ -443,10 +455,17 @@ impl LazyCode {
 
 impl CodeLayout for LazyCode {
     fn is_code(&self, addr: u64) -> bool {
-        self.extent_of(addr).is_some_and(|k| {
-            let start = self.extents[k].plan.start;
-            self.decode(k).starts.contains(addr - start)
-        })
+        let answer = self.code_answers.get_or(
+            addr,
+            || {
+                u8::from(self.extent_of(addr).is_some_and(|k| {
+                    let start = self.extents[k].plan.start;
+                    self.decode(k).starts.contains(addr - start)
+                }))
+            },
+            |bytes| self.count_bytes(bytes),
+        );
+        answer != 0
     }
 
     fn is_call(&self, addr: u64) -> bool {
@@ -553,8 +572,26 @@ impl CodeLayout for LazyCode {
         if ret == EXTERNAL_ADDR {
             return Some(EXTERNAL_ADDR);
         }
-        let prev = self.before(ret)?;
-        (self.kind_at(prev) & KIND_CALL != 0).then(|| self.address(prev))
+        if let Some(distance) = self.call_answers.get(ret) {
+            return (distance != 0).then(|| ret - u64::from(distance));
+        }
+        let call = self
+            .before(ret)
+            .filter(|&prev| self.kind_at(prev) & KIND_CALL != 0)
+            .map(|prev| self.address(prev));
+        // Kept when the distance fits the answer's byte (a call ends at the return
+        // address, and is at most 15 bytes long; a call before a gap is asked again).
+        let distance = match call {
+            None => Some(0),
+            Some(c) => u8::try_from(ret.wrapping_sub(c)).ok().filter(|&d| d != 0),
+        };
+        if let Some(d) = distance {
+            let bytes = self.call_answers.put(ret, d);
+            if bytes != 0 {
+                self.count_bytes(bytes);
+            }
+        }
+        call
     }
 }
 

@@ -8,6 +8,7 @@
 //! computed lazily per instruction and cached (thread-safe), like llvm-profgen's
 //! `getCachedFrameLocationStack`.
 
+mod address_memo;
 pub mod branch;
 mod debug_lookup;
 pub mod disasm;
