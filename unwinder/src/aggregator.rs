@@ -137,6 +137,7 @@ impl<'a> Aggregator<'a> {
         let options = CountOptions {
             leading_ip: self.options.leading_ip_only,
             range_details: self.options.detailed_warnings,
+            range_checks: true,
         };
         (kind, shape, options)
     }
@@ -558,7 +559,10 @@ impl<'a> Aggregator<'a> {
     /// llvm-profgen counts once per distinct prepared sample is counted for its first
     /// occurrence in the tally ([`CountedSamples`]), so counters and statistics are what
     /// [`Aggregator::feed_tally`] and [`Aggregator::finish`] give, but for
-    /// [`UnwindStats::contexts`], which counts no context of counters left in `kept`. A
+    /// [`UnwindStats::contexts`], which counts no context of counters left in `kept`, and
+    /// the range checks: of those, context-sensitive counting here counts only
+    /// [`UnwindStats::bogus_ranges`] (the one the daemon reports), as the unwinder replays
+    /// each range, instead of tallying every range of every sample. A
     /// hybrid sample without branches (where `feed_tally` stops) is counted as dropped for
     /// its empty branch stack, and the others still are counted.
     pub fn count_tally_kept(
@@ -574,6 +578,12 @@ impl<'a> Aggregator<'a> {
             let (counters, stats) = agg.finish();
             return (Some(counters), stats);
         }
+        // The daemon reports only the bogus ranges of a live binary: counted as replayed,
+        // without a tally of every range.
+        let options = CountOptions {
+            range_checks: false,
+            ..options
+        };
         self.as_fed = Some(CountingAsFed {
             counters: vec![kept_part_counter(self.layout, kind, shape, options, kept)],
             counted: CountedSamples::new(),
@@ -998,6 +1008,11 @@ struct CountOptions {
     /// `--leading-ip-only`: flat counting and range checks take a sample's first entry
     /// as an IP.
     leading_ip: bool,
+    /// Every range is tallied for `warnInvalidRange`'s checks. Without it (a live binary's
+    /// held samples: the daemon reports only bogus ranges), context-sensitive counting
+    /// counts only the bogus ranges, as the unwinder replays them
+    /// ([`VirtualUnwinder::take_bogus_ranges`]), and the other range statistics stay 0.
+    range_checks: bool,
     /// Keep each invalid range for `--show-detailed-warning`.
     range_details: bool,
 }
@@ -1051,7 +1066,10 @@ impl<'a> PartCounter<'a> {
     /// (unwinding's statistics) is counted only when it is the `first` occurrence; its
     /// ranges, like its counters, add up whatever the occurrence.
     fn add_one(&mut self, sample: &PerfSample, count: u64, first: bool) {
-        if self.options.leading_ip {
+        let tallied = self.options.range_checks || self.flat.is_some();
+        if !tallied {
+            // Counted by the unwinder below.
+        } else if self.options.leading_ip {
             self.ranges.add_leading_ip(sample, count);
         } else {
             self.ranges.add(sample, count);
@@ -1071,6 +1089,10 @@ impl<'a> PartCounter<'a> {
             let mut repeat = UnwindStats::default();
             self.unwinder
                 .unwind(sample, count, &mut self.table, &mut repeat);
+        }
+        if !tallied {
+            let bogus = self.unwinder.take_bogus_ranges();
+            self.stats.bogus_ranges = self.stats.bogus_ranges.wrapping_add(bogus);
         }
     }
 
@@ -1561,12 +1583,14 @@ mod tests {
     #[test]
     fn tallies_counted_with_kept_counting_count_like_finishing_afresh() {
         for probes in [true, false] {
-            let l = layout(probes);
+            // With function ranges: the range checks apply.
+            let l = layout(probes).with_function_ranges(&[(0x1000, 0x1010), (0x1010, 0x1019)]);
             let mut kept = KeptCounting::default();
             let batches = [
                 loop_sample_structs(3),
                 loop_sample_structs(5),
                 loop_sample_structs(1),
+                bogus_range_sample_structs(),
                 loop_sample_structs(5),
             ];
             for (k, batch) in batches.iter().enumerate() {
@@ -1584,9 +1608,22 @@ mod tests {
                 assert!(!got.contexts.is_empty());
                 assert_eq!(got, expected.0, "probes {probes}, batch {k}");
                 // The contexts of counters left in the kept table are counted by who takes
-                // them.
+                // them; of the range checks, only the bogus ranges are counted.
                 stats.contexts += got.contexts.len() as u64;
-                assert_eq!(format!("{:?}", stats), format!("{:?}", expected.1));
+                let mut expected_stats = expected.1;
+                assert!(expected_stats.total_range_samples > 0);
+                expected_stats.total_range_samples = 0;
+                expected_stats.ranges_not_on_boundary = 0;
+                expected_stats.ranges_outside_functions = 0;
+                expected_stats.ranges_crossing_functions = 0;
+                expected_stats.range_checks_done = false;
+                assert_eq!(format!("{:?}", stats), format!("{:?}", expected_stats));
+                if k == 3 {
+                    // Both samples' backwards range, each over its two occurrences; the
+                    // second's is counted though its prepared sample repeats the first's.
+                    assert_eq!(stats.bogus_ranges, 2 + 3 + 4 + 5);
+                    assert_eq!(stats.aggregated_samples, 1);
+                }
                 assert!(kept.unwinder.is_some() && kept.table.is_some());
             }
         }
@@ -1632,6 +1669,39 @@ mod tests {
                 _ => unreachable!(),
             })
             .collect()
+    }
+
+    /// Two samples whose older range (0x1017 back to 0x1015, in foo) is no fall-through,
+    /// each twice (counts 2 and 3, then 4 and 5); they differ in their leaf only, which
+    /// preparing replaces with the newest branch target: one prepared sample.
+    fn bogus_range_sample_structs() -> Vec<Sample> {
+        let a = |x: u64| x - 0x1000 + 0x5000;
+        let lbr = vec![
+            LbrEntry {
+                from: a(0x1015),
+                to: a(0x1010),
+                flags: 0,
+            },
+            LbrEntry {
+                from: a(0x1009),
+                to: a(0x1017),
+                flags: 0,
+            },
+        ];
+        let sample = |leaf: u64, count: u64| Sample {
+            pid: 5,
+            ip: a(leaf),
+            callchain: vec![a(leaf), a(0x1009)],
+            lbr: lbr.clone(),
+            count,
+            ..Sample::default()
+        };
+        vec![
+            sample(0x1014, 2),
+            sample(0x1004, 4),
+            sample(0x1014, 3),
+            sample(0x1004, 5),
+        ]
     }
 
     /// Samples of foo's loop taken `n` times, each a distinct aggregated sample.

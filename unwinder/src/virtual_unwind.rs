@@ -125,6 +125,11 @@ pub struct KeptUnwinder {
     ranges: Vec<(ContextId, u64, u64)>,
     /// The walk being memoized adds its ranges to `memo_pieces`.
     recording: bool,
+    /// The layout has range checks ([`CodeLayout::range_checks`]).
+    range_checks: bool,
+    /// Range samples that are not valid fall-throughs, as the range checks count them
+    /// (`BogusRange`), summed over the samples replayed since [`VirtualUnwinder::take_bogus_ranges`].
+    bogus_ranges: u64,
 }
 
 /// A memoized line walk.
@@ -175,6 +180,8 @@ impl KeptUnwinder {
             walks: Vec::new(),
             ranges: Vec::new(),
             recording: false,
+            range_checks: layout.range_checks().is_some(),
+            bogus_ranges: 0,
         }
     }
 }
@@ -208,10 +215,20 @@ impl<'a> VirtualUnwinder<'a> {
     pub fn resume(layout: &'a dyn CodeLayout, mut kept: KeptUnwinder) -> VirtualUnwinder<'a> {
         let tables = kept.tables.take().unwrap_or_default();
         kept.inline_frames = layout.has_inline_frames();
+        kept.range_checks = layout.range_checks().is_some();
         VirtualUnwinder {
             cache: LayoutCache::with_tables(layout, tables),
             kept,
         }
+    }
+
+    /// The range samples replayed since the last call that are not valid fall-throughs,
+    /// counted as the range checks count them (`warnInvalidRange`'s `BogusRange`: both
+    /// ends code, the start in a function, a range that is no fall-through): every range
+    /// of every sample [`Self::unwind`] was given, with its count, whatever the sample's
+    /// occurrence. What counting without a range tally reports.
+    pub fn take_bogus_ranges(&mut self) -> u64 {
+        std::mem::take(&mut self.kept.bogus_ranges)
     }
 
     /// What the next unwinder over this layout may go on from ([`Self::resume`]).
@@ -323,6 +340,7 @@ impl<'a> VirtualUnwinder<'a> {
     ) -> bool {
         let (Some(&leaf_addr), Some(newest)) = (sample.call_stack.first(), sample.lbr.first())
         else {
+            self.note_bogus_ranges_of_rejected(sample, repeat, memoize);
             return false;
         };
         self.kept.external_children = false;
@@ -342,6 +360,7 @@ impl<'a> VirtualUnwinder<'a> {
         self.set_leaf(&mut st, parent, leaf_addr);
         if leaf_addr < newest.target || leaf_addr - newest.target >= MAX_LEAF_TO_LBR_TIP {
             stats.bogus_traces += 1;
+            self.note_bogus_ranges_of_rejected(sample, repeat, memoize);
             return false;
         }
         stats.total_branches += sample.lbr.len() as u64;
@@ -479,6 +498,9 @@ impl<'a> VirtualUnwinder<'a> {
         }
         if !self.cache.is_valid_fall_through_range(target, end) {
             st.invalid = true;
+            if memoize && self.kept.range_checks {
+                self.note_bogus_range(target, repeat);
+            }
             return;
         }
         let parent = st.parent;
@@ -537,6 +559,40 @@ impl<'a> VirtualUnwinder<'a> {
             }
         }
         self.walk_line(st, target, repeat);
+    }
+
+    /// Counts the range starting at `start` that is no fall-through, as the range checks do:
+    /// only when it starts in a function (both of its ends are code: the preparation made
+    /// every other address external). The first replay of a sample counts it
+    /// (`memoize`); a sample walked again on its own trie is not counted twice.
+    #[cold]
+    fn note_bogus_range(&mut self, start: u64, repeat: u64) {
+        let in_function = self
+            .cache
+            .layout()
+            .range_checks()
+            .is_some_and(|c| c.function_range(start).is_some());
+        if in_function {
+            self.kept.bogus_ranges = self.kept.bogus_ranges.wrapping_add(repeat);
+        }
+    }
+
+    /// [`Self::note_bogus_range`] of every range of a sample the replay rejects (the range
+    /// checks count the ranges of every sample).
+    #[cold]
+    fn note_bogus_ranges_of_rejected(&mut self, sample: &PerfSample, repeat: u64, memoize: bool) {
+        if !memoize || !self.kept.range_checks {
+            return;
+        }
+        for pair in sample.lbr.windows(2) {
+            let (start, end) = (pair[1].target, pair[0].source);
+            if start != EXTERNAL_ADDR
+                && end != EXTERNAL_ADDR
+                && !self.cache.is_valid_fall_through_range(start, end)
+            {
+                self.note_bogus_range(start, repeat);
+            }
+        }
     }
 
     /// Line contexts: walks the range back from the leaf to `target` one instruction at a
@@ -1216,6 +1272,61 @@ mod tests {
         let (c, st) = run(&l, shape, &[(s, 1)]);
         assert_eq!(st.bogus_traces, 1);
         assert!(c.contexts.is_empty());
+    }
+
+    /// Ranges that are no fall-through are counted as the range checks count them: with
+    /// their counts, when they start in a function, also in a sample the replay rejects.
+    #[test]
+    fn bogus_ranges_are_counted_as_the_range_checks_count_them() {
+        // main (0x100..0x10f) is no function here.
+        let l = layout(true).with_function_ranges(&[(0x110, 0x11e), (0x120, 0x12b)]);
+        let shape = KeyShape {
+            probes: true,
+            ..KeyShape::default()
+        };
+        let mut u = VirtualUnwinder::new(&l, shape);
+        let mut counters = CounterTable::new(CounterKind::ProbeContext);
+        let mut stats = UnwindStats::default();
+        let samples = [
+            // [0x119, 0x104] backwards, starting in foo: 3.
+            (
+                PerfSample {
+                    call_stack: vec![0x110, 0x104],
+                    lbr: vec![br(0x104, 0x110), br(0x10b, 0x119), br(0x11d, 0x109)],
+                },
+                3,
+            ),
+            // A bogus trace (the leaf before the newest target) with [0x119, 0x10b]
+            // backwards in foo: 5.
+            (
+                PerfSample {
+                    call_stack: vec![0x104],
+                    lbr: vec![br(0x10b, 0x110), br(0x11d, 0x119)],
+                },
+                5,
+            ),
+            // [0x109, 0x104] backwards, starting in main: not counted.
+            (
+                PerfSample {
+                    call_stack: vec![0x110, 0x104],
+                    lbr: vec![br(0x104, 0x110), br(0x10b, 0x109)],
+                },
+                7,
+            ),
+        ];
+        for (s, n) in &samples {
+            u.unwind(s, *n, &mut counters, &mut stats);
+        }
+        assert_eq!(stats.bogus_traces, 1);
+        assert_eq!(u.take_bogus_ranges(), 3 + 5);
+        assert_eq!(u.take_bogus_ranges(), 0, "taken");
+        // Without range checks nothing is counted.
+        let unchecked = layout(true);
+        let mut u = VirtualUnwinder::new(&unchecked, shape);
+        for (s, n) in &samples {
+            u.unwind(s, *n, &mut counters, &mut stats);
+        }
+        assert_eq!(u.take_bogus_ranges(), 0);
     }
 
     /// fib: 0x200 push; 0x201 mov; 0x204 jcc; 0x206 call fib; 0x20b pop; 0x20c ret
