@@ -1066,12 +1066,11 @@ impl<'a> PartCounter<'a> {
     /// (unwinding's statistics) is counted only when it is the `first` occurrence; its
     /// ranges, like its counters, add up whatever the occurrence.
     fn add_one(&mut self, sample: &PerfSample, count: u64, first: bool) {
+        // Without the tally, the unwinder counts the bogus ranges (below).
         let tallied = self.options.range_checks || self.flat.is_some();
-        if !tallied {
-            // Counted by the unwinder below.
-        } else if self.options.leading_ip {
+        if tallied && self.options.leading_ip {
             self.ranges.add_leading_ip(sample, count);
-        } else {
+        } else if tallied {
             self.ranges.add(sample, count);
         }
         if let Some(flat) = self.flat {
@@ -1120,7 +1119,7 @@ struct RangeTally {
     sums: SummingCache<(u64, u64)>,
     any_sample: bool,
     /// One sample's ranges, a loop's repeats summed ([`add_or_push`]) before the map.
-    pending: Vec<(u64, u64, u64)>,
+    pending: Vec<((u64, u64), u64)>,
 }
 
 impl RangeTally {
@@ -1130,9 +1129,9 @@ impl RangeTally {
         // once per sample rather than once per iteration.
         self.pending.clear();
         for pair in sample.lbr.windows(2) {
-            add_or_push(&mut self.pending, pair[1].target, pair[0].source, count);
+            add_or_push(&mut self.pending, (pair[1].target, pair[0].source), count);
         }
-        for &(start, end, count) in &self.pending {
+        for &((start, end), count) in &self.pending {
             self.sums.add((start, end), count, &mut self.ranges);
         }
     }

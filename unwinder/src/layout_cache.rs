@@ -66,6 +66,19 @@ fn slot(a: u64, b: u64) -> usize {
     (h >> (64 - SLOT_BITS)) as usize
 }
 
+/// The answer `table` keeps for `addr`, asked of `ask` when its slot holds another's.
+#[inline]
+fn before_in(table: &mut [Before], addr: u64, ask: impl FnOnce(u64) -> Option<u64>) -> Option<u64> {
+    let s = &mut table[slot(addr, 0)];
+    if s.addr != addr || addr == EMPTY {
+        *s = Before {
+            addr,
+            before: ask(addr),
+        };
+    }
+    s.before
+}
+
 /// The address of `layout`: what tells two layouts apart.
 fn identity(layout: &dyn CodeLayout) -> usize {
     (layout as *const dyn CodeLayout).cast::<()>() as usize
@@ -190,27 +203,19 @@ impl<'a> LayoutCache<'a> {
     /// [`CodeLayout::previous_instruction`].
     #[inline]
     pub fn previous_instruction(&mut self, addr: u64) -> Option<u64> {
-        let s = &mut self.tables.previous[slot(addr, 0)];
-        if s.addr != addr || addr == EMPTY {
-            *s = Before {
-                addr,
-                before: self.layout.previous_instruction(addr),
-            };
-        }
-        s.before
+        let layout = self.layout;
+        before_in(&mut self.tables.previous, addr, |a| {
+            layout.previous_instruction(a)
+        })
     }
 
     /// [`CodeLayout::call_before_return_address`].
     #[inline]
     pub fn call_before_return_address(&mut self, addr: u64) -> Option<u64> {
-        let s = &mut self.tables.calls[slot(addr, 0)];
-        if s.addr != addr || addr == EMPTY {
-            *s = Before {
-                addr,
-                before: self.layout.call_before_return_address(addr),
-            };
-        }
-        s.before
+        let layout = self.layout;
+        before_in(&mut self.tables.calls, addr, |a| {
+            layout.call_before_return_address(a)
+        })
     }
 
     /// [`CodeLayout::inline_context_equal`].

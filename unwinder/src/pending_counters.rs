@@ -9,12 +9,9 @@
 
 use crate::frame_trie::FrameId;
 
-/// `(first, second, count)`: a fall-through range `(start, end)` or a branch
-/// `(source, target)` and how many times it was taken.
-pub type Counted = (u64, u64, u64);
-
-/// A [`Counted`] on a frame: `(frame, first, second, count)`.
-pub type FrameCounted = (FrameId, u64, u64, u64);
+/// `((frame, first, second), count)`: a fall-through range `(start, end)` or a branch
+/// `(source, target)` on a frame, and how many times it was taken.
+pub type FrameCounted = ((FrameId, u64, u64), u64);
 
 /// The counters the current sample left, in the order they were added.
 #[derive(Debug, Default)]
@@ -29,13 +26,13 @@ impl PendingCounters {
     /// Records the fall-through range `[start, end]` on frame `id`, taken `count` times.
     #[inline]
     pub fn add_range(&mut self, id: FrameId, start: u64, end: u64, count: u64) {
-        add_or_push_on(&mut self.ranges, id, start, end, count);
+        add_or_push(&mut self.ranges, (id, start, end), count);
     }
 
     /// Records the branch `source -> target` on frame `id`, taken `count` times.
     #[inline]
     pub fn add_branch(&mut self, id: FrameId, source: u64, target: u64, count: u64) {
-        add_or_push_on(&mut self.branches, id, source, target, count);
+        add_or_push(&mut self.branches, (id, source, target), count);
     }
 
     /// The ranges, in the order they were added.
@@ -48,22 +45,17 @@ impl PendingCounters {
         &self.branches
     }
 
-    /// True when the sample left no counter.
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty() && self.branches.is_empty()
-    }
-
     /// Orders the counters by frame (each frame's in the order they were added), so that
     /// [`Self::of_sorted`] finds a frame's.
     pub fn sort_by_frame(&mut self) {
-        self.ranges.sort_by_key(|e| e.0);
-        self.branches.sort_by_key(|e| e.0);
+        self.ranges.sort_by_key(|e| e.0 .0);
+        self.branches.sort_by_key(|e| e.0 .0);
     }
 
     /// The ranges and branches on frame `id`, after [`Self::sort_by_frame`].
     pub fn of_sorted(&self, id: FrameId) -> (&[FrameCounted], &[FrameCounted]) {
         let of = |list: &[FrameCounted]| -> std::ops::Range<usize> {
-            list.partition_point(|e| e.0 < id)..list.partition_point(|e| e.0 <= id)
+            list.partition_point(|e| e.0 .0 < id)..list.partition_point(|e| e.0 .0 <= id)
         };
         let (r, b) = (of(&self.ranges), of(&self.branches));
         (&self.ranges[r], &self.branches[b])
@@ -76,33 +68,20 @@ impl PendingCounters {
     }
 }
 
-/// [`add_or_push`] of an entry on frame `id`.
-#[inline]
-fn add_or_push_on(entries: &mut Vec<FrameCounted>, id: FrameId, a: u64, b: u64, count: u64) {
-    let n = entries.len();
-    for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
-        if e.1 == a && e.2 == b && e.0 == id {
-            e.3 = e.3.wrapping_add(count);
-            return;
-        }
-    }
-    entries.push((id, a, b, count));
-}
-
-/// Adds `count` to the entry `(a, b)` when it is one of the last two of `entries` (a loop
-/// in the LBR records the same one or two ranges and branches over and over: summed here,
-/// each is counted into the counter table once per sample instead of once per
+/// Adds `count` to the entry of `key` when it is one of the last two of `entries` (a
+/// loop in the LBR records the same one or two ranges and branches over and over: summed
+/// here, each is counted into the counter table once per sample instead of once per
 /// iteration), else appends it. Counts wrap, as the counter table's do.
 #[inline]
-pub(crate) fn add_or_push(entries: &mut Vec<Counted>, a: u64, b: u64, count: u64) {
+pub(crate) fn add_or_push<K: Copy + PartialEq>(entries: &mut Vec<(K, u64)>, key: K, count: u64) {
     let n = entries.len();
     for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
-        if e.0 == a && e.1 == b {
-            e.2 = e.2.wrapping_add(count);
+        if e.0 == key {
+            e.1 = e.1.wrapping_add(count);
             return;
         }
     }
-    entries.push((a, b, count));
+    entries.push((key, count));
 }
 
 #[cfg(test)]
@@ -115,19 +94,22 @@ mod tests {
         // A loop of two branches, then a third, then the first again (no longer among the
         // last two: appended).
         for _ in 0..3 {
-            add_or_push(&mut entries, 1, 2, 1);
-            add_or_push(&mut entries, 3, 4, 10);
+            add_or_push(&mut entries, (1, 2), 1);
+            add_or_push(&mut entries, (3, 4), 10);
         }
-        add_or_push(&mut entries, 5, 6, 100);
-        add_or_push(&mut entries, 1, 2, u64::MAX);
-        add_or_push(&mut entries, 1, 2, 2);
-        assert_eq!(entries, [(1, 2, 3), (3, 4, 30), (5, 6, 100), (1, 2, 1)]);
+        add_or_push(&mut entries, (5, 6), 100);
+        add_or_push(&mut entries, (1, 2), u64::MAX);
+        add_or_push(&mut entries, (1, 2), 2);
+        assert_eq!(
+            entries,
+            [((1, 2), 3), ((3, 4), 30), ((5, 6), 100), ((1, 2), 1)]
+        );
     }
 
     #[test]
     fn counters_are_summed_per_frame_and_found_by_frame_once_sorted() {
         let mut p = PendingCounters::default();
-        assert!(p.is_empty());
+        assert!(p.ranges().is_empty() && p.branches().is_empty());
         // A loop on frame 7: the same range and branch again and again, summed.
         for _ in 0..3 {
             p.add_range(7, 1, 2, 1);
@@ -142,21 +124,25 @@ mod tests {
         assert_eq!(
             p.ranges(),
             [
-                (7, 1, 2, 3),
-                (3, 1, 2, 5),
-                (9, 4, 5, 1),
-                (7, 1, 2, u64::MAX)
+                ((7, 1, 2), 3),
+                ((3, 1, 2), 5),
+                ((9, 4, 5), 1),
+                ((7, 1, 2), u64::MAX)
             ]
         );
-        assert_eq!(p.branches(), [(7, 2, 1, 3), (3, 8, 9, 2)]);
+        assert_eq!(p.branches(), [((7, 2, 1), 3), ((3, 8, 9), 2)]);
         p.sort_by_frame();
         let (r, b) = p.of_sorted(7);
-        assert_eq!(r, [(7, 1, 2, 3), (7, 1, 2, u64::MAX)], "in the order added");
-        assert_eq!(b, [(7, 2, 1, 3)]);
+        assert_eq!(
+            r,
+            [((7, 1, 2), 3), ((7, 1, 2), u64::MAX)],
+            "in the order added"
+        );
+        assert_eq!(b, [((7, 2, 1), 3)]);
         let (r, b) = p.of_sorted(3);
-        assert_eq!((r, b), (&[(3, 1, 2, 5)][..], &[(3, 8, 9, 2)][..]));
+        assert_eq!((r, b), (&[((3, 1, 2), 5)][..], &[((3, 8, 9), 2)][..]));
         assert_eq!(p.of_sorted(4), (&[][..], &[][..]));
         p.clear();
-        assert!(p.is_empty());
+        assert!(p.ranges().is_empty() && p.branches().is_empty());
     }
 }

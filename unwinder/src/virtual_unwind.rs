@@ -125,8 +125,6 @@ pub struct KeptUnwinder {
     ranges: Vec<(ContextId, u64, u64)>,
     /// The walk being memoized adds its ranges to `memo_pieces`.
     recording: bool,
-    /// The layout has range checks ([`CodeLayout::range_checks`]).
-    range_checks: bool,
     /// Range samples that are not valid fall-throughs, as the range checks count them
     /// (`BogusRange`), summed over the samples replayed since [`VirtualUnwinder::take_bogus_ranges`].
     bogus_ranges: u64,
@@ -180,7 +178,6 @@ impl KeptUnwinder {
             walks: Vec::new(),
             ranges: Vec::new(),
             recording: false,
-            range_checks: layout.range_checks().is_some(),
             bogus_ranges: 0,
         }
     }
@@ -215,7 +212,6 @@ impl<'a> VirtualUnwinder<'a> {
     pub fn resume(layout: &'a dyn CodeLayout, mut kept: KeptUnwinder) -> VirtualUnwinder<'a> {
         let tables = kept.tables.take().unwrap_or_default();
         kept.inline_frames = layout.has_inline_frames();
-        kept.range_checks = layout.range_checks().is_some();
         VirtualUnwinder {
             cache: LayoutCache::with_tables(layout, tables),
             kept,
@@ -498,7 +494,7 @@ impl<'a> VirtualUnwinder<'a> {
         }
         if !self.cache.is_valid_fall_through_range(target, end) {
             st.invalid = true;
-            if memoize && self.kept.range_checks {
+            if memoize {
                 self.note_bogus_range(target, repeat);
             }
             return;
@@ -581,7 +577,7 @@ impl<'a> VirtualUnwinder<'a> {
     /// checks count the ranges of every sample).
     #[cold]
     fn note_bogus_ranges_of_rejected(&mut self, sample: &PerfSample, repeat: u64, memoize: bool) {
-        if !memoize || !self.kept.range_checks {
+        if !memoize || self.cache.layout().range_checks().is_none() {
             return;
         }
         for pair in sample.lbr.windows(2) {
@@ -683,11 +679,11 @@ impl<'a> VirtualUnwinder<'a> {
         self.kept.walks = walks;
         self.kept.walks.clear();
         let mut pending = std::mem::take(&mut self.kept.pending);
-        for &(id, s, e, n) in pending.ranges() {
+        for &((id, s, e), n) in pending.ranges() {
             let c = self.context_of(id, counters);
             counters.add_range(c, s, e, n);
         }
-        for &(id, s, t, n) in pending.branches() {
+        for &((id, s, t), n) in pending.branches() {
             let c = self.context_of(id, counters);
             counters.add_branch(c, s, t, n);
         }
@@ -818,10 +814,10 @@ impl<'a> VirtualUnwinder<'a> {
             trim_context(&mut self.kept.key, self.kept.shape.depth);
         }
         let c = counters.context(&self.kept.key);
-        for &(_, s, e, n) in ranges {
+        for &((_, s, e), n) in ranges {
             counters.add_range(c, s, e, n);
         }
-        for &(_, s, t, n) in branches {
+        for &((_, s, t), n) in branches {
             counters.add_branch(c, s, t, n);
         }
     }

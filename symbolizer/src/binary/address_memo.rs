@@ -64,28 +64,6 @@ impl AddressMemo {
     fn heap_bytes(&self) -> usize {
         self.slots.get().map_or(0, |s| s.len() * 8)
     }
-
-    /// `get`, else `compute` kept and returned; `allocated` is told the bytes the table
-    /// took when this answer allocated it.
-    #[inline]
-    pub(crate) fn get_or(
-        &self,
-        addr: u64,
-        compute: impl FnOnce() -> u8,
-        allocated: impl FnOnce(usize),
-    ) -> u8 {
-        match self.get(addr) {
-            Some(answer) => answer,
-            None => {
-                let answer = compute();
-                let bytes = self.put(addr, answer);
-                if bytes != 0 {
-                    allocated(bytes);
-                }
-                answer
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -126,23 +104,5 @@ mod tests {
         assert_eq!(memo.get(MAX_ADDRESS), None);
         memo.put(u64::MAX, 5);
         assert_eq!(memo.get(u64::MAX), None);
-        // get_or computes once and keeps the answer.
-        let mut calls = 0;
-        for _ in 0..3 {
-            let v = memo.get_or(
-                0x9999,
-                || {
-                    calls += 1;
-                    42
-                },
-                |_| panic!("the table exists"),
-            );
-            assert_eq!(v, 42);
-        }
-        assert_eq!(calls, 1);
-        let fresh = AddressMemo::default();
-        let mut told = 0;
-        assert_eq!(fresh.get_or(0x10, || 1, |b| told = b), 1);
-        assert_eq!(told, 8 << SLOT_BITS);
     }
 }

@@ -284,6 +284,15 @@ impl LazyCode {
         self.held_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Keeps `answer` for `addr` in `memo`, counting the bytes of its table when this
+    /// answer allocates it.
+    fn remember(&self, memo: &AddressMemo, addr: u64, answer: u8) {
+        let bytes = memo.put(addr, answer);
+        if bytes != 0 {
+            self.count_bytes(bytes);
+        }
+    }
+
     /// Instructions decoded so far (over all extents).
     pub fn decoded_instructions(&self) -> usize {
         self.decoded.load(Ordering::Relaxed)
@@ -455,17 +464,15 @@ impl LazyCode {
 
 impl CodeLayout for LazyCode {
     fn is_code(&self, addr: u64) -> bool {
-        let answer = self.code_answers.get_or(
-            addr,
-            || {
-                u8::from(self.extent_of(addr).is_some_and(|k| {
-                    let start = self.extents[k].plan.start;
-                    self.decode(k).starts.contains(addr - start)
-                }))
-            },
-            |bytes| self.count_bytes(bytes),
-        );
-        answer != 0
+        if let Some(answer) = self.code_answers.get(addr) {
+            return answer != 0;
+        }
+        let code = self.extent_of(addr).is_some_and(|k| {
+            let start = self.extents[k].plan.start;
+            self.decode(k).starts.contains(addr - start)
+        });
+        self.remember(&self.code_answers, addr, u8::from(code));
+        code
     }
 
     fn is_call(&self, addr: u64) -> bool {
@@ -586,10 +593,7 @@ impl CodeLayout for LazyCode {
             Some(c) => u8::try_from(ret.wrapping_sub(c)).ok().filter(|&d| d != 0),
         };
         if let Some(d) = distance {
-            let bytes = self.call_answers.put(ret, d);
-            if bytes != 0 {
-                self.count_bytes(bytes);
-            }
+            self.remember(&self.call_answers, ret, d);
         }
         call
     }
