@@ -29,6 +29,7 @@ pub mod live;
 pub mod memprof;
 pub mod perf_data;
 pub mod perf_script;
+pub mod prefetch;
 pub mod process_maps;
 pub mod record;
 pub mod recording;

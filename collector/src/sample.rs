@@ -55,6 +55,23 @@ pub struct Sample {
     pub user_stack: Option<UserStack>,
 }
 
+impl Sample {
+    /// Asks the CPU to bring the sample's branch stack and call chain into the cache: for
+    /// a loop over samples to call on the sample after the one it reads (a batch of
+    /// parsed samples is larger than the cache nearest the core).
+    #[inline]
+    pub fn prefetch(&self) {
+        crate::prefetch::prefetch_bytes(
+            self.lbr.as_ptr().cast(),
+            std::mem::size_of_val(self.lbr.as_slice()),
+        );
+        crate::prefetch::prefetch_bytes(
+            self.callchain.as_ptr().cast(),
+            std::mem::size_of_val(self.callchain.as_slice()),
+        );
+    }
+}
+
 /// x86-64 `sample_regs_user` bit of bp (`enum perf_event_x86_regs`: `PERF_REG_X86_BP`).
 pub const PERF_REG_X86_BP: u32 = 6;
 /// x86-64 `sample_regs_user` bit of sp (`PERF_REG_X86_SP`).

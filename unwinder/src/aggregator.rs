@@ -225,9 +225,7 @@ impl<'a> Aggregator<'a> {
         let by_process = self.options.tallies_by_process() || self.placement.bases_differ();
         let mut tally = SampleTally::with_capacity(by_process, samples.len());
         let repair = self.options.repairs_stacks(self.content);
-        for s in samples {
-            tally.add_placed(s, repair, &self.placement, self.layout);
-        }
+        tally.add_all_placed(samples, |_| true, repair, &self.placement, self.layout);
         self.feed_tally(&tally)
     }
 

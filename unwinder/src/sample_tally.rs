@@ -13,15 +13,19 @@
 
 use std::collections::HashMap;
 
+use collector::prefetch::prefetch_bytes;
 use collector::{LbrEntry, Sample, UserStack};
 use rustc_hash::FxBuildHasher;
 
-use crate::sample_prep::{lane_hash, prefetch_bytes};
+use crate::sample_prep::lane_hash;
 use crate::stack_repair::RepairWitness;
 use crate::{BinaryPlacement, CodeLayout};
 
 /// No older entry with the same hash.
 const NONE: u32 = u32::MAX;
+
+/// How many samples ahead of its addition [`SampleTally::add_all_placed`] hashes a sample.
+const LOOKAHEAD: usize = 4;
 
 /// One distinct raw sample and its occurrences. Its branches and call chain are kept in
 /// the tally's word store (read back with [`SampleTally::sample_into`]); the rest of what
@@ -58,8 +62,9 @@ pub struct SampleTally {
     entries: Vec<TallyEntry>,
     /// Each entry's branch sources and targets, then its call chain.
     words: Vec<u64>,
-    /// Hash → the newest entry with it (older ones through [`TallyEntry::next`]).
-    by_hash: HashMap<u64, u32, FxBuildHasher>,
+    /// Hash → the newest entry with it (older ones through [`TallyEntry::next`]) and
+    /// where its words start.
+    by_hash: HashMap<u64, (u32, usize), FxBuildHasher>,
     occurrences: u64,
 }
 
@@ -88,9 +93,19 @@ impl SampleTally {
     /// Adds one occurrence of `sample`: to the entry it matches, or as a new entry with
     /// the witness `witness(sample)` (asked only for a new entry).
     pub fn add(&mut self, sample: &Sample, witness: impl FnOnce(&Sample) -> RepairWitness) {
-        self.occurrences += 1;
         let hash = self.hash(sample);
-        let newest = self.by_hash.get(&hash).copied().unwrap_or(NONE);
+        self.add_hashed(sample, hash, witness);
+    }
+
+    /// [`Self::add`] of a sample whose [`Self::hash`] is `hash`.
+    fn add_hashed(
+        &mut self,
+        sample: &Sample,
+        hash: u64,
+        witness: impl FnOnce(&Sample) -> RepairWitness,
+    ) {
+        self.occurrences += 1;
+        let newest = self.by_hash.get(&hash).map_or(NONE, |&(at, _)| at);
         let mut at = newest;
         while at != NONE {
             let e = &self.entries[at as usize];
@@ -122,7 +137,65 @@ impl SampleTally {
             frames: sample.callchain.len(),
             next: newest,
         });
-        self.by_hash.insert(hash, index);
+        self.by_hash.insert(hash, (index, words_at));
+    }
+
+    /// [`Self::add_placed`] of each sample of `samples` that `keep` keeps, in order.
+    ///
+    /// Adding a sample that repeats an entry is mostly waiting for the entry's words (the
+    /// store is megabytes, far from the core) and for the sample's own: the samples are
+    /// hashed [`LOOKAHEAD`] samples ahead of their addition, and the words of the entry
+    /// each hash names are fetched into the cache then, while the samples before it are
+    /// added.
+    pub fn add_all_placed(
+        &mut self,
+        samples: &[Sample],
+        mut keep: impl FnMut(&Sample) -> bool,
+        repair: bool,
+        placement: &BinaryPlacement,
+        layout: &dyn CodeLayout,
+    ) {
+        let mut hashes = [0u64; LOOKAHEAD];
+        for (i, s) in samples.iter().enumerate().take(LOOKAHEAD) {
+            hashes[i] = self.hash_and_prefetch(s);
+        }
+        for (i, s) in samples.iter().enumerate() {
+            if let Some(ahead) = samples.get(i + 2 * LOOKAHEAD) {
+                ahead.prefetch();
+            }
+            let hash = hashes[i % LOOKAHEAD];
+            if let Some(ahead) = samples.get(i + LOOKAHEAD) {
+                hashes[i % LOOKAHEAD] = self.hash_and_prefetch(ahead);
+            }
+            if keep(s) {
+                self.add_hashed(s, hash, |s| {
+                    RepairWitness::of(
+                        &s.callchain,
+                        s.user_stack.as_ref(),
+                        repair,
+                        placement.rebase_for(s.pid),
+                        layout,
+                    )
+                });
+            }
+        }
+    }
+
+    /// The hash of `s`, the words of the newest entry with it asked into the cache.
+    #[inline]
+    fn hash_and_prefetch(&self, s: &Sample) -> u64 {
+        let hash = self.hash(s);
+        if let Some(&(at, words_at)) = self.by_hash.get(&hash) {
+            prefetch_bytes(
+                self.entries.as_ptr().wrapping_add(at as usize).cast(),
+                std::mem::size_of::<TallyEntry>(),
+            );
+            prefetch_bytes(
+                self.words.as_ptr().wrapping_add(words_at).cast(),
+                (2 * s.lbr.len() + s.callchain.len()) * 8,
+            );
+        }
+        hash
     }
 
     /// [`Self::add`] with the witness [`RepairWitness::of`] gives the sample when the
@@ -143,18 +216,6 @@ impl SampleTally {
                 layout,
             )
         });
-    }
-
-    /// Asks the CPU to bring `sample`'s branches and call chain into the cache: a sample
-    /// about to be added after this one (a batch of parsed samples is larger than the
-    /// cache nearest the core, and adding one was mostly waiting for its branches).
-    #[inline]
-    pub fn prefetch(sample: &Sample) {
-        prefetch_bytes(
-            sample.lbr.as_ptr().cast(),
-            std::mem::size_of_val(sample.lbr.as_slice()),
-        );
-        prefetch_bytes(sample.callchain.as_ptr().cast(), sample.callchain.len() * 8);
     }
 
     /// True when `e` stands for `s`: the same call chain, branch sources and targets and,
@@ -341,6 +402,65 @@ mod tests {
         let t = tally(&samples, true);
         let got: Vec<(u32, u64)> = t.entries().iter().map(|e| (e.pid, e.count)).collect();
         assert_eq!(got, [(1, 3), (2, 4), (1, 8), (1, 16)]);
+    }
+
+    /// A batch added at once (samples hashed ahead of their addition) gives the entries
+    /// adding its kept samples one at a time gives: the same order, occurrences, counts
+    /// and words, for batches shorter and longer than the lookahead, with samples left
+    /// out by `keep` and entries already in the tally from an earlier batch.
+    #[test]
+    fn a_batch_tallies_like_adding_one_sample_at_a_time() {
+        let distinct: Vec<Sample> = (0..7u64)
+            .map(|k| {
+                let branches: Vec<(u64, u64)> =
+                    (0..=k).map(|i| (0x100 * k + i, 0x200 + i)).collect();
+                sample(1 + (k % 2) as u32, &branches, &[0x99 + k, 0x500], 1 << k)
+            })
+            .collect();
+        let batch = |n: usize, shift: usize| -> Vec<Sample> {
+            (0..n)
+                .map(|i| {
+                    let mut s = distinct[(i * i + shift) % distinct.len()].clone();
+                    if i % 5 == 3 {
+                        s.lbr.clear();
+                    }
+                    s
+                })
+                .collect()
+        };
+        let layout = crate::test_support::main_calls_foo();
+        let placement =
+            BinaryPlacement::new(crate::test_support::main_calls_foo_load(), None).unwrap();
+        for by_process in [false, true] {
+            let mut one_by_one = SampleTally::with_capacity(by_process, 0);
+            let mut batched = SampleTally::with_capacity(by_process, 0);
+            let mut left_out = 0;
+            for (n, shift) in [(2, 0), (LOOKAHEAD + 1, 3), (40, 1), (3 * LOOKAHEAD, 5)] {
+                let samples = batch(n, shift);
+                for s in samples.iter().filter(|s| !s.lbr.is_empty()) {
+                    one_by_one.add_placed(s, false, &placement, &layout);
+                }
+                let keep = |s: &Sample| {
+                    left_out += usize::from(s.lbr.is_empty());
+                    !s.lbr.is_empty()
+                };
+                batched.add_all_placed(&samples, keep, false, &placement, &layout);
+            }
+            assert_eq!(left_out, 11);
+            assert_eq!(batched.occurrences(), one_by_one.occurrences());
+            assert_eq!(batched.len(), one_by_one.len());
+            assert!(batched.len() >= 6 && batched.occurrences() > 40);
+            let (mut a, mut b) = (Sample::default(), Sample::default());
+            for (x, y) in batched.entries().iter().zip(one_by_one.entries()) {
+                assert_eq!(
+                    (x.occurrences, x.count, x.pid),
+                    (y.occurrences, y.count, y.pid)
+                );
+                batched.sample_into(x, &mut a);
+                one_by_one.sample_into(y, &mut b);
+                assert_eq!(a, b);
+            }
+        }
     }
 
     /// Samples whose witnesses differ (another return address at a prologue, registers

@@ -360,19 +360,18 @@ impl BinaryShard {
             }
         };
         let repair = self.options.repairs_stacks(content);
-        for (i, s) in samples.iter().enumerate() {
-            if let Some(next) = samples.get(i + 1) {
-                SampleTally::prefetch(next);
-            }
+        let stats = &mut self.stats;
+        let keep = |s: &Sample| {
             if content == PerfContent::LbrStack && s.lbr.is_empty() {
                 // A hybrid sample without its branch stack: nothing to unwind.
-                self.stats.bad_stack += 1;
-                self.stats.unwind.dropped_empty_lbr_samples += 1;
-                continue;
+                stats.bad_stack += 1;
+                stats.unwind.dropped_empty_lbr_samples += 1;
+                return false;
             }
-            held.tally
-                .add_placed(s, repair, &held.placement, &*self.layout);
-        }
+            true
+        };
+        held.tally
+            .add_all_placed(samples, keep, repair, &held.placement, &*self.layout);
         if held.is_full() {
             self.count_held();
         }

@@ -28,17 +28,25 @@ impl<K: Copy + Eq + Hash> SummingCache<K> {
     /// it is another key.
     #[inline]
     pub(crate) fn add(&mut self, key: K, n: u64, map: &mut HashMap<K, u64, FxBuildHasher>) {
+        // The hit, inlined into the caller's loop; the rest out of line.
+        if let Some(Some((k, sum))) = self.slots.get_mut(slot_of(&key)) {
+            if *k == key {
+                *sum = sum.wrapping_add(n);
+                return;
+            }
+        }
+        self.take_slot(key, n, map);
+    }
+
+    /// [`Self::add`] of a key whose slot holds another key's sum (sent to `map`) or none
+    /// (the table made on the first addition).
+    #[inline(never)]
+    fn take_slot(&mut self, key: K, n: u64, map: &mut HashMap<K, u64, FxBuildHasher>) {
         if self.slots.is_empty() {
             self.slots = vec![None; 1 << SLOT_BITS];
         }
-        let slot = (FxBuildHasher.hash_one(key) >> (64 - SLOT_BITS)) as usize;
-        match &mut self.slots[slot] {
-            Some((k, sum)) if *k == key => *sum = sum.wrapping_add(n),
-            taken => {
-                if let Some((k, sum)) = taken.replace((key, n)) {
-                    add_to(map, k, sum);
-                }
-            }
+        if let Some((k, sum)) = self.slots[slot_of(&key)].replace((key, n)) {
+            add_to(map, k, sum);
         }
     }
 
@@ -48,6 +56,12 @@ impl<K: Copy + Eq + Hash> SummingCache<K> {
             add_to(map, k, sum);
         }
     }
+}
+
+/// The slot of `key` in a table of `1 << SLOT_BITS` slots.
+#[inline]
+fn slot_of<K: Hash>(key: &K) -> usize {
+    (FxBuildHasher.hash_one(key) >> (64 - SLOT_BITS)) as usize
 }
 
 fn add_to<K: Eq + Hash>(map: &mut HashMap<K, u64, FxBuildHasher>, key: K, n: u64) {

@@ -448,6 +448,7 @@ impl<'a> VirtualUnwinder<'a> {
         st.leaf
     }
 
+    #[inline]
     fn switch_to(&mut self, st: &mut State, address: u64) {
         if st.address == address {
             return;
@@ -711,12 +712,17 @@ impl<'a> VirtualUnwinder<'a> {
     }
 
     /// The context of frame `id` of the kept trie in `counters`, interned on first use.
+    #[inline]
     fn context_of(&mut self, id: FrameId, counters: &mut CounterTable) -> ContextId {
-        if let Some(&c) = self.kept.contexts.get(id as usize) {
-            if c != NO_CONTEXT {
-                return c;
-            }
+        match self.kept.contexts.get(id as usize) {
+            Some(&c) if c != NO_CONTEXT => c,
+            _ => self.intern_context(id, counters),
         }
+    }
+
+    /// [`Self::context_of`] of a frame whose context is not interned yet.
+    #[inline(never)]
+    fn intern_context(&mut self, id: FrameId, counters: &mut CounterTable) -> ContextId {
         self.kept.key.clear();
         let mut f = id;
         while f != ROOT {

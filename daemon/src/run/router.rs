@@ -263,7 +263,11 @@ impl Router {
         let mut hits: Vec<usize> = Vec::new();
         let mut last: Option<usize> = None;
         let batch_len = events.len();
-        for event in events {
+        let mut events = events.into_iter().peekable();
+        while let Some(event) = events.next() {
+            if let Some(PerfEvent::Sample(next)) = events.peek() {
+                next.prefetch();
+            }
             match event {
                 PerfEvent::SideBand(e) => {
                     self.stats.side_band += 1;

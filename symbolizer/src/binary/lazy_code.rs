@@ -293,6 +293,38 @@ impl LazyCode {
         }
     }
 
+    /// [`CodeLayout::is_code`] of an address the memo has no answer for: decoded, and
+    /// the answer kept.
+    #[inline(never)]
+    fn is_code_decoded(&self, addr: u64) -> bool {
+        let code = self.extent_of(addr).is_some_and(|k| {
+            let start = self.extents[k].plan.start;
+            self.decode(k).starts.contains(addr - start)
+        });
+        self.remember(&self.code_answers, addr, u8::from(code));
+        code
+    }
+
+    /// [`CodeLayout::call_before_return_address`] of a return address the memo has no
+    /// answer for: decoded, and the answer kept when it fits.
+    #[inline(never)]
+    fn call_before_decoded(&self, ret: u64) -> Option<u64> {
+        let call = self
+            .before(ret)
+            .filter(|&prev| self.kind_at(prev) & KIND_CALL != 0)
+            .map(|prev| self.address(prev));
+        // Kept when the distance fits the answer's byte (a call ends at the return
+        // address, and is at most 15 bytes long; a call before a gap is asked again).
+        let distance = match call {
+            None => Some(0),
+            Some(c) => u8::try_from(ret.wrapping_sub(c)).ok().filter(|&d| d != 0),
+        };
+        if let Some(d) = distance {
+            self.remember(&self.call_answers, ret, d);
+        }
+        call
+    }
+
     /// Instructions decoded so far (over all extents).
     pub fn decoded_instructions(&self) -> usize {
         self.decoded.load(Ordering::Relaxed)
@@ -463,16 +495,14 @@ impl LazyCode {
 }
 
 impl CodeLayout for LazyCode {
+    #[inline]
     fn is_code(&self, addr: u64) -> bool {
-        if let Some(answer) = self.code_answers.get(addr) {
-            return answer != 0;
+        // The memo's answer inlined where it is asked (once per LBR address); the
+        // decode out of line.
+        match self.code_answers.get(addr) {
+            Some(answer) => answer != 0,
+            None => self.is_code_decoded(addr),
         }
-        let code = self.extent_of(addr).is_some_and(|k| {
-            let start = self.extents[k].plan.start;
-            self.decode(k).starts.contains(addr - start)
-        });
-        self.remember(&self.code_answers, addr, u8::from(code));
-        code
     }
 
     fn is_call(&self, addr: u64) -> bool {
@@ -575,27 +605,15 @@ impl CodeLayout for LazyCode {
         ))
     }
 
+    #[inline]
     fn call_before_return_address(&self, ret: u64) -> Option<u64> {
         if ret == EXTERNAL_ADDR {
             return Some(EXTERNAL_ADDR);
         }
-        if let Some(distance) = self.call_answers.get(ret) {
-            return (distance != 0).then(|| ret - u64::from(distance));
+        match self.call_answers.get(ret) {
+            Some(distance) => (distance != 0).then(|| ret - u64::from(distance)),
+            None => self.call_before_decoded(ret),
         }
-        let call = self
-            .before(ret)
-            .filter(|&prev| self.kind_at(prev) & KIND_CALL != 0)
-            .map(|prev| self.address(prev));
-        // Kept when the distance fits the answer's byte (a call ends at the return
-        // address, and is at most 15 bytes long; a call before a gap is asked again).
-        let distance = match call {
-            None => Some(0),
-            Some(c) => u8::try_from(ret.wrapping_sub(c)).ok().filter(|&d| d != 0),
-        };
-        if let Some(d) = distance {
-            self.remember(&self.call_answers, ret, d);
-        }
-        call
     }
 }
 
