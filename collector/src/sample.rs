@@ -6,7 +6,11 @@
 /// `flags` is the third u64 of the kernel's `struct perf_branch_entry` verbatim
 /// (bit 0 mispred, bit 1 predicted, bit 2 in_tx, bit 3 abort, bits 4..19 cycles,
 /// bits 20..23 type, ...), so a record can be written back byte-for-byte.
+///
+/// `repr(C)`: laid out as the kernel's entry (three native-endian words), so the SAMPLE
+/// parser copies a branch stack in one go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(C)]
 pub struct LbrEntry {
     /// Address of the branch instruction.
     pub from: u64,

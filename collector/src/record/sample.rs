@@ -196,18 +196,43 @@ pub fn parse_sample_record_into(
             });
         }
         let entries = c.bytes(nr as usize * BRANCH_ENTRY_SIZE, "branch_stack.entries")?;
-        r.sample
-            .lbr
-            .extend(entries.chunks_exact(BRANCH_ENTRY_SIZE).map(|e| LbrEntry {
-                from: u64::from_le_bytes(e[0..8].try_into().expect("8")),
-                to: u64::from_le_bytes(e[8..16].try_into().expect("8")),
-                flags: u64::from_le_bytes(e[16..24].try_into().expect("8")),
-            }));
+        extend_branch_entries(&mut r.sample.lbr, entries);
         if layout.has_branch_counters() {
             c.skip(nr as usize * 8, "branch_stack.counters")?;
         }
     }
     read_tail(&mut c, layout, r)
+}
+
+/// Appends the `perf_branch_entry` records of `bytes` (whole entries, little-endian) to
+/// `out`.
+fn extend_branch_entries(out: &mut Vec<LbrEntry>, bytes: &[u8]) {
+    let n = bytes.len() / BRANCH_ENTRY_SIZE;
+    debug_assert_eq!(bytes.len(), n * BRANCH_ENTRY_SIZE);
+    #[cfg(target_endian = "little")]
+    {
+        const _: () = assert!(std::mem::size_of::<LbrEntry>() == BRANCH_ENTRY_SIZE);
+        out.reserve(n);
+        // SAFETY: `LbrEntry` is `repr(C)` with three `u64` fields and no padding (its size
+        // is the entry's, asserted above), so its bytes are the entry's words in the host's
+        // (little-endian) order and any bytes are a valid value; `reserve` made room for
+        // `n` entries past the length, and a record never overlaps a vector's spare room.
+        unsafe {
+            let len = out.len();
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                out.as_mut_ptr().add(len).cast::<u8>(),
+                n * BRANCH_ENTRY_SIZE,
+            );
+            out.set_len(len + n);
+        }
+    }
+    #[cfg(not(target_endian = "little"))]
+    out.extend(bytes.chunks_exact(BRANCH_ENTRY_SIZE).map(|e| LbrEntry {
+        from: u64::from_le_bytes(e[0..8].try_into().expect("8")),
+        to: u64::from_le_bytes(e[8..16].try_into().expect("8")),
+        flags: u64::from_le_bytes(e[16..24].try_into().expect("8")),
+    }));
 }
 
 /// Empties `r` for [`parse_sample_record_into`], keeping the vectors' capacity.
@@ -482,6 +507,45 @@ mod tests {
             }
         );
         assert!(s.lbr[0].predicted() && !s.lbr[0].mispredicted());
+    }
+
+    /// Branch entries are read as the kernel's little-endian words (each word's bytes
+    /// differ, so a swapped or shifted word shows), appended after what the vector holds.
+    #[test]
+    fn branch_entries_are_the_records_words() {
+        let words: [u64; 6] = [
+            0x0011_2233_4455_6677,
+            0x8899_aabb_ccdd_eeff,
+            0x0000_0000_0003_0032,
+            0xffff_ffff_ff60_0000,
+            0x0102_0304_0506_0708,
+            u64::MAX,
+        ];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let first = LbrEntry {
+            from: 1,
+            to: 2,
+            flags: 3,
+        };
+        let mut lbr = vec![first];
+        extend_branch_entries(&mut lbr, &bytes);
+        extend_branch_entries(&mut lbr, &[]);
+        assert_eq!(
+            lbr,
+            [
+                first,
+                LbrEntry {
+                    from: words[0],
+                    to: words[1],
+                    flags: words[2],
+                },
+                LbrEntry {
+                    from: words[3],
+                    to: words[4],
+                    flags: words[5],
+                },
+            ]
+        );
     }
 
     #[test]
