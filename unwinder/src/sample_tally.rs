@@ -168,15 +168,7 @@ impl SampleTally {
                 hashes[i % LOOKAHEAD] = self.hash_and_prefetch(ahead);
             }
             if keep(s) {
-                self.add_hashed(s, hash, |s| {
-                    RepairWitness::of(
-                        &s.callchain,
-                        s.user_stack.as_ref(),
-                        repair,
-                        placement.rebase_for(s.pid),
-                        layout,
-                    )
-                });
+                self.add_hashed(s, hash, placed_witness(repair, placement, layout));
             }
         }
     }
@@ -207,15 +199,7 @@ impl SampleTally {
         placement: &BinaryPlacement,
         layout: &dyn CodeLayout,
     ) {
-        self.add(sample, |s| {
-            RepairWitness::of(
-                &s.callchain,
-                s.user_stack.as_ref(),
-                repair,
-                placement.rebase_for(s.pid),
-                layout,
-            )
-        });
+        self.add(sample, placed_witness(repair, placement, layout));
     }
 
     /// True when `e` stands for `s`: the same call chain, branch sources and targets and,
@@ -307,6 +291,24 @@ impl SampleTally {
         self.words.clear();
         self.by_hash.clear();
         self.occurrences = 0;
+    }
+}
+
+/// The witness [`RepairWitness::of`] gives a sample when the binary is placed by
+/// `placement` (`repair`: call chains are repaired).
+fn placed_witness<'a>(
+    repair: bool,
+    placement: &'a BinaryPlacement,
+    layout: &'a dyn CodeLayout,
+) -> impl Fn(&Sample) -> RepairWitness + 'a {
+    move |s| {
+        RepairWitness::of(
+            &s.callchain,
+            s.user_stack.as_ref(),
+            repair,
+            placement.rebase_for(s.pid),
+            layout,
+        )
     }
 }
 
