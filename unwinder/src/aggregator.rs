@@ -1596,9 +1596,7 @@ mod tests {
                 let expected = fresh.finish();
                 let warm = mapped_aggregator(&l, 1);
                 let mut tally = SampleTally::with_capacity(false, batch.len());
-                for s in batch {
-                    tally.add_placed(s, false, &warm.placement, &l);
-                }
+                tally.add_all_placed(batch, |_| true, false, &warm.placement, &l);
                 let (left, mut stats) = warm.count_tally_kept(&tally, &mut kept);
                 assert!(left.is_none(), "counted into the kept table");
                 let got = kept.take_counters(&l);

@@ -63,7 +63,8 @@ pub struct SampleTally {
     /// Each entry's branch sources and targets, then its call chain.
     words: Vec<u64>,
     /// Hash → the newest entry with it (older ones through [`TallyEntry::next`]) and
-    /// where its words start.
+    /// where its words start (its `at`, kept here too so that a lookahead fetches the
+    /// words without waiting for the entry).
     by_hash: HashMap<u64, (u32, usize), FxBuildHasher>,
     occurrences: u64,
 }
@@ -140,7 +141,9 @@ impl SampleTally {
         self.by_hash.insert(hash, (index, words_at));
     }
 
-    /// [`Self::add_placed`] of each sample of `samples` that `keep` keeps, in order.
+    /// [`Self::add`] of each sample of `samples` that `keep` keeps, in order, with the
+    /// witness [`RepairWitness::of`] gives it when the binary is placed by `placement`
+    /// (`repair`: call chains are repaired).
     ///
     /// Adding a sample that repeats an entry is mostly waiting for the entry's words (the
     /// store is megabytes, far from the core) and for the sample's own: the samples are
@@ -188,18 +191,6 @@ impl SampleTally {
             );
         }
         hash
-    }
-
-    /// [`Self::add`] with the witness [`RepairWitness::of`] gives the sample when the
-    /// binary is placed by `placement` (`repair`: call chains are repaired).
-    pub fn add_placed(
-        &mut self,
-        sample: &Sample,
-        repair: bool,
-        placement: &BinaryPlacement,
-        layout: &dyn CodeLayout,
-    ) {
-        self.add(sample, placed_witness(repair, placement, layout));
     }
 
     /// True when `e` stands for `s`: the same call chain, branch sources and targets and,
@@ -440,7 +431,7 @@ mod tests {
             for (n, shift) in [(2, 0), (LOOKAHEAD + 1, 3), (40, 1), (3 * LOOKAHEAD, 5)] {
                 let samples = batch(n, shift);
                 for s in samples.iter().filter(|s| !s.lbr.is_empty()) {
-                    one_by_one.add_placed(s, false, &placement, &layout);
+                    one_by_one.add(s, placed_witness(false, &placement, &layout));
                 }
                 let keep = |s: &Sample| {
                     left_out += usize::from(s.lbr.is_empty());
