@@ -75,7 +75,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use collector::live::{EventBatch, ReaderStats, RecordDecoder, RingBuffer, SampleRecycler};
+use collector::live::{
+    DrainLimit, EventBatch, ReaderSettings, ReaderStats, RecordDecoder, RingBuffer, SampleRecycler,
+};
 use collector::record::{
     branch_sample_type as bst, sample_type as st, RecordWriter, SampleId, SampleLayout,
     SampleRecord,
@@ -904,12 +906,15 @@ fn replay(
                 if spare.is_empty() {
                     recycler.take(&mut spare, BATCH_EVENTS);
                 }
-                let room = BATCH_EVENTS - events.len();
-                // ~1 KiB per LBR sample: bound the drain so a batch is not overfilled much.
+                // As the reader: a drain fills the batch up to its events, no further.
+                let limit = DrainLimit {
+                    bytes: ReaderSettings::default().max_drain_bytes,
+                    events: BATCH_EVENTS - events.len(),
+                };
                 let drained = decoder.drain_recycling(
                     &mut ring,
                     &mut scratch,
-                    room as u64 * 1024,
+                    limit,
                     &mut events,
                     &mut spare,
                     &stats,

@@ -59,7 +59,7 @@ struct CountingAsFed<'a> {
     counters: Vec<PartCounter<'a>>,
     counted: CountedSamples,
     /// The fingerprint's buffer of the one-thread path.
-    scratch: Vec<u8>,
+    scratch: Vec<u64>,
 }
 
 impl<'a> Aggregator<'a> {
@@ -427,7 +427,7 @@ impl<'a> Aggregator<'a> {
         // The statistics of preparing, and the first error (by part) with its part.
         let outcome: Mutex<(UnwindStats, Option<(usize, UnwindError)>)> =
             Mutex::new((UnwindStats::default(), None));
-        type State<'c, T> = (T, Sample, PerfSample, Vec<u8>, PartCounter<'c>);
+        type State<'c, T> = (T, Sample, PerfSample, Vec<u64>, PartCounter<'c>);
         let new_state = || {
             let counter = idle
                 .lock()

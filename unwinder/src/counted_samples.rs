@@ -40,9 +40,9 @@ impl CountedSamples {
         self.len() == 0
     }
 
-    /// Records `sample` (its words encoded into `scratch`, a buffer the caller reuses) and
+    /// Records `sample` (its words gathered into `scratch`, a buffer the caller reuses) and
     /// tells whether it is its first occurrence. Threads may call it at once.
-    pub fn first_occurrence(&self, sample: &PerfSample, scratch: &mut Vec<u8>) -> bool {
+    pub fn first_occurrence(&self, sample: &PerfSample, scratch: &mut Vec<u64>) -> bool {
         let key = fingerprint(sample, scratch);
         self.seen
             .lock()
@@ -52,16 +52,22 @@ impl CountedSamples {
 }
 
 /// xxh3-128 of the sample's branch count, branches and call stack, as little-endian words.
-fn fingerprint(sample: &PerfSample, bytes: &mut Vec<u8>) -> u128 {
-    bytes.clear();
-    bytes.extend_from_slice(&(sample.lbr.len() as u64).to_le_bytes());
-    for b in &sample.lbr {
-        bytes.extend_from_slice(&b.source.to_le_bytes());
-        bytes.extend_from_slice(&b.target.to_le_bytes());
-    }
-    for f in &sample.call_stack {
-        bytes.extend_from_slice(&f.to_le_bytes());
-    }
+fn fingerprint(sample: &PerfSample, words: &mut Vec<u64>) -> u128 {
+    // Gathered as words (one capacity check for the sample) and hashed as their bytes.
+    words.clear();
+    words.reserve(1 + 2 * sample.lbr.len() + sample.call_stack.len());
+    words.push((sample.lbr.len() as u64).to_le());
+    words.extend(
+        sample
+            .lbr
+            .iter()
+            .flat_map(|b| [b.source.to_le(), b.target.to_le()]),
+    );
+    words.extend(sample.call_stack.iter().map(|f| f.to_le()));
+    // SAFETY: the words are initialized memory, viewed as the bytes they occupy (`u8`
+    // has no alignment to keep and every byte value is valid); the view ends with
+    // the borrow of `words`.
+    let bytes = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) };
     xxhash_rust::xxh3::xxh3_128(bytes)
 }
 

@@ -20,6 +20,12 @@ use crate::BinaryPlacement;
 /// count its held samples when the budget is exceeded.
 pub const MAX_HELD_BYTES: usize = 4 << 20;
 
+/// The distinct samples a held tally has room for when it is made: about what
+/// [`MAX_HELD_BYTES`] holds of LBR samples, so that filling it never grows (copies) its
+/// entries or rehashes its index in the middle of a feed. Reserved, not written: the
+/// pages cost memory as the entries fill them.
+pub const HELD_ENTRY_ROOM: usize = MAX_HELD_BYTES / 640;
+
 /// Samples of one binary held, all placed by the same mappings and in the same window.
 pub(crate) struct HeldSamples {
     /// The window the samples fall in.

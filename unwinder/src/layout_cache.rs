@@ -188,16 +188,12 @@ impl<'a> LayoutCache<'a> {
         *s
     }
 
-    /// [`CodeLayout::is_call`].
+    /// Whether the instruction at `addr` is a call and whether it is a return
+    /// ([`CodeLayout::is_call`], [`CodeLayout::is_return`]): one slot for both.
     #[inline]
-    pub fn is_call(&mut self, addr: u64) -> bool {
-        self.branch(addr).call
-    }
-
-    /// [`CodeLayout::is_return`].
-    #[inline]
-    pub fn is_return(&mut self, addr: u64) -> bool {
-        self.branch(addr).ret
+    pub fn call_or_return(&mut self, addr: u64) -> (bool, bool) {
+        let b = self.branch(addr);
+        (b.call, b.ret)
     }
 
     /// [`CodeLayout::previous_instruction`].
@@ -275,8 +271,11 @@ mod tests {
         // Twice over many addresses, so that slots are hit, reused and overwritten.
         for _ in 0..2 {
             for a in (0..0x20u64).chain((0..20_000).map(|k| 0x1000 + 7 * k)) {
-                assert_eq!(cache.is_call(a), layout.is_call(a), "{a:#x}");
-                assert_eq!(cache.is_return(a), layout.is_return(a), "{a:#x}");
+                assert_eq!(
+                    cache.call_or_return(a),
+                    (layout.is_call(a), layout.is_return(a)),
+                    "{a:#x}"
+                );
                 assert_eq!(
                     cache.previous_instruction(a),
                     layout.previous_instruction(a),
@@ -301,7 +300,7 @@ mod tests {
                 }
             }
         }
-        assert!(!cache.is_call(EMPTY) && !cache.is_return(EMPTY));
+        assert_eq!(cache.call_or_return(EMPTY), (false, false));
         assert_eq!(
             cache.previous_instruction(EMPTY),
             layout.previous_instruction(EMPTY)

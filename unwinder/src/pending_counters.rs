@@ -74,14 +74,16 @@ impl PendingCounters {
 /// iteration), else appends it. Counts wrap, as the counter table's do.
 #[inline]
 pub(crate) fn add_or_push<K: Copy + PartialEq>(entries: &mut Vec<(K, u64)>, key: K, count: u64) {
+    // The two candidates compared one by one, not through an iterator over a slice of
+    // them: this runs twice for every LBR entry of every sample unwound.
     let n = entries.len();
-    for e in entries[n.saturating_sub(2)..].iter_mut().rev() {
-        if e.0 == key {
-            e.1 = e.1.wrapping_add(count);
-            return;
-        }
+    if n >= 1 && entries[n - 1].0 == key {
+        entries[n - 1].1 = entries[n - 1].1.wrapping_add(count);
+    } else if n >= 2 && entries[n - 2].0 == key {
+        entries[n - 2].1 = entries[n - 2].1.wrapping_add(count);
+    } else {
+        entries.push((key, count));
     }
-    entries.push((key, count));
 }
 
 #[cfg(test)]

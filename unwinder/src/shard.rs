@@ -354,8 +354,11 @@ impl BinaryShard {
                     window,
                     mappings: sorted.iter().map(|&m| m.clone()).collect(),
                     placement,
-                    tally: SampleTally::with_capacity(by_process, 0)
-                        .with_word_room(crate::held_samples::MAX_HELD_BYTES / 8 + (1 << 16)),
+                    tally: SampleTally::with_capacity(
+                        by_process,
+                        crate::held_samples::HELD_ENTRY_ROOM,
+                    )
+                    .with_word_room(crate::held_samples::MAX_HELD_BYTES / 8 + (1 << 16)),
                 })
             }
         };

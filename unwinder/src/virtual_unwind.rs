@@ -367,11 +367,10 @@ impl<'a> VirtualUnwinder<'a> {
             let src = br.source;
             let from_external_call_site =
                 src == EXTERNAL_ADDR && self.call_for_frame(br.target) != 0;
-            if !st.invalid
-                && (self.cache.is_call(src) || (src == EXTERNAL_ADDR && !from_external_call_site))
-            {
+            let (is_call, is_return) = self.cache.call_or_return(src);
+            if !st.invalid && (is_call || (src == EXTERNAL_ADDR && !from_external_call_site)) {
                 self.unwind_call(&mut st, src, stats);
-            } else if !st.invalid && (self.cache.is_return(src) || from_external_call_site) {
+            } else if !st.invalid && (is_return || from_external_call_site) {
                 let call = self.call_for_frame(br.target);
                 self.switch_to(&mut st, call);
                 let caller = self.leaf(&mut st);

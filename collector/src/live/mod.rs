@@ -30,8 +30,8 @@ pub use capability::{PlanSettings, PmuCapabilities, SamplingMode, SamplingPlan};
 pub use error::LiveError;
 pub use perf_event::PerfEventFd;
 pub use reader::{
-    run_reader, run_reader_recycling, EventBatch, ReaderCounts, ReaderSettings, ReaderStats,
-    RecordDecoder,
+    run_reader, run_reader_recycling, DrainLimit, EventBatch, ReaderCounts, ReaderSettings,
+    ReaderStats, RecordDecoder,
 };
 pub use recycle::SampleRecycler;
 pub use ring::{RecordHeader, RingBuffer};

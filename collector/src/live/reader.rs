@@ -189,25 +189,31 @@ impl RecordDecoder {
         out: &mut Vec<PerfEvent>,
         stats: &ReaderStats,
     ) -> u64 {
-        self.drain_recycling(ring, scratch, max_bytes, out, &mut Vec::new(), stats)
+        let limit = DrainLimit {
+            bytes: max_bytes,
+            events: usize::MAX,
+        };
+        self.drain_recycling(ring, scratch, limit, out, &mut Vec::new(), stats)
     }
 
-    /// [`RecordDecoder::drain`], parsing samples into the samples of `spare` (taken from
-    /// its end) while it has some, so their vectors' allocations are reused.
+    /// [`RecordDecoder::drain`] within `limit`, parsing samples into the samples of `spare`
+    /// (taken from its end) while it has some, so their vectors' allocations are reused.
     pub fn drain_recycling(
         &self,
         ring: &mut RingBuffer,
         scratch: &mut Vec<u8>,
-        max_bytes: u64,
+        limit: DrainLimit,
         out: &mut Vec<PerfEvent>,
         spare: &mut Vec<Sample>,
         stats: &ReaderStats,
     ) -> u64 {
         let mut counts = DecodeCounts::default();
-        let result = ring.drain(scratch, max_bytes, |h, body| {
+        let full = out.len().saturating_add(limit.events);
+        let result = ring.drain_while(scratch, limit.bytes, |h, body| {
             if let Some(e) = self.decode_counted(h, body, spare, &mut counts) {
                 out.push(e);
             }
+            out.len() < full
         });
         counts.publish(stats);
         match result {
@@ -221,6 +227,17 @@ impl RecordDecoder {
             }
         }
     }
+}
+
+/// How much one drain reads at most: the ring's bytes, and the events it adds (a reader
+/// fills a batch allocated for its events without growing it: a batch of samples is
+/// hundreds of kilobytes, and growing one copied them all).
+#[derive(Clone, Copy, Debug)]
+pub struct DrainLimit {
+    /// Bytes of the ring.
+    pub bytes: u64,
+    /// Events added to the output.
+    pub events: usize,
 }
 
 /// Per-drain tallies, added to [`ReaderStats`] at the end of the drain.
@@ -329,10 +346,14 @@ pub fn run_reader_recycling(
         if spare.is_empty() {
             recycler.take(&mut spare, settings.batch_events);
         }
+        let limit = DrainLimit {
+            bytes: settings.max_drain_bytes,
+            events: settings.batch_events.saturating_sub(events.len()).max(1),
+        };
         let bytes = decoder.drain_recycling(
             &mut ring,
             &mut scratch,
-            settings.max_drain_bytes,
+            limit,
             &mut events,
             &mut spare,
             &stats,
@@ -466,10 +487,14 @@ mod tests {
         let mut spare = vec![used];
         let stats = ReaderStats::default();
         let mut out = Vec::new();
+        let all = DrainLimit {
+            bytes: u64::MAX,
+            events: usize::MAX,
+        };
         RecordDecoder::new(layout).drain_recycling(
             &mut ring,
             &mut Vec::new(),
-            u64::MAX,
+            all,
             &mut out,
             &mut spare,
             &stats,
@@ -487,6 +512,59 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(stats.snapshot().samples, 2);
+    }
+
+    #[test]
+    fn a_drain_stops_at_its_event_limit_and_the_next_goes_on() {
+        let layout = SampleLayout::new(st::IP | st::TID, 0, 0, true);
+        let w = RecordWriter::new(layout);
+        let mut bytes = Vec::new();
+        for ip in [0x401100, 0x401200, 0x401300] {
+            let r = SampleRecord {
+                sample: Sample {
+                    pid: 7,
+                    tid: 7,
+                    ip,
+                    count: 1,
+                    ..Sample::default()
+                },
+                ..SampleRecord::default()
+            };
+            w.write_sample(&mut bytes, 2, &r).unwrap();
+        }
+        let record = bytes.len() as u64 / 3;
+        let mut ring = RingBuffer::in_memory(1, 4096).unwrap();
+        assert_eq!(ring.write_as_kernel(&bytes), bytes.len());
+        let stats = ReaderStats::default();
+        let decoder = RecordDecoder::new(layout);
+        let ips = |out: &[PerfEvent]| -> Vec<u64> {
+            out.iter()
+                .map(|e| match e {
+                    PerfEvent::Sample(s) => s.ip,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        // One event already in the batch, room for one more: the drain reads one record
+        // and leaves the other two in the ring.
+        let mut out = vec![PerfEvent::Sample(Sample::default())];
+        let limit = DrainLimit {
+            bytes: u64::MAX,
+            events: 1,
+        };
+        let drained = decoder.drain_recycling(
+            &mut ring,
+            &mut Vec::new(),
+            limit,
+            &mut out,
+            &mut Vec::new(),
+            &stats,
+        );
+        assert_eq!((drained, ips(&out)), (record, vec![0, 0x401100]));
+        let mut out = Vec::new();
+        let drained = decoder.drain(&mut ring, &mut Vec::new(), u64::MAX, &mut out, &stats);
+        assert_eq!((drained, ips(&out)), (2 * record, vec![0x401200, 0x401300]));
+        assert_eq!(stats.snapshot().samples, 3);
     }
 
     #[test]

@@ -315,6 +315,20 @@ impl RingBuffer {
         max_bytes: u64,
         mut f: impl FnMut(RecordHeader, &[u8]),
     ) -> Result<DrainStats, LiveError> {
+        self.drain_while(scratch, max_bytes, |h, body| {
+            f(h, body);
+            true
+        })
+    }
+
+    /// [`RingBuffer::drain`], stopping after the record for which `f` returns false (the
+    /// records after it stay in the ring for the next drain).
+    pub fn drain_while(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        max_bytes: u64,
+        mut f: impl FnMut(RecordHeader, &[u8]) -> bool,
+    ) -> Result<DrainStats, LiveError> {
         let head = self.head();
         let start = self.tail();
         let mut tail = start;
@@ -347,21 +361,24 @@ impl RingBuffer {
                 });
             }
             let off = (tail & mask) as usize;
-            if off as u64 + size <= self.data_size {
+            let more = if off as u64 + size <= self.data_size {
                 // SAFETY: the record lies inside the data area, between tail and head.
                 let bytes = unsafe {
                     std::slice::from_raw_parts(self.data.as_ptr().add(off), size as usize)
                 };
-                f(header, &bytes[8..]);
+                f(header, &bytes[8..])
             } else {
                 scratch.clear();
                 scratch.resize(size as usize, 0);
                 self.copy_out(tail, scratch);
                 stats.wrapped += 1;
-                f(header, &scratch[8..]);
-            }
+                f(header, &scratch[8..])
+            };
             stats.records += 1;
             tail += size;
+            if !more {
+                break Ok(());
+            }
         };
         let new_tail = if result.is_err() { head } else { tail };
         stats.bytes = new_tail - start;

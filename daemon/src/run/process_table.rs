@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use collector::{Mmap2Event, SideBandEvent};
+use rustc_hash::FxBuildHasher;
 
 /// One process.
 #[derive(Clone, Debug, Default)]
@@ -49,7 +50,9 @@ impl Process {
 /// Every known process.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessTable {
-    processes: HashMap<u32, Process>,
+    /// By pid; looked up for every sample routed, so hashed with Fx, not SipHash (pids
+    /// are not chosen by an adversary who could make them collide).
+    processes: HashMap<u32, Process, FxBuildHasher>,
 }
 
 impl ProcessTable {

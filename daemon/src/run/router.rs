@@ -41,6 +41,7 @@ use std::sync::{Arc, Mutex};
 use collector::live::proc_scan::binary_candidates;
 use collector::process_maps::read_maps;
 use collector::{BuildId, Mmap2Event, PerfEvent, Sample, SideBandEvent};
+use rustc_hash::FxBuildHasher;
 use symbolizer::elf_image::{build_id_from_program_headers, ElfFacts, MAX_ELF_BYTES};
 
 use super::filters::{ProcessFacts, ProcessFilter};
@@ -259,7 +260,7 @@ impl Router {
     pub fn route(&mut self, events: Vec<PerfEvent>, now_secs: u64) -> Vec<(usize, SampleGroup)> {
         let mut groups: Vec<SampleGroup> = Vec::new();
         // pid → indices of its groups (one per binary; usually one).
-        let mut by_pid: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut by_pid: HashMap<u32, Vec<usize>, FxBuildHasher> = HashMap::default();
         let mut hits: Vec<usize> = Vec::new();
         let mut last: Option<usize> = None;
         let batch_len = events.len();

@@ -405,6 +405,11 @@ impl Worker {
                         b.take();
                     }
                 }
+                // Room for the whole coalesced feed at once: each growth of a group
+                // copies every sample in it (hundreds of bytes each).
+                let want =
+                    (held.samples.len() + g.samples.len()).max(self.settings.coalesce_samples);
+                held.samples.reserve(want - held.samples.len());
                 held.samples.extend(g.samples);
                 held
             }
