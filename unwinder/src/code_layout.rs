@@ -98,6 +98,15 @@ pub trait CodeLayout: Sync {
         None
     }
 
+    /// [`CodeLayout::is_code`] of each of `addrs`, into `out` (as long as `addrs`): one
+    /// call for a sample's addresses, so that a layout answers them from its tables
+    /// without a dynamic call per address.
+    fn is_code_each(&self, addrs: &[u64], out: &mut [bool]) {
+        for (&a, o) in addrs.iter().zip(out) {
+            *o = self.is_code(a);
+        }
+    }
+
     /// The instruction-start bitmap behind [`CodeLayout::is_code`], when the layout has
     /// one: sample preparation checks every LBR address, and a direct bit test there
     /// saves a dynamic call per address.

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use rustc_hash::FxBuildHasher;
+
 /// A calling context as addresses, outermost caller first.
 ///
 /// * [`CounterKind::Flat`]: always empty.
@@ -60,8 +62,9 @@ impl ContextCounters {
 pub struct CounterSet {
     /// What the context keys mean.
     pub kind: CounterKind,
-    /// Counters per context.
-    pub contexts: HashMap<ContextKey, ContextCounters>,
+    /// Counters per context (hashed with Fx: a window's contexts are looked up once per
+    /// counter as they are settled and expanded).
+    pub contexts: HashMap<ContextKey, ContextCounters, FxBuildHasher>,
 }
 
 impl CounterSet {
@@ -69,7 +72,7 @@ impl CounterSet {
     pub fn new(kind: CounterKind) -> CounterSet {
         CounterSet {
             kind,
-            contexts: HashMap::new(),
+            contexts: HashMap::default(),
         }
     }
 

@@ -119,30 +119,47 @@ pub fn extract_lbr_stack_into(
     out: &mut Vec<Branch>,
 ) {
     out.clear();
-    let is_code = code_test(layout);
-    for e in entries {
-        let source = rebase.canonical(e.from);
-        let target = rebase.canonical(e.to);
-        // Target first: an entry's source lies in the function the next (older) entry's
-        // target does (the range between them), so each source and the following target
-        // are asked one after the other, where a layout's last-found function answers.
-        let target_internal = is_code(target);
-        let source_internal = is_code(source);
-        if !source_internal && !target_internal {
-            continue;
+    // The addresses asked of the layout a chunk of entries at a time (target, then
+    // source: an entry's source lies in the function the next entry's target does, so
+    // each source and the following target are asked one after the other, where a
+    // layout's last-found function answers).
+    const CHUNK: usize = 16;
+    let bitmap = layout.code_bitmap();
+    let mut addrs = [0u64; 2 * CHUNK];
+    let mut code = [false; 2 * CHUNK];
+    for chunk in entries.chunks(CHUNK) {
+        let n = 2 * chunk.len();
+        for (e, pair) in chunk.iter().zip(addrs.chunks_exact_mut(2)) {
+            pair[0] = rebase.canonical(e.to);
+            pair[1] = rebase.canonical(e.from);
         }
-        out.push(Branch {
-            source: if source_internal {
-                source
-            } else {
-                EXTERNAL_ADDR
-            },
-            target: if target_internal {
-                target
-            } else {
-                EXTERNAL_ADDR
-            },
-        });
+        match &bitmap {
+            Some(b) => {
+                for (&a, c) in addrs[..n].iter().zip(&mut code[..n]) {
+                    *c = b.contains(a);
+                }
+            }
+            None => layout.is_code_each(&addrs[..n], &mut code[..n]),
+        }
+        for k in 0..chunk.len() {
+            let (target, source) = (addrs[2 * k], addrs[2 * k + 1]);
+            let (target_internal, source_internal) = (code[2 * k], code[2 * k + 1]);
+            if !source_internal && !target_internal {
+                continue;
+            }
+            out.push(Branch {
+                source: if source_internal {
+                    source
+                } else {
+                    EXTERNAL_ADDR
+                },
+                target: if target_internal {
+                    target
+                } else {
+                    EXTERNAL_ADDR
+                },
+            });
+        }
     }
 }
 

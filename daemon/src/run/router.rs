@@ -486,9 +486,9 @@ impl Router {
         match self.route_by {
             RouteBy::LeadingIp => touched_mappings(&process.mappings, [s.ip], kept),
             RouteBy::BranchStack => {
-                let (lo, hi) = address_span(&s.lbr);
-                match mapping_index(&process.mappings, lo) {
-                    Some(i) if hi < mapping_end(&process.mappings[i]) => kept.push(i),
+                let first = s.lbr.first().map_or(0, |e| e.from);
+                match mapping_index(&process.mappings, first) {
+                    Some(i) if all_within(&s.lbr, &process.mappings[i]) => kept.push(i),
                     _ => touched_mappings(
                         &process.mappings,
                         s.lbr.iter().flat_map(|e| [e.from, e.to]),
@@ -500,18 +500,13 @@ impl Router {
     }
 }
 
-/// The lowest and the highest address of a branch stack (sources and targets).
-fn address_span(lbr: &[collector::LbrEntry]) -> (u64, u64) {
-    // Branch-free min/max, sources and targets in separate accumulators (shorter
-    // dependency chains); far cheaper than a mapping lookup per address.
-    let (mut lo_from, mut lo_to, mut hi_from, mut hi_to) = (u64::MAX, u64::MAX, 0, 0);
-    for e in lbr {
-        lo_from = lo_from.min(e.from);
-        lo_to = lo_to.min(e.to);
-        hi_from = hi_from.max(e.from);
-        hi_to = hi_to.max(e.to);
-    }
-    (lo_from.min(lo_to), hi_from.max(hi_to))
+/// True when every source and target of a branch stack lies in mapping `m` (most
+/// branch stacks stay in one binary): one subtraction and compare per address, where a
+/// mapping lookup per address would be a binary search.
+fn all_within(lbr: &[collector::LbrEntry], m: &Mmap2Event) -> bool {
+    let (base, span) = (m.addr, mapping_end(m) - m.addr);
+    lbr.iter()
+        .all(|e| e.from.wrapping_sub(base) < span && e.to.wrapping_sub(base) < span)
 }
 
 /// The end (exclusive) of mapping `m`.

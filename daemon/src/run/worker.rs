@@ -389,27 +389,27 @@ impl Worker {
     }
 
     /// Holds `g` with the held group of its binary when they can be fed together (same
-    /// process mappings, same window), else feeds the held group and holds `g`; feeds
-    /// when the held group reaches `coalesce_samples`.
+    /// process mappings, same window, room for both in the held group's
+    /// `coalesce_samples`), else feeds the held group and holds `g`; feeds when the held
+    /// group reaches `coalesce_samples`.
     fn feed(&mut self, g: SampleGroup) {
         let window = self.settings.windows.window_secs.max(1);
         let id = &g.binary.build_id;
         let g = match self.pending.remove(id) {
+            // Merged while the held group has room: growing a group copies every sample
+            // in it (over a hundred bytes each), so a group is held with room for a
+            // coalesced feed, and fed rather than grown.
             Some(mut held)
                 if held.pid == g.pid
                     && held.now_secs / window == g.now_secs / window
-                    && held.mappings == g.mappings =>
+                    && held.mappings == g.mappings
+                    && held.samples.len() + g.samples.len() <= held.samples.capacity() =>
             {
                 if !Arc::ptr_eq(&held.binary, &g.binary) {
                     if let Ok(mut b) = g.binary.bytes.lock() {
                         b.take();
                     }
                 }
-                // Room for the whole coalesced feed at once: each growth of a group
-                // copies every sample in it (hundreds of bytes each).
-                let want =
-                    (held.samples.len() + g.samples.len()).max(self.settings.coalesce_samples);
-                held.samples.reserve(want - held.samples.len());
                 held.samples.extend(g.samples);
                 held
             }
@@ -422,6 +422,9 @@ impl Worker {
         if g.samples.len() >= self.settings.coalesce_samples {
             self.feed_now(g);
         } else {
+            let mut g = g;
+            let room = self.settings.coalesce_samples - g.samples.len();
+            g.samples.reserve_exact(room);
             self.pending.insert(g.binary.build_id.clone(), g);
         }
     }
@@ -1325,6 +1328,65 @@ mod tests {
         let s = w.summaries();
         let libc_now = s.iter().find(|s| s.build_id == id.to_hex()).unwrap();
         assert_eq!(libc_now.offered, 1, "counted anew after the eviction");
+    }
+
+    /// Groups of a binary are held and fed together up to `coalesce_samples`; a group
+    /// that does not fit in the held group's room has the held group fed first.
+    #[test]
+    fn groups_are_held_up_to_a_coalesced_feed_and_fed_rather_than_grown() {
+        let recycler = SampleRecycler::new(100);
+        let mut w = Worker::new(WorkerSettings {
+            coalesce_samples: 4,
+            ..WorkerSettings::unlimited(
+                ShardInput::Lbr(PerfContent::LbrStack),
+                std::env::temp_dir(),
+            )
+        })
+        .with_recycler(recycler.clone());
+        let path = libc_path();
+        let bytes = std::fs::read(&path).unwrap();
+        let binary = ProfiledBinary::from_bytes(&path, &bytes, &LoadOptions::default()).unwrap();
+        let r = Arc::new(BinaryRef::new(
+            binary.build_id().unwrap().clone(),
+            path.to_string_lossy().into_owned(),
+            path.clone(),
+            map_binary(&std::fs::File::open(&path).unwrap()).unwrap(),
+        ));
+        let group = |n: usize| SampleGroup {
+            binary: r.clone(),
+            pid: 1,
+            mappings: Vec::new(),
+            samples: vec![
+                Sample {
+                    pid: 1,
+                    tid: 1,
+                    ip: 2,
+                    callchain: vec![2],
+                    lbr: vec![LbrEntry {
+                        from: 1,
+                        to: 2,
+                        flags: 0,
+                    }],
+                    count: 1,
+                    ..Sample::default()
+                };
+                n
+            ],
+            now_secs: 0,
+        };
+        // Held (fed samples go back to the recycler).
+        w.handle(WorkItem::Samples(group(3)));
+        assert_eq!(recycler.len(), 0);
+        // 3 + 3 exceed the room of 4: the held 3 are fed, the new 3 held.
+        w.handle(WorkItem::Samples(group(3)));
+        assert_eq!(recycler.len(), 3);
+        // 3 + 1 fit and reach 4: fed together.
+        w.handle(WorkItem::Samples(group(1)));
+        assert_eq!(recycler.len(), 7);
+        // A group as large as a feed is fed at once.
+        w.handle(WorkItem::Samples(group(5)));
+        assert_eq!(recycler.len(), 12);
+        assert_eq!(w.summaries()[0].offered, 12);
     }
 
     #[test]

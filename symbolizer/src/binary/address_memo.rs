@@ -34,11 +34,23 @@ impl AddressMemo {
     /// The answer kept for `addr`, if any.
     #[inline]
     pub(crate) fn get(&self, addr: u64) -> Option<u8> {
-        let slots = self.slots.get()?;
+        AddressMemo::get_in(self.table()?, addr)
+    }
+
+    /// The table, once an answer was kept: fetched once to read the answers of many
+    /// addresses ([`AddressMemo::get_in`]).
+    #[inline]
+    pub(crate) fn table(&self) -> Option<&[AtomicU64]> {
+        self.slots.get().map(|t| &**t)
+    }
+
+    /// The answer `table` (an [`AddressMemo::table`]) keeps for `addr`, if any.
+    #[inline]
+    pub(crate) fn get_in(table: &[AtomicU64], addr: u64) -> Option<u8> {
         if addr >= MAX_ADDRESS {
             return None;
         }
-        let word = slots[slot(addr)].load(Ordering::Relaxed);
+        let word = table[slot(addr)].load(Ordering::Relaxed);
         // `addr + 1`: an empty slot (0) holds no address.
         (word >> 8 == addr + 1).then_some(word as u8)
     }

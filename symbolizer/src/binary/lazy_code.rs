@@ -505,6 +505,21 @@ impl CodeLayout for LazyCode {
         }
     }
 
+    fn is_code_each(&self, addrs: &[u64], out: &mut [bool]) {
+        // The memo's table fetched once (again after a decode, which may have made it).
+        let mut table = self.code_answers.table();
+        for (&a, o) in addrs.iter().zip(out) {
+            *o = match table.and_then(|t| AddressMemo::get_in(t, a)) {
+                Some(answer) => answer != 0,
+                None => {
+                    let code = self.is_code_decoded(a);
+                    table = self.code_answers.table();
+                    code
+                }
+            };
+        }
+    }
+
     fn is_call(&self, addr: u64) -> bool {
         self.index_of(addr)
             .is_some_and(|p| self.kind_at(p) & KIND_CALL != 0)
@@ -699,6 +714,18 @@ mod tests {
         assert_eq!(code.previous_instruction(0x1000), None);
         assert_eq!(code.call_before_return_address(0x1006), Some(0x1001));
         assert!(code.is_call(0x1001) && code.is_return(0x1006) && !code.is_code(0x1002));
+        // Asked together, on a fresh layout (the first decode makes the memo's table
+        // mid-way) and again (answers from the memo): what each asked alone answers.
+        let addrs: Vec<u64> = (0x0ff0..0x1030).collect();
+        let alone: Vec<bool> = addrs.iter().map(|&a| code.is_code(a)).collect();
+        assert_eq!(alone.iter().filter(|&&c| c).count(), 5);
+        for together in [&layout(), &code] {
+            for _ in 0..2 {
+                let mut out = vec![false; addrs.len()];
+                together.is_code_each(&addrs, &mut out);
+                assert_eq!(out, alone);
+            }
+        }
         // Range start, the instruction after it, a ret and the one before it.
         let pe: Vec<u64> = (0x1000..0x100a)
             .filter(|&a| code.is_prolog_or_epilog(a))

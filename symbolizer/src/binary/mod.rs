@@ -838,6 +838,17 @@ impl CodeLayout for ProfiledBinary {
         }
     }
 
+    fn is_code_each(&self, addrs: &[u64], out: &mut [bool]) {
+        match &self.lazy {
+            Some(lazy) => lazy.is_code_each(addrs, out),
+            None => {
+                for (&a, o) in addrs.iter().zip(out) {
+                    *o = self.code.contains(a);
+                }
+            }
+        }
+    }
+
     fn is_call(&self, addr: u64) -> bool {
         self.instruction_kind(addr) & disasm::KIND_CALL != 0
     }
