@@ -1330,19 +1330,21 @@ mod tests {
         assert_eq!(libc_now.offered, 1, "counted anew after the eviction");
     }
 
-    /// Groups of a binary are held and fed together up to `coalesce_samples`; a group
-    /// that does not fit in the held group's room has the held group fed first.
-    #[test]
-    fn groups_are_held_up_to_a_coalesced_feed_and_fed_rather_than_grown() {
-        let recycler = SampleRecycler::new(100);
-        let mut w = Worker::new(WorkerSettings {
-            coalesce_samples: 4,
+    /// A worker of LBR stack samples feeding up to `coalesce_samples` at once, handing the
+    /// fed samples to `recycler`.
+    fn recycling_worker(coalesce_samples: usize, recycler: &SampleRecycler) -> Worker {
+        Worker::new(WorkerSettings {
+            coalesce_samples,
             ..WorkerSettings::unlimited(
                 ShardInput::Lbr(PerfContent::LbrStack),
                 std::env::temp_dir(),
             )
         })
-        .with_recycler(recycler.clone());
+        .with_recycler(recycler.clone())
+    }
+
+    /// The system's libc loaded, and a reference to it as the router makes one.
+    fn libc_binary() -> (ProfiledBinary, Arc<BinaryRef>) {
         let path = libc_path();
         let bytes = std::fs::read(&path).unwrap();
         let binary = ProfiledBinary::from_bytes(&path, &bytes, &LoadOptions::default()).unwrap();
@@ -1352,39 +1354,51 @@ mod tests {
             path.clone(),
             map_binary(&std::fs::File::open(&path).unwrap()).unwrap(),
         ));
-        let group = |n: usize| SampleGroup {
+        (binary, r)
+    }
+
+    /// A group of `n` one-branch LBR samples of process 1 in `r`.
+    fn lbr_group(r: &Arc<BinaryRef>, n: usize) -> SampleGroup {
+        let sample = Sample {
+            pid: 1,
+            tid: 1,
+            ip: 2,
+            callchain: vec![2],
+            lbr: vec![LbrEntry {
+                from: 1,
+                to: 2,
+                flags: 0,
+            }],
+            count: 1,
+            ..Sample::default()
+        };
+        SampleGroup {
             binary: r.clone(),
             pid: 1,
             mappings: Vec::new(),
-            samples: vec![
-                Sample {
-                    pid: 1,
-                    tid: 1,
-                    ip: 2,
-                    callchain: vec![2],
-                    lbr: vec![LbrEntry {
-                        from: 1,
-                        to: 2,
-                        flags: 0,
-                    }],
-                    count: 1,
-                    ..Sample::default()
-                };
-                n
-            ],
+            samples: vec![sample; n],
             now_secs: 0,
-        };
+        }
+    }
+
+    /// Groups of a binary are held and fed together up to `coalesce_samples`; a group
+    /// that does not fit in the held group's room has the held group fed first.
+    #[test]
+    fn groups_are_held_up_to_a_coalesced_feed_and_fed_rather_than_grown() {
+        let recycler = SampleRecycler::new(100);
+        let mut w = recycling_worker(4, &recycler);
+        let (_, r) = libc_binary();
         // Held (fed samples go back to the recycler).
-        w.handle(WorkItem::Samples(group(3)));
+        w.handle(WorkItem::Samples(lbr_group(&r, 3)));
         assert_eq!(recycler.len(), 0);
         // 3 + 3 exceed the room of 4: the held 3 are fed, the new 3 held.
-        w.handle(WorkItem::Samples(group(3)));
+        w.handle(WorkItem::Samples(lbr_group(&r, 3)));
         assert_eq!(recycler.len(), 3);
         // 3 + 1 fit and reach 4: fed together.
-        w.handle(WorkItem::Samples(group(1)));
+        w.handle(WorkItem::Samples(lbr_group(&r, 1)));
         assert_eq!(recycler.len(), 7);
         // A group as large as a feed is fed at once.
-        w.handle(WorkItem::Samples(group(5)));
+        w.handle(WorkItem::Samples(lbr_group(&r, 5)));
         assert_eq!(recycler.len(), 12);
         assert_eq!(w.summaries()[0].offered, 12);
     }
@@ -1392,48 +1406,13 @@ mod tests {
     #[test]
     fn fed_samples_go_back_to_the_recycler_and_stripped_libraries_are_decoded() {
         let recycler = SampleRecycler::new(100);
-        let mut w = Worker::new(WorkerSettings {
-            coalesce_samples: 1,
-            ..WorkerSettings::unlimited(
-                ShardInput::Lbr(PerfContent::LbrStack),
-                std::env::temp_dir(),
-            )
-        })
-        .with_recycler(recycler.clone());
+        let mut w = recycling_worker(1, &recycler);
         // (A binary with code is not marked: the replay test in tests/tests/e2e/host/live.rs would
         // lose its samples. Loading this test's own executable takes too long here.)
         let path = libc_path();
         for group in 0..2 {
-            let bytes = std::fs::read(&path).unwrap();
-            let binary =
-                ProfiledBinary::from_bytes(&path, &bytes, &LoadOptions::default()).unwrap();
-            let name = path.to_string_lossy().into_owned();
-            let r = Arc::new(BinaryRef::new(
-                binary.build_id().unwrap().clone(),
-                name,
-                path.clone(),
-                map_binary(&std::fs::File::open(&path).unwrap()).unwrap(),
-            ));
-            let sample = Sample {
-                pid: 1,
-                tid: 1,
-                ip: 2,
-                callchain: vec![2],
-                lbr: vec![LbrEntry {
-                    from: 1,
-                    to: 2,
-                    flags: 0,
-                }],
-                count: 1,
-                ..Sample::default()
-            };
-            w.handle(WorkItem::Samples(SampleGroup {
-                binary: r.clone(),
-                pid: 1,
-                mappings: Vec::new(),
-                samples: vec![sample; 3],
-                now_secs: 0,
-            }));
+            let (binary, r) = libc_binary();
+            w.handle(WorkItem::Samples(lbr_group(&r, 3)));
             assert_eq!(r.is_code_less(), binary.code().is_empty(), "{path:?}");
             // This VM's libc has no symbol table: its code is decoded from the `.eh_frame`
             // function extents, so it is not marked code-less.
