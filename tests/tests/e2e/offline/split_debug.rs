@@ -212,6 +212,31 @@ fn split_debug(name: &str, variant: Variant) {
         // build's (llvm-profgen 19 writes an empty one); a line-table build's has no lines
         // to name, empty as llvm-profgen-19's.
         match variant {
+            // The pre-inliner's size of an inlined function comes from DWARF inline stacks,
+            // which only the debug file has: where a pre-inlining decision hinges on such a
+            // size (a context whose count sits near the threshold at some sampling phase),
+            // the nested profiles part. The contexts and their counts are compared without
+            // the pre-inliner.
+            Variant::Probe if mode == "cs" => {
+                let no_preinliner = |binary: &Path, output: &Path| {
+                    let mut v = args(binary, None, output);
+                    v.push("--csspgo-preinliner=false".into());
+                    v
+                };
+                let (o, t) = (
+                    out("ours.strip-debug-alone"),
+                    out("llvm.full-no-preinliner"),
+                );
+                let mut v = vec!["convert".to_string()];
+                v.extend(no_preinliner(&c.strip_debug, &o));
+                pgo_agent(&v);
+                llvm("llvm-profgen-19", &no_preinliner(&c.full, &t));
+                assert_same(
+                    &what("--strip-debug probe binary alone, against the unstripped build"),
+                    &canonical(&o),
+                    &canonical(&t),
+                );
+            }
             Variant::Probe => assert_same(
                 &what("--strip-debug probe binary alone, against the unstripped build"),
                 &ours(&c.strip_debug, None, &out("ours.strip-debug-alone")),

@@ -536,9 +536,28 @@ fn profile_of_an_old_build_is_stale_in_the_changed_functions() {
 
         let r = verify(&verify_args(&profile, &new_binary, None, &[]));
         let stale: BTreeSet<&str> = r.stale.stale.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(stale, BTreeSet::from(["fib", "sum_tree"]), "{:?}", r.stale);
+        // Both changed functions that the profile has: `fib` always (most of the samples);
+        // `sum_tree` runs briefly, and at some sampling phases (they move with the
+        // recording's path and the host's libc routines) its few samples fall below the
+        // cold threshold and the profile has no `sum_tree`.
+        let text = std::fs::read_to_string(&profile).unwrap();
+        // A profile of `f`: top-level `f:total:head`, or nested `site: f:total` (not a
+        // call target, `site: count f:count`).
+        let has = |f: &str| {
+            let head = format!("{f}:");
+            text.lines().map(str::trim_start).any(|l| {
+                l.starts_with(&head)
+                    || l.split_once(": ").is_some_and(|(site, rest)| {
+                        site.chars().all(|c| c.is_ascii_digit() || c == '.')
+                            && rest.starts_with(&head)
+                    })
+            })
+        };
+        assert!(has("fib"), "{text}");
+        let changed: BTreeSet<&str> = ["fib", "sum_tree"].into_iter().filter(|f| has(f)).collect();
+        assert_eq!(stale, changed, "{:?}", r.stale);
         assert!(r.stale.not_in_binary.is_empty(), "{:?}", r.stale);
-        assert_eq!(r.stale_count(), 2);
+        assert_eq!(r.stale_count(), changed.len());
         for f in &r.stale.stale {
             assert_eq!(f.profile_checksums.len(), 1);
             assert_ne!(f.profile_checksums[0], f.binary_checksum);
