@@ -122,9 +122,9 @@ pub fn extract_lbr_stack_into(
     // The addresses asked of the layout a chunk of entries at a time (target, then
     // source: an entry's source lies in the function the next entry's target does, so
     // each source and the following target are asked one after the other, where a
-    // layout's last-found function answers).
+    // layout's last-found function answers). A layout with a start bitmap answers
+    // `is_code_each` with it.
     const CHUNK: usize = 16;
-    let bitmap = layout.code_bitmap();
     let mut addrs = [0u64; 2 * CHUNK];
     let mut code = [false; 2 * CHUNK];
     for chunk in entries.chunks(CHUNK) {
@@ -133,14 +133,7 @@ pub fn extract_lbr_stack_into(
             pair[0] = rebase.canonical(e.to);
             pair[1] = rebase.canonical(e.from);
         }
-        match &bitmap {
-            Some(b) => {
-                for (&a, c) in addrs[..n].iter().zip(&mut code[..n]) {
-                    *c = b.contains(a);
-                }
-            }
-            None => layout.is_code_each(&addrs[..n], &mut code[..n]),
-        }
+        layout.is_code_each(&addrs[..n], &mut code[..n]);
         for k in 0..chunk.len() {
             let (target, source) = (addrs[2 * k], addrs[2 * k + 1]);
             let (target_internal, source_internal) = (code[2 * k], code[2 * k + 1]);

@@ -231,7 +231,7 @@ impl RecordDecoder {
 
 /// How much one drain reads at most: the ring's bytes, and the events it adds (a reader
 /// fills a batch allocated for its events without growing it: a batch of samples is
-/// hundreds of kilobytes, and growing one copied them all).
+/// tens of kilobytes, and growing one copies them all).
 #[derive(Clone, Copy, Debug)]
 pub struct DrainLimit {
     /// Bytes of the ring.

@@ -395,7 +395,7 @@ impl Worker {
     fn feed(&mut self, g: SampleGroup) {
         let window = self.settings.windows.window_secs.max(1);
         let id = &g.binary.build_id;
-        let g = match self.pending.remove(id) {
+        let mut g = match self.pending.remove(id) {
             // Merged while the held group has room: growing a group copies every sample
             // in it (over a hundred bytes each), so a group is held with room for a
             // coalesced feed, and fed rather than grown.
@@ -422,7 +422,6 @@ impl Worker {
         if g.samples.len() >= self.settings.coalesce_samples {
             self.feed_now(g);
         } else {
-            let mut g = g;
             let room = self.settings.coalesce_samples - g.samples.len();
             g.samples.reserve_exact(room);
             self.pending.insert(g.binary.build_id.clone(), g);

@@ -841,6 +841,7 @@ impl CodeLayout for ProfiledBinary {
     fn is_code_each(&self, addrs: &[u64], out: &mut [bool]) {
         match &self.lazy {
             Some(lazy) => lazy.is_code_each(addrs, out),
+            // A bit test of the start bitmap (`code_bitmap`) per address.
             None => {
                 for (&a, o) in addrs.iter().zip(out) {
                     *o = self.code.contains(a);
